@@ -1,0 +1,10 @@
+/* libvat — E-style vats for concurrent, capability-style C programs.
+ * The one header to include. */
+#ifndef VAT_H
+#define VAT_H
+
+#include "vat/error.h"
+#include "vat/value.h"
+#include "vat/core.h"
+
+#endif

@@ -1,0 +1,213 @@
+/* libvat — systems, vats, entities, refs, turns and messages.
+ *
+ * Who may call what (each function's comment says which applies):
+ *  - "any thread": any thread registered with the library (see
+ *    vat_thread_register); inside or outside a turn.
+ *  - "inside a turn": only from a handler while it runs, with the vat_turn
+ *    it was given. Anything else returns VAT_ENOTINTURN.
+ *  - "host thread": a registered thread that is not running a turn (a turn
+ *    must not block or bypass its own commit). Inside a turn: VAT_EINTURN.
+ *
+ * Memory: systems, vats, entities and refs are objects of the Boehm
+ * collector. Keep pointers to them where the collector looks: stacks,
+ * globals, and memory from GC_MALLOC. A ref never dangles: a ref to a dead
+ * vat is safe to hold and to send to (the message is dropped and counted).
+ *
+ * If a call that takes a callback fails, the callback never runs.
+ */
+#ifndef VAT_CORE_H
+#define VAT_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vat/error.h"
+#include "vat/value.h"
+
+typedef struct vat_system vat_system;
+typedef struct vat_turn vat_turn;
+/* vat_ref is declared in vat/value.h: a ref to one entity; the entity knows
+ * its vat. Compare refs with ==. */
+
+/* --- Process set-up ----------------------------------------------------- */
+
+/** Initialises the library and the collector. Call once from main() before
+ *  any other thread exists; later calls do nothing and return VAT_OK.
+ *  Every other call made before it returns VAT_ENOTINIT (or NULL). */
+int vat_init(void);
+
+/** Registers the calling thread with the collector so it may use the
+ *  library. The thread that called vat_init and the library's own workers
+ *  are registered already; threads made with GC_pthread_create too.
+ *  Returns VAT_OK (also when already registered) or VAT_ENOTINIT. */
+int vat_thread_register(void);
+
+/** Undoes vat_thread_register before the thread exits. After it, the thread
+ *  must not touch library objects. Returns VAT_OK, VAT_ENOTREGISTERED or
+ *  VAT_EINTURN. Do not call it on the thread that called vat_init. */
+int vat_thread_unregister(void);
+
+/* --- Systems ------------------------------------------------------------ */
+
+/** Called, on the thread that drops it, for each message that reaches a dead
+ *  vat or a stopped system. `selector` is NULL for a function message. Runs
+ *  outside any turn; must be thread-safe and must not block. */
+typedef void (*vat_dead_letter_fn)(void *ctx, vat_ref *target,
+                                   const vat_atom *selector);
+
+typedef struct vat_config {
+  /** Worker threads, one per core by default. Must be at least 1. */
+  unsigned workers;
+  /** Messages a vat may handle per scheduling before others get a turn
+   *  (fairness). Default 64; at least 1. */
+  unsigned batch;
+  /** Attempts an idle worker makes to find work before it parks. Default
+   *  64. 0 parks at once. */
+  unsigned spin;
+  /** Optional dead-letter hook and its context. */
+  vat_dead_letter_fn on_dead_letter;
+  void *dead_letter_ctx;
+} vat_config;
+
+/** Fills `cfg` with the defaults. Any thread. */
+void vat_config_default(vat_config *cfg);
+
+/** Creates a system and starts its workers. `cfg` NULL means defaults.
+ *  Host thread. Errors: VAT_EINVAL (NULL out, workers or batch 0),
+ *  VAT_ENOTINIT, VAT_ENOTREGISTERED, VAT_EINTURN, VAT_ENOMEM (threads). */
+int vat_system_new(const vat_config *cfg, vat_system **out);
+
+/** Stops accepting sends from host threads, waits until the system is
+ *  quiescent (no queued message, no vat running) or `timeout_s` seconds
+ *  have passed, then stops the workers. Messages still queued at the
+ *  deadline are dropped and counted (vat_stats.dropped_at_shutdown).
+ *  Returns VAT_OK when it reached quiescence, VAT_ETIMEDOUT when it did not
+ *  (the workers are stopped either way), VAT_ECLOSED when already shut down.
+ *  Host thread; not from one of this system's own turns (VAT_EINTURN). */
+int vat_system_shutdown(vat_system *sys, double timeout_s);
+
+/** Shuts the system down (with no wait) if that was not done, and releases
+ *  its threads. Later calls on `sys` return VAT_ECLOSED; refs into it stay
+ *  safe to hold and to send to (dead letters). Host thread. */
+int vat_system_destroy(vat_system *sys);
+
+typedef struct vat_stats {
+  uint64_t delivered;           /* turns run */
+  uint64_t dead_letters;        /* messages dropped at a dead vat */
+  uint64_t dropped_at_shutdown; /* messages still queued when it stopped */
+  uint64_t spawned;             /* vats spawned */
+  uint64_t terminated;          /* vats ended */
+} vat_stats;
+
+/** A snapshot of the system's counters (each exact once it is quiescent).
+ *  Any thread. Errors: VAT_EINVAL. */
+int vat_system_stats(vat_system *sys, vat_stats *out);
+
+/* --- Entities and vats -------------------------------------------------- */
+
+/** The fast message form: `fn` runs inside the target's vat, as one turn,
+ *  with the target entity's state and the argument given at send time. */
+typedef void (*vat_fn)(vat_turn *turn, void *state, void *arg);
+
+/** The dynamic message form: a selector and a value, for entities that
+ *  dispatch by name. */
+typedef void (*vat_receive_fn)(vat_turn *turn, void *state,
+                               const vat_atom *selector, vat_value value);
+
+/** What an entity is made of. */
+typedef struct vat_entity_def {
+  /** Bytes of state made with the entity: zeroed, aligned for any type,
+   *  scanned by the collector (it may hold refs and GC pointers). */
+  size_t state_size;
+  /** Handles dynamic messages. NULL: dynamic messages to the entity are
+   *  dropped as dead letters. */
+  vat_receive_fn receive;
+} vat_entity_def;
+
+/** Spawns a new vat whose first entity is made from `def`; stores a ref to
+ *  it in *out and, when `state_out` is not NULL, a pointer to its state in
+ *  *state_out. The caller may initialise the state through that pointer
+ *  until the end of the current turn (inside a turn) or until it first sends
+ *  to the new vat (host thread); after that the state belongs to the vat.
+ *  Inside a turn: the vat is part of the turn's effects; if the turn fails,
+ *  the new vat never runs and dies with the turn's failure reason.
+ *  Errors: VAT_EINVAL (NULL turn/out/def), VAT_ENOTINTURN, VAT_ETURNFAILED. */
+int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
+              void **state_out);
+
+/** vat_spawn from a host thread, into `sys`. Errors: VAT_EINVAL,
+ *  VAT_EINTURN, VAT_ENOTINIT, VAT_ENOTREGISTERED, VAT_ECLOSED. */
+int vat_host_spawn(vat_system *sys, const vat_entity_def *def, vat_ref **out,
+                   void **state_out);
+
+/** Makes another entity in the calling vat. Inside a turn. Same arguments
+ *  and errors as vat_spawn. */
+int vat_entity_new(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
+                   void **state_out);
+
+/* --- Sending ------------------------------------------------------------ */
+
+/** Sends `fn(arg)` to the entity `to`. Inside a turn: buffered, delivered
+ *  when the turn commits, never if it fails. Messages from one vat to
+ *  another arrive in the order they were committed. A message to a dead vat
+ *  is dropped and counted as a dead letter, not reported here. `arg` is kept
+ *  alive by the collector while the message is in flight.
+ *  Errors: VAT_EINVAL (NULL to/fn), VAT_ENOTINTURN, VAT_ETURNFAILED. */
+int vat_send(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg);
+
+/** Sends the dynamic message (`selector`, `value`) to `to`; otherwise as
+ *  vat_send. Errors: as vat_send (VAT_EINVAL for a NULL selector). */
+int vat_send_msg(vat_turn *turn, vat_ref *to, const vat_atom *selector,
+                 vat_value value);
+
+/** vat_send from a host thread: takes effect at once. Messages one host
+ *  thread sends to one vat arrive in order. Thread-safe.
+ *  Errors: VAT_EINVAL, VAT_EINTURN, VAT_ENOTINIT, VAT_ENOTREGISTERED,
+ *  VAT_ECLOSED (the target's system is shutting down or destroyed). */
+int vat_host_send(vat_ref *to, vat_fn fn, void *arg);
+
+/** vat_send_msg from a host thread; errors as vat_host_send. */
+int vat_host_send_msg(vat_ref *to, const vat_atom *selector, vat_value value);
+
+/* --- The current turn --------------------------------------------------- */
+
+/** The ref of the entity this turn's message was sent to, or NULL when
+ *  `turn` is not the caller's current turn. */
+vat_ref *vat_self(vat_turn *turn);
+
+/** The system running this turn, or NULL as for vat_self. */
+vat_system *vat_turn_system(vat_turn *turn);
+
+/** Ends the calling vat with reason `normal` once this turn commits.
+ *  Inside a turn. Errors: VAT_ENOTINTURN, VAT_ETURNFAILED. */
+int vat_stop(vat_turn *turn);
+
+/** Fails the turn: none of its effects (sends, spawns, stop) take place and
+ *  the vat ends with `reason` (which must not be null: VAT_EINVAL). The
+ *  handler should return soon after; further effects in this turn return
+ *  VAT_ETURNFAILED. Inside a turn. Errors: VAT_ENOTINTURN, VAT_EINVAL,
+ *  VAT_ETURNFAILED. */
+int vat_fail(vat_turn *turn, vat_value reason);
+
+/* --- Refs ---------------------------------------------------------------- */
+
+/** True when both refs name entities of the same vat. Any thread. */
+bool vat_ref_same_vat(vat_ref *a, vat_ref *b);
+
+/** The system the ref's vat belongs to (NULL for a NULL ref). Any thread. */
+vat_system *vat_ref_system(vat_ref *ref);
+
+/** True once the ref's vat has ended (a snapshot: it may end right after
+ *  this returns false). Any thread. */
+bool vat_ref_is_dead(vat_ref *ref);
+
+/** The exit reason of the ref's vat: null while it runs. Any thread. */
+vat_value vat_ref_exit_reason(vat_ref *ref);
+
+/** The well-known reasons, as atoms: "normal", "killed", "noproc". */
+const vat_atom *vat_atom_normal(void);
+const vat_atom *vat_atom_killed(void);
+const vat_atom *vat_atom_noproc(void);
+
+#endif

@@ -1,0 +1,43 @@
+/* libvat — error codes.
+ *
+ * Every public function that can fail returns VAT_OK (0) or one negative
+ * VAT_E* code from the list below. The list is the single source of truth:
+ * vat_strerror() and vat_err_name() are generated from it.
+ */
+#ifndef VAT_ERROR_H
+#define VAT_ERROR_H
+
+#define VAT_ERRNO_MAP(X)                                                        \
+  X(EINVAL, -1, "invalid argument")                                           \
+  X(ENOTINTURN, -2, "call is only valid inside a turn of the calling vat")    \
+  X(EINTURN, -3, "call may not be made from inside a turn")                   \
+  X(ENOTREGISTERED, -4, "calling thread is not registered with the library")  \
+  X(ENOTINIT, -5, "vat_init() has not been called")                           \
+  X(ECLOSED, -6, "system is shutting down or destroyed")                      \
+  X(ETURNFAILED, -7, "the current turn has already failed")                   \
+  X(ETIMEDOUT, -8, "deadline passed")                                         \
+  X(ENOMEM, -9, "out of memory")                                              \
+  X(EBUSY, -10, "resource busy")                                              \
+  X(EDEAD, -11, "vat is dead")                                                \
+  X(ENOTSUP, -12, "operation not supported in this configuration")            \
+  X(ENOTFOUND, -13, "no such item")                                           \
+  X(ETYPE, -14, "value has the wrong type")                                   \
+  X(ERANGE, -15, "value out of range")
+
+/** Error codes. VAT_OK is success; every error is negative. */
+typedef enum vat_errno {
+  VAT_OK = 0,
+#define VAT__ERRNO_ENUM(name, value, text) VAT_##name = (value),
+  VAT_ERRNO_MAP(VAT__ERRNO_ENUM)
+#undef VAT__ERRNO_ENUM
+} vat_errno;
+
+/** A human-readable message for an error code ("unknown error" for codes not
+ *  in the list). Any thread; never NULL; the string is static. */
+const char *vat_strerror(int err);
+
+/** The symbolic name of an error code ("VAT_EINVAL"), or "VAT_UNKNOWN".
+ *  Any thread; never NULL; the string is static. */
+const char *vat_err_name(int err);
+
+#endif

@@ -1,0 +1,95 @@
+/* Process set-up: the collector, thread registration, and the checks every
+ * public entry point makes on its caller. */
+#include <stdatomic.h>
+
+#include "internal.h"
+#include "vat_gc.h"
+
+_Thread_local vat_turn *vat__current_turn;
+_Thread_local vat__worker *vat__current_worker;
+
+/* Whether this thread is known to be registered with the collector; asking
+ * the collector takes its global lock, so the answer is cached. */
+static _Thread_local bool thread_registered;
+static atomic_bool initialized;
+
+const vat_atom *vat__atom_normal, *vat__atom_killed, *vat__atom_noproc;
+
+int vat_init(void) {
+  if (atomic_load_explicit(&initialized, memory_order_acquire))
+    return VAT_OK;
+  GC_INIT();
+  /* Lets host threads register themselves; also starts parallel markers. */
+  GC_allow_register_threads();
+#if VAT_GC_NO_COLLECT
+  GC_disable();
+#endif
+  vat__atom_normal = vat_atom_intern("normal");
+  vat__atom_killed = vat_atom_intern("killed");
+  vat__atom_noproc = vat_atom_intern("noproc");
+  thread_registered = true;
+  /* Release: the atoms above are visible to any thread that sees it. */
+  atomic_store_explicit(&initialized, true, memory_order_release);
+  return VAT_OK;
+}
+
+void vat__mark_thread_registered(void) { thread_registered = true; }
+
+static bool initialised(void) {
+  return atomic_load_explicit(&initialized, memory_order_acquire);
+}
+
+static bool registered(void) {
+  if (!thread_registered && GC_thread_is_registered())
+    thread_registered = true;
+  return thread_registered;
+}
+
+int vat_thread_register(void) {
+  if (!initialised())
+    return VAT_ENOTINIT;
+  if (registered())
+    return VAT_OK;
+  struct GC_stack_base base;
+  if (GC_get_stack_base(&base) != GC_SUCCESS)
+    return VAT_ENOTSUP;
+  int rc = GC_register_my_thread(&base);
+  if (rc != GC_SUCCESS && rc != GC_DUPLICATE)
+    return VAT_ENOTSUP;
+  thread_registered = true;
+  return VAT_OK;
+}
+
+int vat_thread_unregister(void) {
+  if (!initialised())
+    return VAT_ENOTINIT;
+  if (vat__current_turn != NULL)
+    return VAT_EINTURN;
+  if (!registered())
+    return VAT_ENOTREGISTERED;
+  GC_unregister_my_thread();
+  thread_registered = false;
+  return VAT_OK;
+}
+
+int vat__check_host(void) {
+  if (!initialised())
+    return VAT_ENOTINIT;
+  if (vat__current_turn != NULL)
+    return VAT_EINTURN;
+  if (!registered())
+    return VAT_ENOTREGISTERED;
+  return VAT_OK;
+}
+
+int vat__check_turn(vat_turn *turn) {
+  if (turn == NULL || turn != vat__current_turn)
+    return VAT_ENOTINTURN;
+  if (turn->failed)
+    return VAT_ETURNFAILED;
+  return VAT_OK;
+}
+
+const vat_atom *vat_atom_normal(void) { return vat__atom_normal; }
+const vat_atom *vat_atom_killed(void) { return vat__atom_killed; }
+const vat_atom *vat_atom_noproc(void) { return vat__atom_noproc; }

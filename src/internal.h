@@ -1,0 +1,155 @@
+/* Internal layouts and the functions the runtime's files share.
+ *
+ * Ownership in one paragraph: a vat is run by at most one worker at a time
+ * (the mailbox protocol guarantees it), so everything in a vat except its
+ * mailbox's `top` and its `dead` flag is touched by that worker alone. A
+ * worker's run queue, next slot, pool and counters are its own; other
+ * threads only steal from the queue and read the counters. The system's
+ * mutex guards parking, quiescence and shutdown — never the message path.
+ */
+#ifndef VAT_INTERNAL_H
+#define VAT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inject.h"
+#include "mailbox.h"
+#include "message.h"
+#include "msgpool.h"
+#include "runq.h"
+#include "vat/core.h"
+
+typedef struct vat__vat vat__vat;
+typedef struct vat__worker vat__worker;
+
+/* An entity: behaviour plus state. A vat_ref points to one. Its state
+ * follows it in the same allocation, aligned for any type (the struct's
+ * alignment makes its size a multiple of 16). */
+struct vat_entity {
+  _Alignas(16) vat__vat *vat;
+  vat_receive_fn receive;
+};
+
+static inline void *vat__state(vat_ref *e) { return e + 1; }
+
+struct vat__vat {
+  /* Hot: touched by every message. */
+  vat__mailbox mailbox;
+  vat__vat *rq_next; /* link in a shared run queue or a turn's spawn list */
+  vat_system *sys;
+  /* Set once, with release, after exit_reason is written. */
+  _Atomic bool dead;
+  /* Cold. */
+  vat_value exit_reason;
+  /* The first entity, made with the vat, so spawning is one allocation.
+   * Must stay last: its state follows it. */
+  struct vat_entity first;
+};
+
+/* Counters a worker writes alone and others read: relaxed atomics, so that
+ * increments need no locked instruction. */
+typedef _Atomic uint64_t vat__counter;
+
+static inline void vat__count(vat__counter *c, uint64_t n) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+}
+
+struct vat__worker {
+  vat__runq runq;
+  vat__vat *next;        /* the vat woken last: runs next (locality) */
+  unsigned next_streak;  /* runs taken from `next` in a row */
+  vat__msgpool pool;
+  vat_system *sys;
+  unsigned index;
+  uint32_t ticks;
+  uint32_t rng;
+  vat__counter delivered, dead_letters, spawned, terminated;
+  pthread_t thread;
+};
+
+enum vat__system_state {
+  VAT__RUNNING,
+  VAT__CLOSING, /* host sends refused; waiting for quiescence */
+  VAT__STOPPED, /* workers stopping or stopped */
+  VAT__DESTROYED,
+};
+
+struct vat_system {
+  vat_config cfg;
+  vat__worker **workers;
+  unsigned nworkers;
+  vat__inject inject;
+  _Atomic int state;
+
+  /* Parking and quiescence. */
+  pthread_mutex_t lock;
+  pthread_cond_t park_cond;  /* parked workers wait here */
+  pthread_cond_t quiet_cond; /* shutdown waits here */
+  _Atomic unsigned parked;
+  _Atomic unsigned spinning;
+  _Atomic unsigned host_inflight; /* host calls between check and push */
+
+  /* Counts made outside the workers (host threads, other systems). */
+  _Atomic uint64_t ext_dead_letters, ext_spawned, ext_terminated;
+  uint64_t dropped_at_shutdown;
+};
+
+struct vat_turn {
+  vat__worker *worker;
+  vat__vat *vat;
+  vat_ref *self;
+  vat__msg *msg;
+  vat__msg *out_head, *out_tail; /* buffered sends, in order */
+  vat__vat *spawned;             /* vats spawned by this turn */
+  bool failed;
+  bool stop;
+  vat_value reason;
+};
+
+/* The turn running on this thread, and the worker this thread is. */
+extern _Thread_local vat_turn *vat__current_turn;
+extern _Thread_local vat__worker *vat__current_worker;
+
+/* init.c */
+extern const vat_atom *vat__atom_normal, *vat__atom_killed,
+    *vat__atom_noproc;
+int vat__check_host(void);
+int vat__check_turn(vat_turn *turn);
+void vat__mark_thread_registered(void);
+
+/* vat.c */
+int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
+                 void **state_out);
+void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason);
+static inline bool vat__is_dead(const vat__vat *v) {
+  return atomic_load_explicit(&v->dead, memory_order_acquire);
+}
+
+/* turn.c */
+bool vat__run_batch(vat__worker *w, vat__vat *v);
+
+/* send.c */
+void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last);
+void vat__dead_letter(vat__worker *w, vat__msg *m);
+void vat__dispatch_dynamic(vat_turn *turn, void *state, void *arg);
+
+/* worker.c */
+int vat__workers_start(vat_system *sys);
+void vat__workers_join(vat_system *sys);
+void vat__schedule(vat__worker *w, vat__vat *v);
+void vat__schedule_external(vat_system *sys, vat__vat *v);
+void vat__wake_all(vat_system *sys);
+
+/* system.c */
+static inline int vat__system_state(vat_system *sys) {
+  return atomic_load_explicit(&sys->state, memory_order_acquire);
+}
+void vat__notify_quiet(vat_system *sys);
+bool vat__quiescent_locked(vat_system *sys);
+
+#endif

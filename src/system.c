@@ -1,0 +1,177 @@
+/* Systems: configuration, start, quiescent shutdown, destroy, statistics. */
+#include <errno.h>
+#include <math.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "vat_gc.h"
+
+void vat_config_default(vat_config *cfg) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  *cfg = (vat_config){
+      .workers = cpus > 0 ? (unsigned)cpus : 1,
+      .batch = 64,
+      .spin = 64,
+  };
+}
+
+int vat_system_new(const vat_config *cfg, vat_system **out) {
+  int rc = vat__check_host();
+  if (rc != VAT_OK)
+    return rc;
+  vat_config defaults;
+  if (cfg == NULL) {
+    vat_config_default(&defaults);
+    cfg = &defaults;
+  }
+  if (out == NULL || cfg->workers == 0 || cfg->batch == 0)
+    return VAT_EINVAL;
+  /* Collector memory: the system lives as long as anything refers to it, so
+   * a ref into a destroyed system never dangles. */
+  vat_system *sys = GC_MALLOC(sizeof *sys);
+  vat__worker **workers = GC_MALLOC(cfg->workers * sizeof *workers);
+  if (sys == NULL || workers == NULL)
+    return VAT_ENOMEM;
+  sys->cfg = *cfg;
+#if VAT_HOSTILE
+  sys->cfg.batch = 1;
+#endif
+  sys->workers = workers;
+  sys->nworkers = cfg->workers;
+  vat__inject_init(&sys->inject);
+  atomic_init(&sys->state, VAT__RUNNING);
+  pthread_mutex_init(&sys->lock, NULL);
+  pthread_cond_init(&sys->park_cond, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&sys->quiet_cond, &attr);
+  pthread_condattr_destroy(&attr);
+  rc = vat__workers_start(sys);
+  if (rc != VAT_OK)
+    return rc;
+  *out = sys;
+  return VAT_OK;
+}
+
+bool vat__quiescent_locked(vat_system *sys) {
+  return atomic_load_explicit(&sys->parked, memory_order_seq_cst) ==
+             sys->nworkers &&
+         atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) ==
+             0 &&
+         vat__inject_size(&sys->inject) == 0;
+}
+
+void vat__notify_quiet(vat_system *sys) {
+  pthread_mutex_lock(&sys->lock);
+  pthread_cond_broadcast(&sys->quiet_cond);
+  pthread_mutex_unlock(&sys->lock);
+}
+
+static struct timespec deadline_after(double seconds) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  if (!(seconds > 0))
+    return ts;
+  if (seconds > 1e9)
+    seconds = 1e9;
+  double whole = floor(seconds);
+  ts.tv_sec += (time_t)whole;
+  ts.tv_nsec += (long)((seconds - whole) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
+/* Waits until every worker is parked with nothing queued, or the deadline. */
+static bool wait_quiescent(vat_system *sys, double timeout_s) {
+  struct timespec deadline = deadline_after(timeout_s);
+  pthread_mutex_lock(&sys->lock);
+  bool quiet;
+  while (!(quiet = vat__quiescent_locked(sys))) {
+    if (pthread_cond_timedwait(&sys->quiet_cond, &sys->lock, &deadline) ==
+        ETIMEDOUT) {
+      quiet = vat__quiescent_locked(sys);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&sys->lock);
+  return quiet;
+}
+
+static uint64_t count_queued(vat__vat *v) {
+  return vat__mailbox_count(&v->mailbox);
+}
+
+/* After the workers stopped: what was still queued is dropped, and said. */
+static uint64_t count_dropped(vat_system *sys) {
+  uint64_t n = 0;
+  for (unsigned i = 0; i < sys->nworkers; i++) {
+    vat__worker *w = sys->workers[i];
+    if (w->next)
+      n += count_queued(w->next);
+    for (vat__vat *v; (v = vat__runq_pop(&w->runq)) != NULL;)
+      n += count_queued(v);
+  }
+  for (vat__vat *v; (v = vat__inject_pop(&sys->inject)) != NULL;)
+    n += count_queued(v);
+  return n;
+}
+
+int vat_system_shutdown(vat_system *sys, double timeout_s) {
+  if (sys == NULL)
+    return VAT_EINVAL;
+  int rc = vat__check_host();
+  if (rc != VAT_OK)
+    return rc;
+  int expected = VAT__RUNNING;
+  if (!atomic_compare_exchange_strong(&sys->state, &expected, VAT__CLOSING))
+    return VAT_ECLOSED;
+  bool quiet = wait_quiescent(sys, timeout_s);
+  atomic_store_explicit(&sys->state, VAT__STOPPED, memory_order_seq_cst);
+  vat__wake_all(sys);
+  vat__workers_join(sys);
+  sys->dropped_at_shutdown = count_dropped(sys);
+  return quiet ? VAT_OK : VAT_ETIMEDOUT;
+}
+
+int vat_system_destroy(vat_system *sys) {
+  if (sys == NULL)
+    return VAT_EINVAL;
+  int rc = vat__check_host();
+  if (rc != VAT_OK)
+    return rc;
+  int state = vat__system_state(sys);
+  if (state == VAT__DESTROYED)
+    return VAT_ECLOSED;
+  if (state == VAT__RUNNING)
+    vat_system_shutdown(sys, 0);
+  atomic_store_explicit(&sys->state, VAT__DESTROYED, memory_order_release);
+  /* Each worker's pool, queue and counters stay readable (stats) and are
+   * reclaimed with the system. */
+  return VAT_OK;
+}
+
+int vat_system_stats(vat_system *sys, vat_stats *out) {
+  if (sys == NULL || out == NULL)
+    return VAT_EINVAL;
+  vat_stats s = {
+      .dead_letters = atomic_load(&sys->ext_dead_letters),
+      .spawned = atomic_load(&sys->ext_spawned),
+      .terminated = atomic_load(&sys->ext_terminated),
+      .dropped_at_shutdown = sys->dropped_at_shutdown,
+  };
+  for (unsigned i = 0; i < sys->nworkers; i++) {
+    vat__worker *w = sys->workers[i];
+    s.delivered += atomic_load_explicit(&w->delivered, memory_order_relaxed);
+    s.dead_letters +=
+        atomic_load_explicit(&w->dead_letters, memory_order_relaxed);
+    s.spawned += atomic_load_explicit(&w->spawned, memory_order_relaxed);
+    s.terminated += atomic_load_explicit(&w->terminated, memory_order_relaxed);
+  }
+  *out = s;
+  return VAT_OK;
+}

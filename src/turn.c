@@ -1,0 +1,115 @@
+/* The turn loop: a vat takes messages from its mailbox and runs each as one
+ * turn. A turn's effects are buffered in the vat_turn and take place only
+ * when it commits; a failed turn is converted into the vat's death here and
+ * nowhere else.
+ */
+#include "internal.h"
+#include "vat_gc.h"
+
+static void commit(vat_turn *t) {
+  vat__worker *w = t->worker;
+  /* The spawned vats' links are reused by run queues once they get mail. */
+  for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
+    next = v->rq_next;
+    v->rq_next = NULL;
+  }
+  vat__msg *m = t->out_head;
+  while (m != NULL) {
+    vat__vat *to = m->target->vat;
+    vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    if (to == t->vat) {
+      vat__mailbox_append_local(&to->mailbox, m);
+      m = next;
+      continue;
+    }
+    /* Consecutive sends to one vat go in one push. */
+    vat__msg *last = m;
+    while (next != NULL && next->target->vat == to) {
+      last = next;
+      next = atomic_load_explicit(&next->next, memory_order_relaxed);
+    }
+    atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+    vat__deliver(w, m, last);
+    m = next;
+  }
+  if (t->stop)
+    vat__terminate(w, t->vat, vat_atom_value(vat__atom_normal));
+}
+
+static void discard(vat_turn *t) {
+  vat__worker *w = t->worker;
+  for (vat__msg *m = t->out_head, *next; m != NULL; m = next) {
+    next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    vat__msg_free(&w->pool, m);
+  }
+  for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
+    next = v->rq_next;
+    v->rq_next = NULL;
+    vat__terminate(w, v, t->reason);
+  }
+  vat__terminate(w, t->vat, t->reason);
+}
+
+static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
+  vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
+  vat__current_turn = &t;
+  m->fn(&t, vat__state(m->target), m->arg);
+  vat__current_turn = NULL;
+  vat__count(&w->delivered, 1);
+  if (t.failed)
+    discard(&t);
+  else
+    commit(&t);
+#if VAT_HOSTILE
+  GC_gcollect();
+#endif
+}
+
+bool vat__run_batch(vat__worker *w, vat__vat *v) {
+  vat__mailbox *mb = &v->mailbox;
+  for (unsigned budget = w->sys->cfg.batch; budget > 0;) {
+    vat__msg *m = vat__mailbox_pop(mb);
+    if (m == NULL) {
+      if (vat__mailbox_try_idle(mb))
+        return false;
+      continue; /* a push raced with us: take it */
+    }
+    if (vat__is_dead(v))
+      vat__dead_letter(w, m);
+    else
+      run_turn(w, v, m);
+    vat__msg_free(&w->pool, m);
+    budget--;
+  }
+  /* Out of budget: go idle if that was all, else ask to run again later. */
+  return vat__mailbox_has_work(mb) || !vat__mailbox_try_idle(mb);
+}
+
+/* --- The turn's public API ---------------------------------------------- */
+
+vat_ref *vat_self(vat_turn *turn) {
+  return turn != NULL && turn == vat__current_turn ? turn->self : NULL;
+}
+
+vat_system *vat_turn_system(vat_turn *turn) {
+  return turn != NULL && turn == vat__current_turn ? turn->vat->sys : NULL;
+}
+
+int vat_stop(vat_turn *turn) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  turn->stop = true;
+  return VAT_OK;
+}
+
+int vat_fail(vat_turn *turn, vat_value reason) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (vat_is_null(reason))
+    return VAT_EINVAL;
+  turn->failed = true;
+  turn->reason = reason;
+  return VAT_OK;
+}

@@ -1,0 +1,218 @@
+/* The scheduler loop: one worker thread per core.
+ *
+ * A worker runs, in order of preference: the vat it woke last (its `next`
+ * slot: a ring or a ping-pong stays on one core, in cache), its own run
+ * queue, the system's shared queue, and vats stolen from another worker.
+ * With nothing to do it spins a little, then parks on the system's condition
+ * variable. Whoever queues work where another worker must steal it wakes
+ * one parked worker, unless one is already spinning.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu.h"
+#include "internal.h"
+#include "vat_gc.h"
+
+enum {
+  /* Look at the shared queue every so often even when busy, so injected
+   * vats do not starve behind a full local queue (Go uses 61 too: a prime
+   * avoids lock-step with periodic workloads). */
+  INJECT_EVERY = 61,
+  /* Runs from the next slot in a row before it yields to the queue. */
+  NEXT_STREAK_MAX = 256,
+};
+
+static uint32_t next_random(vat__worker *w) {
+  /* xorshift32: victims only need to differ between workers and calls. */
+  uint32_t x = w->rng;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return w->rng = x;
+}
+
+/* Wakes one parked worker if none is looking for work already. */
+static void wake_one(vat_system *sys) {
+  /* seq_cst fence: orders the caller's queue push before these loads, as
+   * the parking worker orders its `parked` increment before its last look
+   * at the queues; one of the two sees the other. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&sys->parked, memory_order_relaxed) == 0 ||
+      atomic_load_explicit(&sys->spinning, memory_order_relaxed) != 0)
+    return;
+  pthread_mutex_lock(&sys->lock);
+  pthread_cond_signal(&sys->park_cond);
+  pthread_mutex_unlock(&sys->lock);
+}
+
+void vat__wake_all(vat_system *sys) {
+  pthread_mutex_lock(&sys->lock);
+  pthread_cond_broadcast(&sys->park_cond);
+  pthread_mutex_unlock(&sys->lock);
+}
+
+/* Queues `v` on w's run queue; when that is full, moves half of it and `v`
+ * to the shared queue. */
+static void enqueue(vat__worker *w, vat__vat *v) {
+  if (!vat__runq_push(&w->runq, v)) {
+    uint32_t n = 0;
+    vat__vat *first = vat__runq_take_half(&w->runq, &n);
+    if (first == NULL) {
+      first = v;
+    } else {
+      vat__vat *last = first;
+      while (last->rq_next)
+        last = last->rq_next;
+      last->rq_next = v;
+    }
+    v->rq_next = NULL;
+    vat__inject_push(&w->sys->inject, first, v, n + 1);
+  }
+  wake_one(w->sys);
+}
+
+void vat__schedule(vat__worker *w, vat__vat *v) {
+  if (v->sys != w->sys) {
+    vat__schedule_external(v->sys, v);
+    return;
+  }
+  vat__vat *displaced = w->next;
+  w->next = v;
+  if (displaced)
+    enqueue(w, displaced);
+}
+
+void vat__schedule_external(vat_system *sys, vat__vat *v) {
+  vat__inject_push(&sys->inject, v, v, 1);
+  wake_one(sys);
+}
+
+static vat__vat *steal(vat__worker *w) {
+  vat_system *sys = w->sys;
+  unsigned n = sys->nworkers;
+  if (n < 2)
+    return NULL;
+  unsigned start = next_random(w) % n;
+  for (unsigned i = 0; i < n; i++) {
+    vat__worker *victim = sys->workers[(start + i) % n];
+    if (victim == w)
+      continue;
+    vat__vat *v = vat__runq_steal(&w->runq, &victim->runq);
+    if (v)
+      return v;
+  }
+  return NULL;
+}
+
+static vat__vat *find_work(vat__worker *w) {
+  vat__vat *v;
+  if (++w->ticks % INJECT_EVERY == 0 &&
+      (v = vat__inject_pop(&w->sys->inject)) != NULL)
+    return v;
+  if ((v = w->next) != NULL) {
+    w->next = NULL;
+    if (++w->next_streak < NEXT_STREAK_MAX)
+      return v;
+    enqueue(w, v);
+  }
+  w->next_streak = 0;
+  if ((v = vat__runq_pop(&w->runq)) != NULL)
+    return v;
+  if ((v = vat__inject_pop(&w->sys->inject)) != NULL)
+    return v;
+  return steal(w);
+}
+
+static bool stopping(vat_system *sys) {
+  return vat__system_state(sys) >= VAT__STOPPED;
+}
+
+/* Any queue where this worker could find work, looked at under the lock
+ * after it counted itself parked. */
+static bool work_visible(vat_system *sys) {
+  if (vat__inject_size(&sys->inject) != 0)
+    return true;
+  for (unsigned i = 0; i < sys->nworkers; i++)
+    if (vat__runq_size(&sys->workers[i]->runq) != 0)
+      return true;
+  return false;
+}
+
+/* Spins, then parks. Returns a vat found meanwhile, or NULL to look again
+ * (after a wake-up) or to stop. */
+static vat__vat *idle(vat__worker *w) {
+  vat_system *sys = w->sys;
+  atomic_fetch_add_explicit(&sys->spinning, 1, memory_order_seq_cst);
+  for (unsigned i = 0; i < sys->cfg.spin && !stopping(sys); i++) {
+    vat__vat *v = find_work(w);
+    if (v) {
+      atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst);
+      return v;
+    }
+    if (i % 8 == 7)
+      sched_yield();
+    else
+      vat__cpu_relax();
+  }
+  pthread_mutex_lock(&sys->lock);
+  atomic_fetch_add_explicit(&sys->parked, 1, memory_order_seq_cst);
+  atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!stopping(sys) && !work_visible(sys)) {
+    if (vat__quiescent_locked(sys))
+      pthread_cond_broadcast(&sys->quiet_cond);
+    pthread_cond_wait(&sys->park_cond, &sys->lock);
+  }
+  atomic_fetch_sub_explicit(&sys->parked, 1, memory_order_seq_cst);
+  pthread_mutex_unlock(&sys->lock);
+  return NULL;
+}
+
+static void *worker_main(void *arg) {
+  vat__worker *w = arg;
+  vat_system *sys = w->sys;
+  vat__current_worker = w;
+  vat__mark_thread_registered();
+  while (!stopping(sys)) {
+    vat__vat *v = find_work(w);
+    if (v == NULL && (v = idle(w)) == NULL)
+      continue;
+    if (vat__run_batch(w, v))
+      enqueue(w, v);
+  }
+  vat__current_worker = NULL;
+  return NULL;
+}
+
+int vat__workers_start(vat_system *sys) {
+  for (unsigned i = 0; i < sys->nworkers; i++) {
+    vat__worker *w = GC_MALLOC(sizeof *w);
+    if (w == NULL)
+      return VAT_ENOMEM;
+    vat__runq_init(&w->runq);
+    w->sys = sys;
+    w->index = i;
+    w->rng = 2654435761u * (i + 1);
+    sys->workers[i] = w;
+  }
+  for (unsigned i = 0; i < sys->nworkers; i++) {
+    /* pthread_create is the collector's wrapper (vat_gc.h): the thread is
+     * registered and its stack scanned. */
+    if (pthread_create(&sys->workers[i]->thread, NULL, worker_main,
+                       sys->workers[i]) != 0) {
+      atomic_store_explicit(&sys->state, VAT__STOPPED, memory_order_release);
+      vat__wake_all(sys);
+      for (unsigned j = 0; j < i; j++)
+        pthread_join(sys->workers[j]->thread, NULL);
+      return VAT_ENOMEM;
+    }
+  }
+  return VAT_OK;
+}
+
+void vat__workers_join(vat_system *sys) {
+  for (unsigned i = 0; i < sys->nworkers; i++)
+    pthread_join(sys->workers[i]->thread, NULL);
+}

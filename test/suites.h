@@ -1,0 +1,22 @@
+/* One Check suite per module; the runner runs them all. */
+#ifndef VAT_TEST_SUITES_H
+#define VAT_TEST_SUITES_H
+
+#include <check.h>
+
+#define VAT_TEST_SUITES(X)                                                      \
+  X(error)                                                                     \
+  X(value)                                                                     \
+  X(mailbox)                                                                   \
+  X(runq)                                                                      \
+  X(system)                                                                    \
+  X(turn)                                                                      \
+  X(send)                                                                      \
+  X(memory)                                                                    \
+  X(stress)
+
+#define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
+VAT_TEST_SUITES(VAT__DECLARE_SUITE)
+#undef VAT__DECLARE_SUITE
+
+#endif

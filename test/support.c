@@ -1,0 +1,83 @@
+#include "support.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static _Atomic uint64_t bad_calls;
+
+void test_record_bad_call(const char *expr, int rc, const char *file,
+                          int line) {
+  if (atomic_fetch_add(&bad_calls, 1) < 5)
+    fprintf(stderr, "%s:%d: %s returned %s (%s)\n", file, line, expr,
+            vat_err_name(rc), vat_strerror(rc));
+}
+
+uint64_t test_bad_calls(void) { return atomic_load(&bad_calls); }
+
+void test_init(void) { ck_assert_vat_ok(vat_init()); }
+
+TCase *test_case(const char *name, double timeout_s) {
+  TCase *tc = tcase_create(name);
+  tcase_add_checked_fixture(tc, test_init, NULL);
+  if (timeout_s > 0)
+    tcase_set_timeout(tc, timeout_s);
+  return tc;
+}
+
+vat_system *test_system(unsigned workers) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  if (workers)
+    cfg.workers = workers;
+  vat_system *sys = NULL;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  return sys;
+}
+
+void test_quiesce(vat_system *sys) {
+  ck_assert_uint_eq(test_bad_calls(), 0);
+  ck_assert_vat_ok(vat_system_shutdown(sys, 30));
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(st.dropped_at_shutdown, 0);
+  ck_assert_vat_ok(vat_system_destroy(sys));
+}
+
+vat_stats test_stats(vat_system *sys) {
+  vat_stats st;
+  ck_assert_vat_ok(vat_system_stats(sys, &st));
+  return st;
+}
+
+uint64_t test_seed(const char *test_name) {
+  const char *env = getenv("VAT_TEST_SEED");
+  uint64_t seed;
+  if (env) {
+    seed = strtoull(env, NULL, 0);
+  } else {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    seed = (uint64_t)ts.tv_nsec * 2654435761u ^ (uint64_t)ts.tv_sec;
+  }
+  if (seed == 0)
+    seed = 1;
+  fprintf(stderr, "%s: seed %" PRIu64 " (replay with VAT_TEST_SEED=%" PRIu64
+                  ")\n",
+          test_name, seed, seed);
+  return seed;
+}
+
+bool test_wait_u64(_Atomic uint64_t *flag, uint64_t value, double timeout_s) {
+  struct timespec pause = {0, 200000}, start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (atomic_load_explicit(flag, memory_order_acquire) < value) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((double)(now.tv_sec - start.tv_sec) +
+            (double)(now.tv_nsec - start.tv_nsec) * 1e-9 >
+        timeout_s)
+      return false;
+    nanosleep(&pause, NULL);
+  }
+  return true;
+}

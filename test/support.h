@@ -1,0 +1,84 @@
+/* Helpers shared by the test suites. */
+#ifndef VAT_TEST_SUPPORT_H
+#define VAT_TEST_SUPPORT_H
+
+#include <check.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vat.h"
+
+/** Checked fixture: initialises the library in the forked test process. */
+void test_init(void);
+
+/** A test case with the init fixture and `timeout_s` (0: Check's default). */
+TCase *test_case(const char *name, double timeout_s);
+
+/** Asserts a libvat call returned VAT_OK, printing the code's name if not. */
+#define ck_assert_vat_ok(expr)                                                  \
+  do {                                                                         \
+    int vat__rc = (expr);                                                      \
+    ck_assert_msg(vat__rc == VAT_OK, "%s returned %s (%s)", #expr,             \
+                  vat_err_name(vat__rc), vat_strerror(vat__rc));               \
+  } while (0)
+
+/** Asserts a libvat call returned the error `code`. */
+#define ck_assert_vat_err(expr, code)                                           \
+  do {                                                                         \
+    int vat__rc = (expr);                                                      \
+    ck_assert_msg(vat__rc == (code), "%s returned %s, expected %s", #expr,     \
+                  vat_err_name(vat__rc), vat_err_name(code));                  \
+  } while (0)
+
+/** Checks a libvat call made inside a handler, where Check's assertions
+ *  are too slow for hot loops (each one writes to a file) and would end the
+ *  test from a worker thread. A failure is counted and the first few are
+ *  printed; test_quiesce() asserts the count is zero. */
+#define expect_vat_ok(expr)                                                     \
+  do {                                                                         \
+    int vat__rc = (expr);                                                      \
+    if (vat__rc != VAT_OK)                                                     \
+      test_record_bad_call(#expr, vat__rc, __FILE__, __LINE__);                \
+  } while (0)
+
+void test_record_bad_call(const char *expr, int rc, const char *file,
+                          int line);
+/** How many expect_vat_ok checks failed so far in this test process. */
+uint64_t test_bad_calls(void);
+
+/** A system with `workers` workers (0: the default count). */
+vat_system *test_system(unsigned workers);
+
+/** Shuts `sys` down, asserting it reached quiescence within 30 s with
+ *  nothing dropped, then destroys it. Runtime tests end with this. */
+void test_quiesce(vat_system *sys);
+
+/** The system's counters. */
+vat_stats test_stats(vat_system *sys);
+
+/** A seed for randomized tests: $VAT_TEST_SEED if set, else from the clock.
+ *  Printed to stderr so a failing run can be replayed. */
+uint64_t test_seed(const char *test_name);
+
+/** xorshift64*: a small, seedable generator for test sizes and choices. */
+static inline uint64_t test_rand(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *state = x;
+  return x * 0x2545F4914F6CDD1DULL;
+}
+
+/** A uniform integer in [lo, hi]. */
+static inline uint64_t test_rand_between(uint64_t *state, uint64_t lo,
+                                         uint64_t hi) {
+  return lo + test_rand(state) % (hi - lo + 1);
+}
+
+/** Sleeps until `*flag` (read with acquire) reaches `value` or `timeout_s`
+ *  passes; returns whether it did. For host threads waiting on vats. */
+bool test_wait_u64(_Atomic uint64_t *flag, uint64_t value, double timeout_s);
+
+#endif

@@ -1,0 +1,341 @@
+/* Sending: per-pair order, host threads, dynamic messages, dead letters,
+ * and sends between systems. */
+#include <pthread.h>
+
+#include "support.h"
+
+/* --- Per-pair order ------------------------------------------------------ */
+
+enum { SENDERS = 8, PER_SENDER = 20000, BURST = 7 };
+
+typedef struct receiver {
+  uint64_t next_expected[SENDERS + 1];
+  uint64_t out_of_order;
+  uint64_t received;
+} receiver;
+
+/* arg: sender index in the high bits, sequence number in the low 32. */
+static void receive_seq(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  receiver *r = state;
+  uint64_t v = (uintptr_t)arg;
+  uint64_t sender = v >> 32, seq = v & 0xffffffffu;
+  if (seq != r->next_expected[sender])
+    r->out_of_order++;
+  r->next_expected[sender] = seq + 1;
+  r->received++;
+}
+
+typedef struct sender {
+  vat_ref *to;
+  uint64_t index;
+  uint64_t sent;
+} sender;
+
+/* Sends a burst per turn and re-sends itself until done: sends from many
+ * turns, interleaved with the other senders on both workers. */
+static void send_burst(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  sender *s = state;
+  for (int i = 0; i < BURST && s->sent < PER_SENDER; i++, s->sent++)
+    expect_vat_ok(vat_send(turn, s->to, receive_seq,
+                              (void *)(uintptr_t)(s->index << 32 | s->sent)));
+  if (s->sent < PER_SENDER)
+    expect_vat_ok(vat_send(turn, vat_self(turn), send_burst, NULL));
+}
+
+START_TEST(per_pair_order_between_vats) {
+  vat_system *sys = test_system(2);
+  vat_ref *rref;
+  receiver *r;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){sizeof(receiver), NULL}, &rref, (void **)&r));
+  for (uint64_t i = 0; i < SENDERS; i++) {
+    vat_ref *sref;
+    sender *s;
+    ck_assert_vat_ok(vat_host_spawn(
+        sys, &(vat_entity_def){sizeof(sender), NULL}, &sref, (void **)&s));
+    s->to = rref;
+    s->index = i;
+    ck_assert_vat_ok(vat_host_send(sref, send_burst, NULL));
+  }
+  test_quiesce(sys);
+  ck_assert_uint_eq(r->received, SENDERS * PER_SENDER);
+  ck_assert_uint_eq(r->out_of_order, 0);
+  for (int i = 0; i < SENDERS; i++)
+    ck_assert_uint_eq(r->next_expected[i], PER_SENDER);
+}
+END_TEST
+
+/* --- Host threads --------------------------------------------------------- */
+
+enum { HOST_THREADS = 4, PER_HOST = 50000 };
+
+typedef struct host_job {
+  vat_ref *to;
+  uint64_t index;
+  int register_rc, unregister_rc;
+  int failures;
+} host_job;
+
+/* Plain pthread_create (this file does not include the collector's
+ * redirect), so the thread registers itself, as a host program's would. */
+static void *host_sender(void *arg) {
+  host_job *job = arg;
+  job->register_rc = vat_thread_register();
+  for (uint64_t seq = 0; seq < PER_HOST; seq++)
+    if (vat_host_send(job->to, receive_seq,
+                      (void *)(uintptr_t)(job->index << 32 | seq)) != VAT_OK)
+      job->failures++;
+  job->unregister_rc = vat_thread_unregister();
+  return NULL;
+}
+
+START_TEST(host_threads_send_concurrently_in_order) {
+  vat_system *sys = test_system(2);
+  vat_ref *rref;
+  receiver *r;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){sizeof(receiver), NULL}, &rref, (void **)&r));
+  pthread_t threads[HOST_THREADS];
+  host_job jobs[HOST_THREADS];
+  for (uint64_t i = 0; i < HOST_THREADS; i++) {
+    jobs[i] = (host_job){.to = rref, .index = i};
+    ck_assert_int_eq(pthread_create(&threads[i], NULL, host_sender, &jobs[i]),
+                     0);
+  }
+  for (int i = 0; i < HOST_THREADS; i++) {
+    pthread_join(threads[i], NULL);
+    ck_assert_vat_ok(jobs[i].register_rc);
+    ck_assert_vat_ok(jobs[i].unregister_rc);
+    ck_assert_int_eq(jobs[i].failures, 0);
+  }
+  test_quiesce(sys);
+  ck_assert_uint_eq(r->received, HOST_THREADS * PER_HOST);
+  ck_assert_uint_eq(r->out_of_order, 0);
+}
+END_TEST
+
+static void *unregistered_send(void *arg) {
+  host_job *job = arg;
+  job->register_rc = vat_host_send(job->to, receive_seq, NULL);
+  job->unregister_rc = vat_thread_unregister();
+  return NULL;
+}
+
+START_TEST(unregistered_thread_is_refused) {
+  vat_system *sys = test_system(1);
+  vat_ref *rref;
+  receiver *r;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){sizeof(receiver), NULL}, &rref, (void **)&r));
+  host_job job = {.to = rref};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, unregistered_send, &job), 0);
+  pthread_join(t, NULL);
+  ck_assert_int_eq(job.register_rc, VAT_ENOTREGISTERED);
+  ck_assert_int_eq(job.unregister_rc, VAT_ENOTREGISTERED);
+  test_quiesce(sys);
+  ck_assert_uint_eq(r->received, 0);
+}
+END_TEST
+
+START_TEST(host_send_bad_arguments) {
+  vat_system *sys = test_system(1);
+  vat_ref *rref;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){sizeof(receiver), NULL}, &rref, NULL));
+  ck_assert_vat_err(vat_host_send(NULL, receive_seq, NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_host_send(rref, NULL, NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_host_send_msg(NULL, vat_atom_intern("x"), vat_null()),
+                    VAT_EINVAL);
+  ck_assert_vat_err(vat_host_send_msg(rref, NULL, vat_null()), VAT_EINVAL);
+  test_quiesce(sys);
+  ck_assert_uint_eq(test_stats(sys).delivered, 0);
+}
+END_TEST
+
+/* --- Dynamic messages ----------------------------------------------------- */
+
+typedef struct dyn {
+  const vat_atom *add, *get;
+  int64_t total;
+  uint64_t unknown;
+  vat_ref *reply_to;
+} dyn;
+
+static void on_total(vat_turn *turn, void *state, const vat_atom *selector,
+                     vat_value value) {
+  (void)turn;
+  (void)selector;
+  dyn *d = state;
+  expect_vat_ok(vat_get_int(value, &d->total));
+}
+
+static void dyn_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                        vat_value value) {
+  dyn *d = state;
+  int64_t n;
+  if (selector == d->add && vat_get_int(value, &n) == VAT_OK)
+    d->total += n;
+  else if (selector == d->get)
+    expect_vat_ok(vat_send_msg(turn, vat_value_ref(value),
+                                  vat_atom_intern("total"),
+                                  vat_int(d->total)));
+  else
+    d->unknown++;
+}
+
+START_TEST(dynamic_messages_dispatch_by_selector) {
+  vat_system *sys = test_system(2);
+  vat_ref *acc, *asker, *plain;
+  dyn *a, *q;
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(dyn),
+                                                         dyn_receive},
+                                  &acc, (void **)&a));
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(dyn), on_total},
+                                  &asker, (void **)&q));
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){0}, &plain, NULL));
+  a->add = vat_atom_intern("add");
+  a->get = vat_atom_intern("get");
+  for (int i = 1; i <= 100; i++)
+    ck_assert_vat_ok(vat_host_send_msg(acc, a->add, vat_int(i)));
+  ck_assert_vat_ok(vat_host_send_msg(acc, vat_atom_intern("nope"), vat_null()));
+  ck_assert_vat_ok(vat_host_send_msg(acc, a->get, vat_ref_value(asker)));
+  /* An entity without a receive function drops dynamic messages. */
+  ck_assert_vat_ok(vat_host_send_msg(plain, a->add, vat_int(1)));
+  test_quiesce(sys);
+  ck_assert_int_eq(a->total, 5050);
+  ck_assert_int_eq(q->total, 5050);
+  ck_assert_uint_eq(a->unknown, 1);
+  ck_assert_uint_eq(test_stats(sys).dead_letters, 1);
+}
+END_TEST
+
+/* --- Dead letters ---------------------------------------------------------- */
+
+typedef struct hook_log {
+  _Atomic uint64_t calls;
+  _Atomic uint64_t with_selector;
+  vat_ref *_Atomic last_target;
+} hook_log;
+
+static void record_dead_letter(void *ctx, vat_ref *target,
+                               const vat_atom *selector) {
+  hook_log *log = ctx;
+  atomic_fetch_add(&log->calls, 1);
+  if (selector == vat_atom_intern("late"))
+    atomic_fetch_add(&log->with_selector, 1);
+  atomic_store(&log->last_target, target);
+}
+
+static void stop_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_stop(turn));
+}
+
+typedef struct poker {
+  vat_ref *target;
+} poker;
+
+static void poke_from_turn(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  poker *p = state;
+  for (int i = 0; i < 10; i++)
+    expect_vat_ok(vat_send(turn, p->target, stop_now, NULL));
+}
+
+START_TEST(dead_letters_counted_and_hooked) {
+  hook_log log = {0};
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 2;
+  cfg.on_dead_letter = record_dead_letter;
+  cfg.dead_letter_ctx = &log;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  vat_ref *victim, *pref;
+  poker *p;
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){0}, &victim, NULL));
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(poker), NULL},
+                                  &pref, (void **)&p));
+  p->target = victim;
+  ck_assert_vat_ok(vat_host_send(victim, stop_now, NULL));
+  vat_stats st;
+  do
+    st = test_stats(sys);
+  while (st.terminated < 1);
+  ck_assert(vat_ref_is_dead(victim));
+  for (int i = 0; i < 5; i++)
+    ck_assert_vat_ok(vat_host_send(victim, stop_now, NULL));
+  ck_assert_vat_ok(vat_host_send_msg(victim, vat_atom_intern("late"),
+                                     vat_int(1)));
+  ck_assert_vat_ok(vat_host_send(pref, poke_from_turn, NULL));
+  test_quiesce(sys);
+  st = test_stats(sys);
+  ck_assert_uint_eq(st.dead_letters, 16);
+  ck_assert_uint_eq(atomic_load(&log.calls), 16);
+  ck_assert_uint_eq(atomic_load(&log.with_selector), 1);
+  ck_assert_ptr_eq(atomic_load(&log.last_target), victim);
+}
+END_TEST
+
+/* --- Between systems ------------------------------------------------------- */
+
+typedef struct pinger {
+  vat_ref *peer;
+  uint64_t rounds_left;
+  _Atomic uint64_t done;
+} pinger;
+
+static void ping(vat_turn *turn, void *state, void *arg);
+
+static void pong(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_send(turn, arg, ping, vat_self(turn)));
+}
+
+static void ping(vat_turn *turn, void *state, void *arg) {
+  pinger *p = state;
+  (void)arg;
+  if (p->rounds_left-- == 0) {
+    atomic_store_explicit(&p->done, 1, memory_order_release);
+    return;
+  }
+  expect_vat_ok(vat_send(turn, p->peer, pong, vat_self(turn)));
+}
+
+START_TEST(sends_between_systems) {
+  vat_system *a = test_system(1), *b = test_system(2);
+  vat_ref *pinger_ref, *ponger;
+  pinger *p;
+  ck_assert_vat_ok(vat_host_spawn(a, &(vat_entity_def){sizeof(pinger), NULL},
+                                  &pinger_ref, (void **)&p));
+  ck_assert_vat_ok(vat_host_spawn(b, &(vat_entity_def){0}, &ponger, NULL));
+  p->peer = ponger;
+  p->rounds_left = 10000;
+  ck_assert_vat_ok(vat_host_send(pinger_ref, ping, NULL));
+  ck_assert(test_wait_u64(&p->done, 1, 60));
+  test_quiesce(a);
+  test_quiesce(b);
+  ck_assert_uint_eq(test_stats(a).delivered, 10001);
+  ck_assert_uint_eq(test_stats(b).delivered, 10000);
+  /* After destroy, refs into the system are still safe to send to. */
+  ck_assert_vat_err(vat_host_send(ponger, pong, pinger_ref), VAT_ECLOSED);
+}
+END_TEST
+
+Suite *test_send_suite(void) {
+  Suite *s = suite_create("send");
+  TCase *tc = test_case("send", 120);
+  tcase_add_test(tc, per_pair_order_between_vats);
+  tcase_add_test(tc, host_threads_send_concurrently_in_order);
+  tcase_add_test(tc, unregistered_thread_is_refused);
+  tcase_add_test(tc, host_send_bad_arguments);
+  tcase_add_test(tc, dynamic_messages_dispatch_by_selector);
+  tcase_add_test(tc, dead_letters_counted_and_hooked);
+  tcase_add_test(tc, sends_between_systems);
+  suite_add_tcase(s, tc);
+  return s;
+}

@@ -1,0 +1,275 @@
+/* Turns: commit, failure, stop, spawning inside a turn, entities, and the
+ * turn-only / host-only rules. */
+#include "support.h"
+
+typedef struct counter {
+  _Atomic uint64_t hits;
+} counter;
+
+static void hit(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  counter *c = state;
+  atomic_fetch_add_explicit(&c->hits, 1, memory_order_release);
+}
+
+static vat_ref *spawn_counter(vat_system *sys, counter **state) {
+  vat_ref *ref;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(counter)}, &ref,
+      (void **)state));
+  return ref;
+}
+
+/* --- A failed turn commits nothing -------------------------------------- */
+
+typedef struct failer {
+  vat_ref *peer;
+  vat_ref *child;
+  int send_after_fail;
+  int stop_after_fail;
+  int fail_again;
+  int fail_null;
+} failer;
+
+static void send_then_fail(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  failer *f = state;
+  expect_vat_ok(vat_send(turn, f->peer, hit, NULL));
+  expect_vat_ok(vat_spawn(turn, &(vat_entity_def){sizeof(counter), NULL},
+                             &f->child, NULL));
+  expect_vat_ok(vat_send(turn, f->child, hit, NULL));
+  f->fail_null = vat_fail(turn, vat_null());
+  expect_vat_ok(vat_fail(turn, vat_atom_named("boom")));
+  f->send_after_fail = vat_send(turn, f->peer, hit, NULL);
+  f->stop_after_fail = vat_stop(turn);
+  f->fail_again = vat_fail(turn, vat_atom_named("again"));
+}
+
+START_TEST(failed_turn_commits_nothing) {
+  vat_system *sys = test_system(2);
+  counter *peer_state;
+  vat_ref *peer = spawn_counter(sys, &peer_state);
+  vat_ref *ref;
+  failer *f;
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(failer), NULL},
+                                  &ref, (void **)&f));
+  f->peer = peer;
+  ck_assert_vat_ok(vat_host_send(ref, send_then_fail, NULL));
+  /* A later message to the dead vat is a dead letter. */
+  ck_assert_vat_ok(vat_host_send(ref, send_then_fail, NULL));
+  ck_assert_vat_ok(vat_system_shutdown(sys, 30));
+
+  ck_assert_uint_eq(atomic_load(&peer_state->hits), 0);
+  ck_assert_int_eq(f->fail_null, VAT_EINVAL);
+  ck_assert_int_eq(f->send_after_fail, VAT_ETURNFAILED);
+  ck_assert_int_eq(f->stop_after_fail, VAT_ETURNFAILED);
+  ck_assert_int_eq(f->fail_again, VAT_ETURNFAILED);
+  ck_assert(vat_ref_is_dead(ref));
+  ck_assert(vat_is_atom(vat_ref_exit_reason(ref), vat_atom_intern("boom")));
+  /* The vat spawned by the failed turn never ran and died with its reason. */
+  ck_assert(vat_ref_is_dead(f->child));
+  ck_assert(vat_is_atom(vat_ref_exit_reason(f->child),
+                        vat_atom_intern("boom")));
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(st.delivered, 1);
+  ck_assert_uint_eq(st.dead_letters, 1);
+  ck_assert_uint_eq(st.terminated, 2);
+  ck_assert_uint_eq(st.spawned, 3); /* peer, failer, and its child */
+  ck_assert_vat_ok(vat_system_destroy(sys));
+}
+END_TEST
+
+/* --- Stop ---------------------------------------------------------------- */
+
+typedef struct stopper {
+  vat_ref *peer;
+  uint64_t turns;
+} stopper;
+
+static void send_then_stop(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  stopper *s = state;
+  s->turns++;
+  expect_vat_ok(vat_send(turn, s->peer, hit, NULL));
+  expect_vat_ok(vat_stop(turn));
+}
+
+START_TEST(stop_commits_then_ends_normally) {
+  vat_system *sys = test_system(2);
+  counter *peer_state;
+  vat_ref *peer = spawn_counter(sys, &peer_state);
+  vat_ref *ref;
+  stopper *s;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){sizeof(stopper), NULL}, &ref, (void **)&s));
+  s->peer = peer;
+  ck_assert(!vat_ref_is_dead(ref));
+  ck_assert(vat_is_null(vat_ref_exit_reason(ref)));
+  for (int i = 0; i < 5; i++)
+    ck_assert_vat_ok(vat_host_send(ref, send_then_stop, NULL));
+  test_quiesce(sys);
+  ck_assert_uint_eq(s->turns, 1);
+  ck_assert_uint_eq(atomic_load(&peer_state->hits), 1);
+  ck_assert(vat_ref_is_dead(ref));
+  ck_assert(vat_is_atom(vat_ref_exit_reason(ref), vat_atom_normal()));
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(st.dead_letters, 4);
+  ck_assert_uint_eq(st.terminated, 1);
+}
+END_TEST
+
+/* --- Turn-only and host-only calls ---------------------------------------- */
+
+typedef struct misuse {
+  vat_turn *saved;
+  vat_ref *self;
+  int host_send, host_spawn, shutdown, unregister;
+  vat_system *seen_system;
+} misuse;
+
+static void try_host_calls(vat_turn *turn, void *state, void *arg) {
+  misuse *m = state;
+  vat_system *sys = arg;
+  vat_ref *ignored;
+  m->saved = turn;
+  m->self = vat_self(turn);
+  m->seen_system = vat_turn_system(turn);
+  m->host_send = vat_host_send(m->self, hit, NULL);
+  m->host_spawn = vat_host_spawn(sys, &(vat_entity_def){0}, &ignored, NULL);
+  m->shutdown = vat_system_shutdown(sys, 0);
+  m->unregister = vat_thread_unregister();
+}
+
+START_TEST(host_calls_refused_inside_a_turn) {
+  vat_system *sys = test_system(1);
+  vat_ref *ref;
+  misuse *m;
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(misuse), NULL},
+                                  &ref, (void **)&m));
+  ck_assert_vat_ok(vat_host_send(ref, try_host_calls, sys));
+  test_quiesce(sys);
+  ck_assert_int_eq(m->host_send, VAT_EINTURN);
+  ck_assert_int_eq(m->host_spawn, VAT_EINTURN);
+  ck_assert_int_eq(m->shutdown, VAT_EINTURN);
+  ck_assert_int_eq(m->unregister, VAT_EINTURN);
+  ck_assert_ptr_eq(m->self, ref);
+  ck_assert_ptr_eq(m->seen_system, sys);
+  /* A turn pointer kept past its turn is refused, not trusted. */
+  ck_assert_vat_err(vat_send(m->saved, ref, hit, NULL), VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_stop(m->saved), VAT_ENOTINTURN);
+  ck_assert_ptr_null(vat_self(m->saved));
+  ck_assert_ptr_null(vat_turn_system(m->saved));
+}
+END_TEST
+
+START_TEST(turn_calls_refused_outside_a_turn) {
+  vat_system *sys = test_system(1);
+  counter *c;
+  vat_ref *ref = spawn_counter(sys, &c);
+  vat_ref *out;
+  ck_assert_vat_err(vat_send(NULL, ref, hit, NULL), VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_send_msg(NULL, ref, vat_atom_intern("x"), vat_null()),
+                    VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_spawn(NULL, &(vat_entity_def){0}, &out, NULL),
+                    VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_entity_new(NULL, &(vat_entity_def){0}, &out, NULL),
+                    VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_stop(NULL), VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_fail(NULL, vat_atom_named("x")), VAT_ENOTINTURN);
+  ck_assert_ptr_null(vat_self(NULL));
+  ck_assert_ptr_null(vat_turn_system(NULL));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Bad arguments inside a turn ----------------------------------------- */
+
+typedef struct bad_args {
+  int send_null_to, send_null_fn, msg_null_selector, spawn_null_def,
+      spawn_null_out, entity_null_def;
+} bad_args;
+
+static void try_bad_args(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  bad_args *b = state;
+  vat_ref *out;
+  b->send_null_to = vat_send(turn, NULL, hit, NULL);
+  b->send_null_fn = vat_send(turn, vat_self(turn), NULL, NULL);
+  b->msg_null_selector = vat_send_msg(turn, vat_self(turn), NULL, vat_null());
+  b->spawn_null_def = vat_spawn(turn, NULL, &out, NULL);
+  b->spawn_null_out = vat_spawn(turn, &(vat_entity_def){0}, NULL, NULL);
+  b->entity_null_def = vat_entity_new(turn, NULL, &out, NULL);
+}
+
+START_TEST(bad_arguments_in_a_turn) {
+  vat_system *sys = test_system(1);
+  vat_ref *ref;
+  bad_args *b;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){sizeof(bad_args), NULL}, &ref, (void **)&b));
+  ck_assert_vat_ok(vat_host_send(ref, try_bad_args, NULL));
+  test_quiesce(sys);
+  ck_assert_int_eq(b->send_null_to, VAT_EINVAL);
+  ck_assert_int_eq(b->send_null_fn, VAT_EINVAL);
+  ck_assert_int_eq(b->msg_null_selector, VAT_EINVAL);
+  ck_assert_int_eq(b->spawn_null_def, VAT_EINVAL);
+  ck_assert_int_eq(b->spawn_null_out, VAT_EINVAL);
+  ck_assert_int_eq(b->entity_null_def, VAT_EINVAL);
+  ck_assert(!vat_ref_is_dead(ref));
+}
+END_TEST
+
+/* --- Many entities in one vat --------------------------------------------- */
+
+enum { ENTITIES = 1000, HITS_EACH = 20 };
+
+typedef struct owner {
+  _Atomic uint64_t ready;
+  vat_ref *entities[ENTITIES];
+  counter *states[ENTITIES];
+} owner;
+
+static void make_entities(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  owner *o = state;
+  for (int i = 0; i < ENTITIES; i++)
+    expect_vat_ok(vat_entity_new(
+        turn, &(vat_entity_def){.state_size = sizeof(counter)},
+        &o->entities[i], (void **)&o->states[i]));
+  atomic_store_explicit(&o->ready, 1, memory_order_release);
+}
+
+START_TEST(many_entities_per_vat) {
+  vat_system *sys = test_system(2);
+  vat_ref *ref;
+  owner *o;
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(owner), NULL},
+                                  &ref, (void **)&o));
+  ck_assert_vat_ok(vat_host_send(ref, make_entities, NULL));
+  ck_assert(test_wait_u64(&o->ready, 1, 30));
+  for (int r = 0; r < HITS_EACH; r++)
+    for (int i = 0; i < ENTITIES; i++)
+      expect_vat_ok(vat_host_send(o->entities[i], hit, NULL));
+  test_quiesce(sys);
+  for (int i = 0; i < ENTITIES; i++) {
+    ck_assert(vat_ref_same_vat(o->entities[i], ref));
+    ck_assert_ptr_eq(vat_ref_system(o->entities[i]), sys);
+    ck_assert_uint_eq(atomic_load(&o->states[i]->hits), HITS_EACH);
+  }
+  ck_assert_uint_eq(test_stats(sys).delivered, 1 + ENTITIES * HITS_EACH);
+}
+END_TEST
+
+Suite *test_turn_suite(void) {
+  Suite *s = suite_create("turn");
+  TCase *tc = test_case("turn", 60);
+  tcase_add_test(tc, failed_turn_commits_nothing);
+  tcase_add_test(tc, stop_commits_then_ends_normally);
+  tcase_add_test(tc, host_calls_refused_inside_a_turn);
+  tcase_add_test(tc, turn_calls_refused_outside_a_turn);
+  tcase_add_test(tc, bad_arguments_in_a_turn);
+  tcase_add_test(tc, many_entities_per_vat);
+  suite_add_tcase(s, tc);
+  return s;
+}
