@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
   sem_init(&done, 0, 0);
   vat_ref *driver_ref;
   driver *d;
-  bench_check(vat_host_spawn(sys, &(vat_entity_def){sizeof(driver), NULL},
+  bench_check(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(driver)},
                              &driver_ref, (void **)&d),
               "spawn driver");
   d->tokens_left = m;
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
     fputs("ring: out of memory\n", stderr);
     return 1;
   }
-  vat_entity_def def = {sizeof(node), NULL};
+  vat_entity_def def = {.state_size = sizeof(node)};
   for (uint64_t i = 0; i < n; i++)
     bench_check(vat_host_spawn(sys, &def, &ring[i], (void **)&states[i]),
                 "spawn");

@@ -26,6 +26,42 @@
 typedef struct vat__vat vat__vat;
 typedef struct vat__worker vat__worker;
 
+/* Per-vat state of the modules built on the core (exits, promises, timers),
+ * made on first use so that a plain vat pays one pointer for all of them.
+ * Each module owns its field and touches it only from the vat's own turns
+ * and from its terminate hook. */
+struct vat__exits;
+struct vat__promises;
+struct vat__timers;
+typedef struct vat__cold {
+  struct vat__exits *exits;
+  struct vat__promises *promises;
+  struct vat__timers *timers;
+} vat__cold;
+
+/* A system-level message with its own delivery and drop behaviour: exit
+ * signals, link requests, requests that carry a promise. Modules embed it
+ * as the first member of their own struct. `deliver` runs as a turn of the
+ * target vat (so it may use the turn API); `drop` runs instead when the
+ * target is dead or its system stopped — never both, exactly one of them,
+ * once. `w` is NULL when the drop happens on a host thread. */
+typedef struct vat__signal vat__signal;
+typedef struct vat__signal_class {
+  void (*deliver)(vat_turn *turn, void *state, vat__signal *sig);
+  void (*drop)(vat__worker *w, vat_ref *target, vat__signal *sig);
+} vat__signal_class;
+struct vat__signal {
+  const vat__signal_class *cls;
+};
+
+/* Work a turn defers to its commit (and forgets if it fails). Effects run
+ * in the order they were deferred, before the turn's sends are delivered. */
+typedef struct vat__effect vat__effect;
+struct vat__effect {
+  vat__effect *next;
+  void (*commit)(vat_turn *turn, vat__effect *effect);
+};
+
 /* An entity: behaviour plus state. A vat_ref points to one. Its state
  * follows it in the same allocation, aligned for any type (the struct's
  * alignment makes its size a multiple of 16). */
@@ -45,6 +81,7 @@ struct vat__vat {
   _Atomic bool dead;
   /* Cold. */
   vat_value exit_reason;
+  vat__cold *cold; /* see vat__cold_of() */
   /* The first entity, made with the vat, so spawning is one allocation.
    * Must stay last: its state follows it. */
   struct vat_entity first;
@@ -59,10 +96,14 @@ static inline void vat__count(vat__counter *c, uint64_t n) {
                         memory_order_relaxed);
 }
 
+/* Cache-line aligned, with what thieves touch (the run queue) apart from
+ * what only the owner writes, so two workers never share a line. */
+#define VAT__CACHE_LINE 64
+
 struct vat__worker {
-  vat__runq runq;
-  vat__vat *next;        /* the vat woken last: runs next (locality) */
-  unsigned next_streak;  /* runs taken from `next` in a row */
+  _Alignas(VAT__CACHE_LINE) vat__runq runq;
+  _Alignas(VAT__CACHE_LINE) vat__vat *next; /* woken last: runs next */
+  unsigned next_streak;                     /* runs from `next` in a row */
   vat__msgpool pool;
   vat_system *sys;
   unsigned index;
@@ -79,8 +120,11 @@ enum vat__system_state {
   VAT__DESTROYED,
 };
 
+struct vat__timer_service;
+
 struct vat_system {
   vat_config cfg;
+  struct vat__timer_service *timers; /* owned by timer.c */
   vat__worker **workers;
   unsigned nworkers;
   vat__inject inject;
@@ -106,6 +150,7 @@ struct vat_turn {
   vat__msg *msg;
   vat__msg *out_head, *out_tail; /* buffered sends, in order */
   vat__vat *spawned;             /* vats spawned by this turn */
+  vat__effect *effects_head, *effects_tail;
   bool failed;
   bool stop;
   vat_value reason;
@@ -123,6 +168,9 @@ int vat__check_turn(vat_turn *turn);
 void vat__mark_thread_registered(void);
 
 /* vat.c */
+/** The vat's module state, made on first use. Only from the vat's turns
+ *  or its terminate hooks. */
+vat__cold *vat__cold_of(vat__vat *v);
 int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
                  void **state_out);
 void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason);
@@ -133,9 +181,18 @@ static inline bool vat__is_dead(const vat__vat *v) {
 /* turn.c */
 bool vat__run_batch(vat__worker *w, vat__vat *v);
 
+/* turn.c: effects */
+void vat__turn_defer(vat_turn *turn, vat__effect *effect);
+
 /* send.c */
+/** Sends a signal from a turn (buffered like vat_send) or from a host
+ *  thread (at once; VAT_ECLOSED once the system closes). */
+int vat__send_signal(vat_turn *turn, vat_ref *to, vat__signal *sig);
+int vat__host_send_signal(vat_ref *to, vat__signal *sig);
 void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last);
 void vat__dead_letter(vat__worker *w, vat__msg *m);
+/** A message still queued when its system stopped: a signal's drop runs. */
+void vat__drop_at_shutdown(vat__msg *m);
 void vat__dispatch_dynamic(vat_turn *turn, void *state, void *arg);
 
 /* worker.c */
@@ -144,6 +201,18 @@ void vat__workers_join(vat_system *sys);
 void vat__schedule(vat__worker *w, vat__vat *v);
 void vat__schedule_external(vat_system *sys, vat__vat *v);
 void vat__wake_all(vat_system *sys);
+
+/* Module hooks the core calls. Each module implements its own in its own
+ * file: exits.c, promise.c, timer.c. */
+/** The vat ended with `reason` (its `dead` flag is set). */
+void vat__exits_terminated(vat__worker *w, vat__vat *v, vat_value reason);
+void vat__promises_terminated(vat__worker *w, vat__vat *v, vat_value reason);
+void vat__timers_terminated(vat__worker *w, vat__vat *v, vat_value reason);
+/** An entity with a stop callback was made in `v`. */
+void vat__exits_track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn);
+/** The system starts (before its workers) and stops (after they joined). */
+int vat__timers_start(vat_system *sys);
+void vat__timers_stop(vat_system *sys);
 
 /* system.c */
 static inline int vat__system_state(vat_system *sys) {

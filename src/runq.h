@@ -18,8 +18,8 @@ struct vat__vat;
 #define VAT__RUNQ_SIZE 256u
 
 typedef struct vat__runq {
-  _Atomic uint32_t head;
-  _Atomic uint32_t tail;
+  _Atomic uint32_t head; /* owner and thieves: CAS */
+  _Atomic uint32_t tail; /* owner: store */
   _Atomic(struct vat__vat *) slots[VAT__RUNQ_SIZE];
 } vat__runq;
 

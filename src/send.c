@@ -55,9 +55,29 @@ static void call_hook(vat_system *sys, vat__msg *m) {
                             selector_of(m));
 }
 
+static void signal_dispatch(vat_turn *turn, void *state, void *arg) {
+  vat__signal *sig = arg;
+  sig->cls->deliver(turn, state, sig);
+}
+
+int vat__send_signal(vat_turn *turn, vat_ref *to, vat__signal *sig) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (to == NULL || sig == NULL)
+    return VAT_EINVAL;
+  buffer(turn, to, signal_dispatch, sig);
+  return VAT_OK;
+}
+
 /* Counts on the target's system: a worker's own counter when the worker
  * belongs to it, the shared one otherwise. Does not free the node. */
 void vat__dead_letter(vat__worker *w, vat__msg *m) {
+  if (m->fn == signal_dispatch) {
+    vat__signal *sig = m->arg;
+    sig->cls->drop(w, m->target, sig);
+    return;
+  }
   vat_system *sys = m->target->vat->sys;
   if (w != NULL && w->sys == sys)
     vat__count(&w->dead_letters, 1);
@@ -65,6 +85,13 @@ void vat__dead_letter(vat__worker *w, vat__msg *m) {
     atomic_fetch_add_explicit(&sys->ext_dead_letters, 1,
                               memory_order_relaxed);
   call_hook(sys, m);
+}
+
+void vat__drop_at_shutdown(vat__msg *m) {
+  if (m->fn == signal_dispatch) {
+    vat__signal *sig = m->arg;
+    sig->cls->drop(NULL, m->target, sig);
+  }
 }
 
 static void drop_chain(vat__worker *w, vat__msg *m, vat__msg *last) {
@@ -145,6 +172,19 @@ int vat_host_send(vat_ref *to, vat_fn fn, void *arg) {
   m->target = to;
   m->fn = fn;
   m->arg = arg;
+  return host_deliver(m);
+}
+
+int vat__host_send_signal(vat_ref *to, vat__signal *sig) {
+  int rc = host_check(to);
+  if (rc != VAT_OK)
+    return rc;
+  if (sig == NULL)
+    return VAT_EINVAL;
+  vat__msg *m = vat__msg_alloc_unpooled();
+  m->target = to;
+  m->fn = signal_dispatch;
+  m->arg = sig;
   return host_deliver(m);
 }
 

@@ -48,9 +48,14 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_cond_init(&sys->quiet_cond, &attr);
   pthread_condattr_destroy(&attr);
-  rc = vat__workers_start(sys);
+  rc = vat__timers_start(sys);
   if (rc != VAT_OK)
     return rc;
+  rc = vat__workers_start(sys);
+  if (rc != VAT_OK) {
+    vat__timers_stop(sys);
+    return rc;
+  }
   *out = sys;
   return VAT_OK;
 }
@@ -102,8 +107,13 @@ static bool wait_quiescent(vat_system *sys, double timeout_s) {
   return quiet;
 }
 
+/* Empties a vat's mailbox after the workers stopped; returns how many
+ * messages it held. Signals get their drop, so no promise waits for ever. */
 static uint64_t count_queued(vat__vat *v) {
-  return vat__mailbox_count(&v->mailbox);
+  uint64_t n = 0;
+  for (vat__msg *m; (m = vat__mailbox_pop(&v->mailbox)) != NULL; n++)
+    vat__drop_at_shutdown(m);
+  return n;
 }
 
 /* After the workers stopped: what was still queued is dropped, and said. */
@@ -134,6 +144,7 @@ int vat_system_shutdown(vat_system *sys, double timeout_s) {
   atomic_store_explicit(&sys->state, VAT__STOPPED, memory_order_seq_cst);
   vat__wake_all(sys);
   vat__workers_join(sys);
+  vat__timers_stop(sys);
   sys->dropped_at_shutdown = count_dropped(sys);
   return quiet ? VAT_OK : VAT_ETIMEDOUT;
 }

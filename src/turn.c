@@ -6,8 +6,20 @@
 #include "internal.h"
 #include "vat_gc.h"
 
+void vat__turn_defer(vat_turn *t, vat__effect *e) {
+  e->next = NULL;
+  if (t->effects_tail)
+    t->effects_tail->next = e;
+  else
+    t->effects_head = e;
+  t->effects_tail = e;
+}
+
 static void commit(vat_turn *t) {
   vat__worker *w = t->worker;
+  /* Effects may still add sends; they run before any send is delivered. */
+  for (vat__effect *e = t->effects_head; e != NULL; e = e->next)
+    e->commit(t, e);
   /* The spawned vats' links are reused by run queues once they get mail. */
   for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
     next = v->rq_next;
@@ -54,12 +66,14 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
   vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
   vat__current_turn = &t;
   m->fn(&t, vat__state(m->target), m->arg);
-  vat__current_turn = NULL;
   vat__count(&w->delivered, 1);
+  /* Still the current turn while it commits: deferred effects send through
+   * it. */
   if (t.failed)
     discard(&t);
   else
     commit(&t);
+  vat__current_turn = NULL;
 #if VAT_HOSTILE
   GC_gcollect();
 #endif

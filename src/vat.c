@@ -20,6 +20,14 @@ static void entity_init(struct vat_entity *e, vat__vat *v,
   e->receive = def->receive;
   if (state_out)
     *state_out = vat__state(e);
+  if (def->on_stop)
+    vat__exits_track_stop(v, e, def->on_stop);
+}
+
+vat__cold *vat__cold_of(vat__vat *v) {
+  if (v->cold == NULL)
+    v->cold = gc_alloc(sizeof *v->cold);
+  return v->cold;
 }
 
 int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
@@ -43,6 +51,11 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason) {
    * are dropped by the turn loop as it drains the mailbox. */
   atomic_store_explicit(&v->dead, true, memory_order_release);
   vat__count(&w->terminated, 1);
+  if (v->cold) {
+    vat__timers_terminated(w, v, reason);
+    vat__promises_terminated(w, v, reason);
+    vat__exits_terminated(w, v, reason);
+  }
 }
 
 int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,

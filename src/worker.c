@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "internal.h"
@@ -188,9 +189,10 @@ static void *worker_main(void *arg) {
 
 int vat__workers_start(vat_system *sys) {
   for (unsigned i = 0; i < sys->nworkers; i++) {
-    vat__worker *w = GC_MALLOC(sizeof *w);
+    vat__worker *w = GC_memalign(VAT__CACHE_LINE, sizeof *w);
     if (w == NULL)
       return VAT_ENOMEM;
+    memset(w, 0, sizeof *w);
     vat__runq_init(&w->runq);
     w->sys = sys;
     w->index = i;

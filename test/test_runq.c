@@ -239,7 +239,8 @@ static uint32_t take(vat__vat *v, unsigned who) {
 
 typedef struct {
   uint64_t seed;
-  uint32_t owner_last; /* owner: last index it took, plus one */
+  bool fill;           /* push only: the ring is full most of the time */
+  uint32_t owner_last; /* last index it took, plus one */
 } owner_state;
 
 static void owner_take(owner_state *o, vat__vat *v) {
@@ -275,8 +276,8 @@ static void *run_owner(void *p) {
   while (next < st.count && !atomic_load(&st.failed)) {
     /* Large batches fill the ring; small ones keep it short so thieves
      * race the owner for the last few slots. */
-    uint32_t pushes = below(&rng, 4) == 0 ? below(&rng, 2 * SIZE)
-                                           : below(&rng, 16);
+    uint32_t pushes = o->fill || below(&rng, 4) == 0 ? below(&rng, 2 * SIZE)
+                                                      : below(&rng, 16);
     for (uint32_t k = 0; k < pushes && next < st.count; k++) {
       vat__vat *v = &st.vats[next++];
       /* Published before the push, so a thief never sees it early. */
@@ -284,7 +285,7 @@ static void *run_owner(void *p) {
       if (!vat__runq_push(q, v))
         owner_move_half(o, v);
     }
-    for (uint32_t k = below(&rng, 12); k > 0; k--) {
+    for (uint32_t k = o->fill ? 0 : below(&rng, 12); k > 0; k--) {
       vat__vat *v = vat__runq_pop(q);
       if (v == NULL)
         break;
@@ -335,7 +336,7 @@ static uint64_t stress_seed(void) {
 }
 
 /* `seed` is the test's, printed on failure so VAT_TEST_SEED replays it. */
-static void stress_round(uint64_t seed, unsigned round) {
+static void stress_round(uint64_t seed, unsigned round, bool fill) {
   uint64_t rng = seed + round * 0x2545f4914f6cdd1du;
   memset(&st, 0, sizeof st);
   st.count = 50000 + below(&rng, 150001);
@@ -349,7 +350,7 @@ static void stress_round(uint64_t seed, unsigned round) {
   for (unsigned i = 0; i < st.nqueues; i++)
     st.queues[i] = runq_new();
 
-  owner_state owner = {.seed = splitmix(&rng)};
+  owner_state owner = {.seed = splitmix(&rng), .fill = fill};
   thief_state ts[MAX_THIEVES];
   pthread_t owner_thread, thief_threads[MAX_THIEVES];
   for (unsigned i = 0; i < thieves; i++) {
@@ -387,7 +388,16 @@ static void stress_round(uint64_t seed, unsigned round) {
 START_TEST(stress_owner_and_thieves) {
   uint64_t seed = stress_seed();
   for (unsigned round = 0; round < 4; round++)
-    stress_round(seed, round);
+    stress_round(seed, round, false);
+}
+END_TEST
+
+/* take_half and steal both move a full ring's head: the owner's and the
+ * thieves' claims on the same slots race here most. */
+START_TEST(stress_full_queue_and_thieves) {
+  uint64_t seed = stress_seed();
+  for (unsigned round = 0; round < 4; round++)
+    stress_round(seed, round, true);
 }
 END_TEST
 
@@ -405,6 +415,7 @@ Suite *test_runq_suite(void) {
 
   TCase *stress = test_case("stress", 240);
   tcase_add_test(stress, stress_owner_and_thieves);
+  tcase_add_test(stress, stress_full_queue_and_thieves);
   suite_add_tcase(s, stress);
   return s;
 }

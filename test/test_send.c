@@ -49,12 +49,12 @@ START_TEST(per_pair_order_between_vats) {
   vat_ref *rref;
   receiver *r;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){sizeof(receiver), NULL}, &rref, (void **)&r));
+      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL}, &rref, (void **)&r));
   for (uint64_t i = 0; i < SENDERS; i++) {
     vat_ref *sref;
     sender *s;
     ck_assert_vat_ok(vat_host_spawn(
-        sys, &(vat_entity_def){sizeof(sender), NULL}, &sref, (void **)&s));
+        sys, &(vat_entity_def){.state_size = sizeof(sender), .receive = NULL}, &sref, (void **)&s));
     s->to = rref;
     s->index = i;
     ck_assert_vat_ok(vat_host_send(sref, send_burst, NULL));
@@ -96,7 +96,7 @@ START_TEST(host_threads_send_concurrently_in_order) {
   vat_ref *rref;
   receiver *r;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){sizeof(receiver), NULL}, &rref, (void **)&r));
+      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL}, &rref, (void **)&r));
   pthread_t threads[HOST_THREADS];
   host_job jobs[HOST_THREADS];
   for (uint64_t i = 0; i < HOST_THREADS; i++) {
@@ -128,7 +128,7 @@ START_TEST(unregistered_thread_is_refused) {
   vat_ref *rref;
   receiver *r;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){sizeof(receiver), NULL}, &rref, (void **)&r));
+      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL}, &rref, (void **)&r));
   host_job job = {.to = rref};
   pthread_t t;
   ck_assert_int_eq(pthread_create(&t, NULL, unregistered_send, &job), 0);
@@ -144,7 +144,7 @@ START_TEST(host_send_bad_arguments) {
   vat_system *sys = test_system(1);
   vat_ref *rref;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){sizeof(receiver), NULL}, &rref, NULL));
+      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL}, &rref, NULL));
   ck_assert_vat_err(vat_host_send(NULL, receive_seq, NULL), VAT_EINVAL);
   ck_assert_vat_err(vat_host_send(rref, NULL, NULL), VAT_EINVAL);
   ck_assert_vat_err(vat_host_send_msg(NULL, vat_atom_intern("x"), vat_null()),
@@ -190,10 +190,9 @@ START_TEST(dynamic_messages_dispatch_by_selector) {
   vat_system *sys = test_system(2);
   vat_ref *acc, *asker, *plain;
   dyn *a, *q;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(dyn),
-                                                         dyn_receive},
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(dyn), .receive = dyn_receive},
                                   &acc, (void **)&a));
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(dyn), on_total},
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(dyn), .receive = on_total},
                                   &asker, (void **)&q));
   ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){0}, &plain, NULL));
   a->add = vat_atom_intern("add");
@@ -258,7 +257,7 @@ START_TEST(dead_letters_counted_and_hooked) {
   vat_ref *victim, *pref;
   poker *p;
   ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){0}, &victim, NULL));
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(poker), NULL},
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(poker), .receive = NULL},
                                   &pref, (void **)&p));
   p->target = victim;
   ck_assert_vat_ok(vat_host_send(victim, stop_now, NULL));
@@ -310,7 +309,7 @@ START_TEST(sends_between_systems) {
   vat_system *a = test_system(1), *b = test_system(2);
   vat_ref *pinger_ref, *ponger;
   pinger *p;
-  ck_assert_vat_ok(vat_host_spawn(a, &(vat_entity_def){sizeof(pinger), NULL},
+  ck_assert_vat_ok(vat_host_spawn(a, &(vat_entity_def){.state_size = sizeof(pinger), .receive = NULL},
                                   &pinger_ref, (void **)&p));
   ck_assert_vat_ok(vat_host_spawn(b, &(vat_entity_def){0}, &ponger, NULL));
   p->peer = ponger;

@@ -59,8 +59,8 @@ static void *inject_tokens(void *arg) {
 
 static void one_round(uint64_t *rng, int round) {
   uint64_t vats = test_rand_between(rng, 1000, 5000);
-  uint64_t tokens = test_rand_between(rng, 100, 400);
-  uint64_t hops = test_rand_between(rng, 200, 600);
+  uint64_t tokens = test_rand_between(rng, 250, 500);
+  uint64_t hops = test_rand_between(rng, 400, 800);
   unsigned batch = (unsigned)test_rand_between(rng, 1, 100);
   enum { INJECTORS = 2 };
   vat_config cfg;

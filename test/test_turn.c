@@ -36,7 +36,7 @@ static void send_then_fail(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   failer *f = state;
   expect_vat_ok(vat_send(turn, f->peer, hit, NULL));
-  expect_vat_ok(vat_spawn(turn, &(vat_entity_def){sizeof(counter), NULL},
+  expect_vat_ok(vat_spawn(turn, &(vat_entity_def){.state_size = sizeof(counter), .receive = NULL},
                              &f->child, NULL));
   expect_vat_ok(vat_send(turn, f->child, hit, NULL));
   f->fail_null = vat_fail(turn, vat_null());
@@ -52,7 +52,7 @@ START_TEST(failed_turn_commits_nothing) {
   vat_ref *peer = spawn_counter(sys, &peer_state);
   vat_ref *ref;
   failer *f;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(failer), NULL},
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(failer), .receive = NULL},
                                   &ref, (void **)&f));
   f->peer = peer;
   ck_assert_vat_ok(vat_host_send(ref, send_then_fail, NULL));
@@ -102,7 +102,7 @@ START_TEST(stop_commits_then_ends_normally) {
   vat_ref *ref;
   stopper *s;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){sizeof(stopper), NULL}, &ref, (void **)&s));
+      sys, &(vat_entity_def){.state_size = sizeof(stopper), .receive = NULL}, &ref, (void **)&s));
   s->peer = peer;
   ck_assert(!vat_ref_is_dead(ref));
   ck_assert(vat_is_null(vat_ref_exit_reason(ref)));
@@ -145,7 +145,7 @@ START_TEST(host_calls_refused_inside_a_turn) {
   vat_system *sys = test_system(1);
   vat_ref *ref;
   misuse *m;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(misuse), NULL},
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(misuse), .receive = NULL},
                                   &ref, (void **)&m));
   ck_assert_vat_ok(vat_host_send(ref, try_host_calls, sys));
   test_quiesce(sys);
@@ -207,7 +207,7 @@ START_TEST(bad_arguments_in_a_turn) {
   vat_ref *ref;
   bad_args *b;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){sizeof(bad_args), NULL}, &ref, (void **)&b));
+      sys, &(vat_entity_def){.state_size = sizeof(bad_args), .receive = NULL}, &ref, (void **)&b));
   ck_assert_vat_ok(vat_host_send(ref, try_bad_args, NULL));
   test_quiesce(sys);
   ck_assert_int_eq(b->send_null_to, VAT_EINVAL);
@@ -244,7 +244,7 @@ START_TEST(many_entities_per_vat) {
   vat_system *sys = test_system(2);
   vat_ref *ref;
   owner *o;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){sizeof(owner), NULL},
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(owner), .receive = NULL},
                                   &ref, (void **)&o));
   ck_assert_vat_ok(vat_host_send(ref, make_entities, NULL));
   ck_assert(test_wait_u64(&o->ready, 1, 30));

@@ -115,6 +115,10 @@ typedef void (*vat_fn)(vat_turn *turn, void *state, void *arg);
 typedef void (*vat_receive_fn)(vat_turn *turn, void *state,
                                const vat_atom *selector, vat_value value);
 
+/** Runs when the entity's vat ends, however it ends, to release what the
+ *  state holds. Runs on a worker, outside any turn; must not block. */
+typedef void (*vat_stop_fn)(void *state, vat_value reason);
+
 /** What an entity is made of. */
 typedef struct vat_entity_def {
   /** Bytes of state made with the entity: zeroed, aligned for any type,
@@ -123,6 +127,8 @@ typedef struct vat_entity_def {
   /** Handles dynamic messages. NULL: dynamic messages to the entity are
    *  dropped as dead letters. */
   vat_receive_fn receive;
+  /** Optional: runs once when the entity's vat ends. */
+  vat_stop_fn on_stop;
 } vat_entity_def;
 
 /** Spawns a new vat whose first entity is made from `def`; stores a ref to
