@@ -79,6 +79,7 @@ struct vat__vat {
   vat_system *sys;
   /* Set once, with release, after exit_reason is written. */
   _Atomic bool dead;
+  uint32_t turns; /* turns run, wrapping: lets an idle timer see silence */
   /* Cold. */
   vat_value exit_reason;
   vat__cold *cold; /* see vat__cold_of() */
@@ -137,6 +138,11 @@ struct vat_system {
   _Atomic unsigned parked;
   _Atomic unsigned spinning;
   _Atomic unsigned host_inflight; /* host calls between check and push */
+
+  /* Time as timers see it: the monotonic clock, or a virtual clock the
+   * host advances (deterministic mode). See vat__clock_now(). */
+  bool virtual_clock;
+  _Atomic uint64_t virtual_now_ns;
 
   /* Counts made outside the workers (host threads, other systems). */
   _Atomic uint64_t ext_dead_letters, ext_spawned, ext_terminated;
@@ -219,6 +225,8 @@ static inline int vat__system_state(vat_system *sys) {
   return atomic_load_explicit(&sys->state, memory_order_acquire);
 }
 void vat__notify_quiet(vat_system *sys);
+/** Nanoseconds on the system's clock (monotonic, or virtual). Any thread. */
+uint64_t vat__clock_now(vat_system *sys);
 bool vat__quiescent_locked(vat_system *sys);
 
 #endif

@@ -68,6 +68,14 @@ bool vat__quiescent_locked(vat_system *sys) {
          vat__inject_size(&sys->inject) == 0;
 }
 
+uint64_t vat__clock_now(vat_system *sys) {
+  if (sys->virtual_clock)
+    return atomic_load_explicit(&sys->virtual_now_ns, memory_order_acquire);
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void vat__notify_quiet(vat_system *sys) {
   pthread_mutex_lock(&sys->lock);
   pthread_cond_broadcast(&sys->quiet_cond);

@@ -67,6 +67,7 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
   vat__current_turn = &t;
   m->fn(&t, vat__state(m->target), m->arg);
   vat__count(&w->delivered, 1);
+  v->turns++;
   /* Still the current turn while it commits: deferred effects send through
    * it. */
   if (t.failed)
