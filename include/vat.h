@@ -6,5 +6,6 @@
 #include "vat/error.h"
 #include "vat/value.h"
 #include "vat/core.h"
+#include "vat/host.h"
 
 #endif

@@ -126,8 +126,15 @@ struct vat__timer_service;
 struct vat_system {
   vat_config cfg;
   struct vat__timer_service *timers; /* owned by timer.c */
+  /* Threaded: one worker struct per thread. Host-driven: one worker struct
+   * that whichever host thread is inside vat_system_run() acts as. */
   vat__worker **workers;
   unsigned nworkers;
+  bool host_driven;
+  int wake_fd;                /* host-driven: eventfd, readable on work */
+  _Atomic bool wake_pending;  /* an unread write is on wake_fd */
+  _Atomic bool host_running;  /* a thread is inside vat_system_run() */
+  uint64_t det_rng;           /* deterministic mode's generator */
   vat__inject inject;
   _Atomic int state;
 
@@ -185,7 +192,8 @@ static inline bool vat__is_dead(const vat__vat *v) {
 }
 
 /* turn.c */
-bool vat__run_batch(vat__worker *w, vat__vat *v);
+/** Runs up to `budget` messages of `v`. Returns whether it has more. */
+bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget);
 
 /* turn.c: effects */
 void vat__turn_defer(vat_turn *turn, vat__effect *effect);
@@ -219,6 +227,19 @@ void vat__exits_track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn);
 /** The system starts (before its workers) and stops (after they joined). */
 int vat__timers_start(vat_system *sys);
 void vat__timers_stop(vat_system *sys);
+
+/* timer.c, for host-driven systems: the next deadline on the system's
+ * clock (UINT64_MAX: none), and firing what is due at `now_ns`. */
+uint64_t vat__timers_next_deadline(vat_system *sys);
+void vat__timers_fire_due(vat_system *sys, uint64_t now_ns);
+
+/* host.c */
+/** Host-driven: makes the wake-up descriptor readable (once per run). */
+void vat__host_wake(vat_system *sys);
+int vat__host_open(vat_system *sys);
+void vat__host_close(vat_system *sys);
+/** Host-driven shutdown: runs the system until quiescent or the deadline. */
+bool vat__host_drain(vat_system *sys, double timeout_s);
 
 /* system.c */
 static inline int vat__system_state(vat_system *sys) {

@@ -25,12 +25,15 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
     vat_config_default(&defaults);
     cfg = &defaults;
   }
-  if (out == NULL || cfg->workers == 0 || cfg->batch == 0)
+  if (out == NULL || cfg->batch == 0 ||
+      (cfg->deterministic && cfg->workers != 0))
     return VAT_EINVAL;
+  bool host_driven = cfg->workers == 0;
+  unsigned nworkers = host_driven ? 1 : cfg->workers;
   /* Collector memory: the system lives as long as anything refers to it, so
    * a ref into a destroyed system never dangles. */
   vat_system *sys = GC_MALLOC(sizeof *sys);
-  vat__worker **workers = GC_MALLOC(cfg->workers * sizeof *workers);
+  vat__worker **workers = GC_MALLOC(nworkers * sizeof *workers);
   if (sys == NULL || workers == NULL)
     return VAT_ENOMEM;
   sys->cfg = *cfg;
@@ -38,7 +41,13 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
   sys->cfg.batch = 1;
 #endif
   sys->workers = workers;
-  sys->nworkers = cfg->workers;
+  sys->nworkers = nworkers;
+  sys->host_driven = host_driven;
+  sys->wake_fd = -1;
+  sys->virtual_clock = cfg->deterministic;
+  sys->det_rng = cfg->seed ? cfg->seed : 0x9E3779B97F4A7C15ull;
+  if (host_driven && (rc = vat__host_open(sys)) != VAT_OK)
+    return rc;
   vat__inject_init(&sys->inject);
   atomic_init(&sys->state, VAT__RUNNING);
   pthread_mutex_init(&sys->lock, NULL);
@@ -148,7 +157,8 @@ int vat_system_shutdown(vat_system *sys, double timeout_s) {
   int expected = VAT__RUNNING;
   if (!atomic_compare_exchange_strong(&sys->state, &expected, VAT__CLOSING))
     return VAT_ECLOSED;
-  bool quiet = wait_quiescent(sys, timeout_s);
+  bool quiet = sys->host_driven ? vat__host_drain(sys, timeout_s)
+                                : wait_quiescent(sys, timeout_s);
   atomic_store_explicit(&sys->state, VAT__STOPPED, memory_order_seq_cst);
   vat__wake_all(sys);
   vat__workers_join(sys);
@@ -169,6 +179,8 @@ int vat_system_destroy(vat_system *sys) {
   if (state == VAT__RUNNING)
     vat_system_shutdown(sys, 0);
   atomic_store_explicit(&sys->state, VAT__DESTROYED, memory_order_release);
+  if (sys->host_driven)
+    vat__host_close(sys);
   /* Each worker's pool, queue and counters stay readable (stats) and are
    * reclaimed with the system. */
   return VAT_OK;

@@ -80,9 +80,9 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
 #endif
 }
 
-bool vat__run_batch(vat__worker *w, vat__vat *v) {
+bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
   vat__mailbox *mb = &v->mailbox;
-  for (unsigned budget = w->sys->cfg.batch; budget > 0;) {
+  while (budget > 0) {
     vat__msg *m = vat__mailbox_pop(mb);
     if (m == NULL) {
       if (vat__mailbox_try_idle(mb))

@@ -87,7 +87,10 @@ void vat__schedule(vat__worker *w, vat__vat *v) {
 
 void vat__schedule_external(vat_system *sys, vat__vat *v) {
   vat__inject_push(&sys->inject, v, v, 1);
-  wake_one(sys);
+  if (sys->host_driven)
+    vat__host_wake(sys);
+  else
+    wake_one(sys);
 }
 
 static vat__vat *steal(vat__worker *w) {
@@ -180,25 +183,31 @@ static void *worker_main(void *arg) {
     vat__vat *v = find_work(w);
     if (v == NULL && (v = idle(w)) == NULL)
       continue;
-    if (vat__run_batch(w, v))
+    if (vat__run_batch(w, v, sys->cfg.batch))
       enqueue(w, v);
   }
   vat__current_worker = NULL;
   return NULL;
 }
 
+static vat__worker *worker_new(vat_system *sys, unsigned index) {
+  vat__worker *w = GC_memalign(VAT__CACHE_LINE, sizeof *w);
+  if (w == NULL)
+    return NULL;
+  memset(w, 0, sizeof *w);
+  vat__runq_init(&w->runq);
+  w->sys = sys;
+  w->index = index;
+  w->rng = 2654435761u * (index + 1);
+  return w;
+}
+
 int vat__workers_start(vat_system *sys) {
-  for (unsigned i = 0; i < sys->nworkers; i++) {
-    vat__worker *w = GC_memalign(VAT__CACHE_LINE, sizeof *w);
-    if (w == NULL)
+  for (unsigned i = 0; i < sys->nworkers; i++)
+    if ((sys->workers[i] = worker_new(sys, i)) == NULL)
       return VAT_ENOMEM;
-    memset(w, 0, sizeof *w);
-    vat__runq_init(&w->runq);
-    w->sys = sys;
-    w->index = i;
-    w->rng = 2654435761u * (i + 1);
-    sys->workers[i] = w;
-  }
+  if (sys->host_driven)
+    return VAT_OK;
   for (unsigned i = 0; i < sys->nworkers; i++) {
     /* pthread_create is the collector's wrapper (vat_gc.h): the thread is
      * registered and its stack scanned. */
@@ -215,6 +224,8 @@ int vat__workers_start(vat_system *sys) {
 }
 
 void vat__workers_join(vat_system *sys) {
+  if (sys->host_driven)
+    return;
   for (unsigned i = 0; i < sys->nworkers; i++)
     pthread_join(sys->workers[i]->thread, NULL);
 }

@@ -12,6 +12,7 @@
   X(system)                                                                    \
   X(turn)                                                                      \
   X(send)                                                                      \
+  X(host)                                                                      \
   X(memory)                                                                    \
   X(stress)
 

@@ -57,7 +57,9 @@ typedef void (*vat_dead_letter_fn)(void *ctx, vat_ref *target,
                                    const vat_atom *selector);
 
 typedef struct vat_config {
-  /** Worker threads, one per core by default. Must be at least 1. */
+  /** Worker threads, one per core by default. 0 makes a host-driven
+   *  system: no threads of its own; it runs only inside vat_system_run()
+   *  (see vat/host.h). */
   unsigned workers;
   /** Messages a vat may handle per scheduling before others get a turn
    *  (fairness). Default 64; at least 1. */
@@ -68,14 +70,21 @@ typedef struct vat_config {
   /** Optional dead-letter hook and its context. */
   vat_dead_letter_fn on_dead_letter;
   void *dead_letter_ctx;
+  /** Host-driven systems only (workers 0): run ready vats in an order drawn
+   *  from `seed`, and give timers a virtual clock that only
+   *  vat_system_advance_clock() moves. Same seed and same inputs, same
+   *  trace of turns. */
+  bool deterministic;
+  uint64_t seed;
 } vat_config;
 
 /** Fills `cfg` with the defaults. Any thread. */
 void vat_config_default(vat_config *cfg);
 
 /** Creates a system and starts its workers. `cfg` NULL means defaults.
- *  Host thread. Errors: VAT_EINVAL (NULL out, workers or batch 0),
- *  VAT_ENOTINIT, VAT_ENOTREGISTERED, VAT_EINTURN, VAT_ENOMEM (threads). */
+ *  Host thread. Errors: VAT_EINVAL (NULL out, batch 0, deterministic with
+ *  workers), VAT_ENOTINIT, VAT_ENOTREGISTERED, VAT_EINTURN, VAT_ENOMEM
+ *  (threads, the wake-up descriptor). */
 int vat_system_new(const vat_config *cfg, vat_system **out);
 
 /** Stops accepting sends from host threads, waits until the system is
@@ -84,6 +93,8 @@ int vat_system_new(const vat_config *cfg, vat_system **out);
  *  deadline are dropped and counted (vat_stats.dropped_at_shutdown).
  *  Returns VAT_OK when it reached quiescence, VAT_ETIMEDOUT when it did not
  *  (the workers are stopped either way), VAT_ECLOSED when already shut down.
+ *  A host-driven system is run by this call, on the calling thread, until
+ *  it is quiescent or the deadline passes.
  *  Host thread; not from one of this system's own turns (VAT_EINTURN). */
 int vat_system_shutdown(vat_system *sys, double timeout_s);
 

@@ -1,0 +1,72 @@
+/* libvat — embedding: host-driven systems and the deterministic mode.
+ *
+ * A system made with `workers = 0` has no threads of its own. Its turns run
+ * only inside vat_system_run(), on the thread that calls it, so a host fits
+ * libvat into its own loop (poll/epoll, libuv, a frame loop):
+ *
+ *   for (;;) {
+ *     vat_run_result r;
+ *     vat_system_run(sys, 0, 0, &r);            // run what is ready
+ *     int64_t ns;
+ *     vat_system_next_timer(sys, &ns);          // -1: no timer pending
+ *     int timeout_ms = r.more ? 0 : ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
+ *     poll(&(struct pollfd){fd, POLLIN, 0}, 1, timeout_ms);  // fd: vat_system_fd
+ *   }
+ *
+ * The descriptor becomes readable when work arrives from outside a run
+ * call: a host thread's send, another system's vat, a timer thread of
+ * another system. vat_system_run() clears it. Sends made by the system's own
+ * turns do not make it readable: they are what `more` reports.
+ *
+ * Only one thread may be inside vat_system_run() at a time (VAT_EBUSY).
+ */
+#ifndef VAT_HOST_H
+#define VAT_HOST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vat/core.h"
+
+typedef struct vat_run_result {
+  uint64_t turns; /* turns run by this call */
+  bool more;      /* work is still ready: call again without waiting */
+} vat_run_result;
+
+/** Fires due timers, then runs ready turns of a host-driven system on the
+ *  calling thread until nothing is ready, `max_turns` turns ran (0: no
+ *  limit), or `max_ns` nanoseconds passed (0: no limit; checked between
+ *  batches of turns). `out` may be NULL. Host thread.
+ *  Errors: VAT_EINVAL (NULL sys), VAT_ENOTSUP (a system with workers),
+ *  VAT_EBUSY (another thread is inside it), VAT_ECLOSED (shut down),
+ *  VAT_EINTURN, VAT_ENOTINIT, VAT_ENOTREGISTERED. */
+int vat_system_run(vat_system *sys, uint64_t max_turns, uint64_t max_ns,
+                   vat_run_result *out);
+
+/** Runs until nothing is ready and no timer is due (in deterministic mode:
+ *  due on the virtual clock, which this does not move), or `max_turns`
+ *  turns ran (0: no limit). Errors as vat_system_run. */
+int vat_system_run_until_quiescent(vat_system *sys, uint64_t max_turns,
+                                   vat_run_result *out);
+
+/** A file descriptor that polls readable when work arrived from outside a
+ *  run call. Owned by the system (closed by vat_system_destroy); do not
+ *  read or close it. Any thread. Errors: VAT_EINVAL, VAT_ENOTSUP (a system
+ *  with workers), VAT_ECLOSED (destroyed). */
+int vat_system_fd(vat_system *sys, int *fd);
+
+/** Nanoseconds until the next timer is due (0: due now), or -1 when none
+ *  is pending. On the virtual clock in deterministic mode. Any thread.
+ *  Errors: VAT_EINVAL. */
+int vat_system_next_timer(vat_system *sys, int64_t *ns);
+
+/** Deterministic mode: moves the virtual clock forward by `ns`. Timers that
+ *  become due fire at the next run call. Host thread.
+ *  Errors: VAT_EINVAL, VAT_ENOTSUP (not deterministic). */
+int vat_system_advance_clock(vat_system *sys, uint64_t ns);
+
+/** The virtual clock's reading (deterministic mode) or the monotonic clock,
+ *  in nanoseconds. Any thread. Returns 0 for a NULL system. */
+uint64_t vat_system_now(vat_system *sys);
+
+#endif
