@@ -1,6 +1,7 @@
 /* Systems: configuration, start, quiescent shutdown, destroy, statistics. */
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -179,6 +180,11 @@ int vat_system_destroy(vat_system *sys) {
   if (state == VAT__RUNNING)
     vat_system_shutdown(sys, 0);
   atomic_store_explicit(&sys->state, VAT__DESTROYED, memory_order_release);
+  /* A sender from outside that saw the system running may still be about
+   * to write to the wake-up descriptor; its number must not be reused
+   * under it. Such a sender has only a few stores left to do. */
+  while (atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) != 0)
+    sched_yield();
   if (sys->host_driven)
     vat__host_close(sys);
   /* Each worker's pool, queue and counters stay readable (stats) and are

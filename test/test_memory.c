@@ -22,7 +22,7 @@ START_TEST(million_short_lived_vats_leave_heap_bounded) {
 #if VAT_GC_NO_COLLECT
   return; /* nothing is ever reclaimed in a build that never collects */
 #endif
-  enum { BATCH = 10000, BATCHES = 100 };
+  enum { BATCH = 10000 / TEST_SCALE, BATCHES = 100 };
   vat_system *sys = test_system(2);
   tally *t = GC_MALLOC(sizeof *t);
   size_t heap_after_warmup = 0, heap_max = 0;

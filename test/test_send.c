@@ -6,7 +6,7 @@
 
 /* --- Per-pair order ------------------------------------------------------ */
 
-enum { SENDERS = 8, PER_SENDER = 20000, BURST = 7 };
+enum { SENDERS = 8, PER_SENDER = 20000 / TEST_SCALE, BURST = 7 };
 
 typedef struct receiver {
   uint64_t next_expected[SENDERS + 1];
@@ -69,7 +69,7 @@ END_TEST
 
 /* --- Host threads --------------------------------------------------------- */
 
-enum { HOST_THREADS = 4, PER_HOST = 50000 };
+enum { HOST_THREADS = 4, PER_HOST = 50000 / TEST_SCALE };
 
 typedef struct host_job {
   vat_ref *to;
@@ -313,13 +313,13 @@ START_TEST(sends_between_systems) {
                                   &pinger_ref, (void **)&p));
   ck_assert_vat_ok(vat_host_spawn(b, &(vat_entity_def){0}, &ponger, NULL));
   p->peer = ponger;
-  p->rounds_left = 10000;
+  p->rounds_left = 10000 / TEST_SCALE;
   ck_assert_vat_ok(vat_host_send(pinger_ref, ping, NULL));
   ck_assert(test_wait_u64(&p->done, 1, 60));
   test_quiesce(a);
   test_quiesce(b);
-  ck_assert_uint_eq(test_stats(a).delivered, 10001);
-  ck_assert_uint_eq(test_stats(b).delivered, 10000);
+  ck_assert_uint_eq(test_stats(a).delivered, 10000 / TEST_SCALE + 1);
+  ck_assert_uint_eq(test_stats(b).delivered, 10000 / TEST_SCALE);
   /* After destroy, refs into the system are still safe to send to. */
   ck_assert_vat_err(vat_host_send(ponger, pong, pinger_ref), VAT_ECLOSED);
 }

@@ -94,7 +94,7 @@ static void bounce(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(shutdown_waits_for_work_in_flight) {
-  enum { PAIRS = 100, BOUNCES = 2000 };
+  enum { PAIRS = 100, BOUNCES = 2000 / TEST_SCALE };
   vat_system *sys = test_system(2);
   bouncer *states[2 * PAIRS];
   for (int i = 0; i < PAIRS; i++) {
@@ -162,7 +162,7 @@ END_TEST
 /* --- Several systems at once ---------------------------------------------- */
 
 START_TEST(several_systems_coexist) {
-  enum { SYSTEMS = 4, PAIRS = 20, BOUNCES = 500 };
+  enum { SYSTEMS = 4, PAIRS = 20, BOUNCES = 500 / TEST_SCALE };
   vat_system *systems[SYSTEMS];
   bouncer *states[SYSTEMS][2 * PAIRS];
   for (int s = 0; s < SYSTEMS; s++) {

@@ -222,7 +222,7 @@ END_TEST
 
 /* --- Many entities in one vat --------------------------------------------- */
 
-enum { ENTITIES = 1000, HITS_EACH = 20 };
+enum { ENTITIES = 1000, HITS_EACH = 20 / (TEST_SCALE > 1 ? 10 : 1) };
 
 typedef struct owner {
   _Atomic uint64_t ready;
