@@ -1,0 +1,393 @@
+// CAF 0.17 peer of the libvat benchmark suite: event-based actors, one
+// workload per executable name (build.sh links ring, counter, ... to one binary).
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace caf;
+using std::int64_t;
+
+using tok_atom = atom_constant<atom("tok")>;
+using done_atom = atom_constant<atom("done")>;
+using next_atom = atom_constant<atom("next")>;
+using add_atom = atom_constant<atom("add")>;
+using get_atom = atom_constant<atom("get")>;
+using msg_atom = atom_constant<atom("msg")>;
+using sum_atom = atom_constant<atom("sum")>;
+using die_atom = atom_constant<atom("die")>;
+using last_atom = atom_constant<atom("last")>;
+using ping_atom = atom_constant<atom("ping")>;
+using pong_atom = atom_constant<atom("pong")>;
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+double since(clk::time_point t0) {
+  return std::chrono::duration<double>(clk::now() - t0).count();
+}
+
+std::string name;
+int workers;
+
+// Prints the RESULT line (messages < 0 / setup < 0 leave keys out) and ends
+// the process without tearing down actors that are still alive.
+[[noreturn]] void report(int64_t messages, double secs, double setup, bool ok) {
+  std::printf("RESULT workload=%s workers=%d", name.c_str(), workers);
+  if (messages >= 0)
+    std::printf(" messages=%lld", static_cast<long long>(messages));
+  std::printf(" seconds=%.6f", secs);
+  if (messages >= 0 && secs > 0)
+    std::printf(" rate=%.0f", messages / secs);
+  if (setup >= 0)
+    std::printf(" setup_seconds=%.6f", setup);
+  std::printf("%s\n", ok ? "" : " ok=0");
+  std::fflush(stdout);
+  std::_Exit(ok ? 0 : 1);
+}
+
+actor handle(local_actor* self) { return actor_cast<actor>(self); }
+
+// -- ring N M -----------------------------------------------------------------
+
+behavior ring_node(event_based_actor* self, actor next, int64_t n, actor driver) {
+  return {[=](tok_atom, int64_t id, int64_t hops) {
+    if (hops == n)
+      self->send(driver, done_atom::value, id, hops);
+    else
+      self->send(next, tok_atom::value, id, hops + 1);
+  }};
+}
+
+// The first node learns its successor last, once the ring is built.
+behavior ring_first(event_based_actor* self, int64_t n, actor driver) {
+  return {[=](next_atom, actor next) {
+    self->become(ring_node(self, next, n, driver));
+  }};
+}
+
+void ring(actor_system& sys, std::vector<int64_t> sz) {
+  int64_t n = sz[0], m = sz[1], step = n / m;
+  scoped_actor self{sys};
+  auto t0 = clk::now();
+  auto first = sys.spawn<lazy_init>(ring_first, n, actor{self});
+  std::vector<actor> entries(m);
+  entries[0] = first;
+  actor next = first;
+  for (int64_t i = n - 1; i > 0; --i) {
+    next = sys.spawn<lazy_init>(ring_node, next, n, actor{self});
+    if (i % step == 0 && i / step < m)
+      entries[i / step] = next;
+  }
+  self->send(first, next_atom::value, next);
+  double setup = since(t0);
+  std::printf("ring: %lld actors spawned in %.3f s\n", (long long) n, setup);
+  t0 = clk::now();
+  for (int64_t j = 0; j < m; ++j)
+    self->send(entries[j], tok_atom::value, j, int64_t{0});
+  std::vector<bool> seen(m);
+  bool ok = true;
+  for (int64_t j = 0; j < m; ++j)
+    self->receive([&](done_atom, int64_t id, int64_t hops) {
+      ok = ok && hops == n && !seen[id];
+      seen[id] = true;
+    });
+  double secs = since(t0);
+  std::printf("ring: %lld tokens x %lld hops in %.3f s\n", (long long) m, (long long) n, secs);
+  report(n * m, secs, setup, ok);
+}
+
+// -- counter K ------------------------------------------------------------------
+
+struct count_state { int64_t n = 0; };
+
+behavior counter_actor(stateful_actor<count_state>* self) {
+  return {[=](add_atom, int64_t x) { self->state.n += x; },
+          [=](get_atom) { return self->state.n; }};
+}
+
+void counter(actor_system& sys, std::vector<int64_t> sz) {
+  int64_t k = sz[0];
+  scoped_actor self{sys};
+  actor main{self};
+  auto t0 = clk::now();
+  auto c = sys.spawn(counter_actor);
+  sys.spawn([=](event_based_actor* d) {
+    for (int64_t i = 0; i < k; ++i)
+      d->send(c, add_atom::value, int64_t{100});
+    d->request(c, infinite, get_atom::value).then([=](int64_t v) {
+      d->send(main, done_atom::value, v);
+      d->send_exit(c, exit_reason::user_shutdown);
+    });
+  });
+  int64_t got = 0;
+  self->receive([&](done_atom, int64_t v) { got = v; });
+  double secs = since(t0);
+  std::printf("counter: %lld adds, count %lld\n", (long long) k, (long long) got);
+  report(k, secs, -1, got == 100 * k);
+}
+
+// -- fanin P K --------------------------------------------------------------------
+
+struct fanin_state { int64_t count = 0, sum = 0; };
+
+behavior consumer(stateful_actor<fanin_state>* self, int64_t total, actor main) {
+  return {[=](msg_atom, int64_t v) {
+    auto& s = self->state;
+    s.sum += v;
+    if (++s.count == total) {
+      self->send(main, done_atom::value, s.count, s.sum);
+      self->quit();
+    }
+  }};
+}
+
+void producer(event_based_actor* self, actor to, int64_t k) {
+  for (int64_t i = 1; i <= k; ++i)
+    self->send(to, msg_atom::value, i);
+}
+
+void fanin(actor_system& sys, std::vector<int64_t> sz) {
+  int64_t p = sz[0], k = sz[1];
+  scoped_actor self{sys};
+  auto t0 = clk::now();
+  auto c = sys.spawn(consumer, p * k, actor{self});
+  for (int64_t i = 0; i < p; ++i)
+    sys.spawn(producer, c, k);
+  int64_t count = 0, sum = 0;
+  self->receive([&](done_atom, int64_t n, int64_t s) { count = n, sum = s; });
+  double secs = since(t0);
+  std::printf("fanin: %lld messages, sum %lld\n", (long long) count, (long long) sum);
+  report(p * k, secs, -1, count == p * k && sum == p * k * (k + 1) / 2);
+}
+
+// -- selfsend A K ---------------------------------------------------------------
+
+struct self_state { int64_t received = 0; };
+
+behavior self_sender(stateful_actor<self_state>* self, int64_t k, actor main) {
+  self->send(self, msg_atom::value, int64_t{0});
+  return {[=](msg_atom, int64_t v) {
+    if (++self->state.received == k) {
+      self->send(main, done_atom::value, k);
+      self->quit();
+    } else {
+      self->send(self, msg_atom::value, v + 1);
+    }
+  }};
+}
+
+void selfsend(actor_system& sys, std::vector<int64_t> sz) {
+  int64_t a = sz[0], k = sz[1], total = 0;
+  scoped_actor self{sys};
+  auto t0 = clk::now();
+  for (int64_t i = 0; i < a; ++i)
+    sys.spawn(self_sender, k, actor{self});
+  for (int64_t i = 0; i < a; ++i)
+    self->receive([&](done_atom, int64_t r) { total += r; });
+  double secs = since(t0);
+  std::printf("selfsend: %lld actors, %lld messages\n", (long long) a, (long long) total);
+  report(a * k, secs, -1, total == a * k);
+}
+
+// -- skynet -----------------------------------------------------------------------
+
+struct sky_state { int64_t sum = 0; int replies = 0; };
+
+behavior skynet_node(stateful_actor<sky_state>* self, actor parent, int64_t num, int64_t size) {
+  if (size == 1) {
+    self->send(parent, sum_atom::value, num);
+    return {}; // a leaf is done after its first turn
+  }
+  auto step = size / 10;
+  for (int64_t i = 0; i < 10; ++i)
+    self->spawn(skynet_node, handle(self), num + i * step, step);
+  return {[=](sum_atom, int64_t v) {
+    self->state.sum += v;
+    if (++self->state.replies == 10) {
+      self->send(parent, sum_atom::value, self->state.sum);
+      self->quit();
+    }
+  }};
+}
+
+void skynet(actor_system& sys, std::vector<int64_t>) {
+  scoped_actor self{sys};
+  auto t0 = clk::now();
+  sys.spawn(skynet_node, actor{self}, int64_t{0}, int64_t{1000000});
+  int64_t sum = 0;
+  self->receive([&](sum_atom, int64_t v) { sum = v; });
+  double secs = since(t0);
+  std::printf("skynet: sum %lld in %.3f s\n", (long long) sum, secs);
+  report(1111111, secs, -1, sum == 499999500000LL);
+}
+
+// -- chain N ------------------------------------------------------------------------
+
+// Each node spawns the rest of the chain linked to itself; the last reports.
+// A node holds its neighbours: an actor that nobody refers to is collected
+// (exit reason "unreachable") before the exit signal reaches it.
+behavior chain_node(event_based_actor* self, actor prev, int64_t left, actor main) {
+  actor next;
+  if (left == 0)
+    self->send(main, last_atom::value, handle(self));
+  else
+    next = self->spawn<linked>(chain_node, handle(self), left - 1, main);
+  return {[=](die_atom) {
+    (void) prev, (void) next;
+    self->quit(exit_reason::user_shutdown);
+  }};
+}
+
+void chain(actor_system& sys, std::vector<int64_t> sz) {
+  int64_t n = sz[0];
+  scoped_actor self{sys};
+  auto t0 = clk::now();
+  auto first = sys.spawn(chain_node, actor{}, n - 1, actor{self});
+  actor last;
+  self->receive([&](last_atom, actor l) { last = l; });
+  self->monitor(last);
+  double setup = since(t0);
+  std::printf("chain: %lld actors spawned in %.3f s\n", (long long) n, setup);
+  t0 = clk::now();
+  self->send(first, die_atom::value);
+  error reason;
+  self->receive([&](down_msg& dm) { reason = dm.reason; });
+  double secs = since(t0);
+  std::printf("chain: last of %lld dead (%s) after %.3f s\n", (long long) n,
+              to_string(reason).c_str(), secs);
+  report(n, secs, setup, reason == exit_reason::user_shutdown);
+}
+
+// -- pingpong R -------------------------------------------------------------------
+
+behavior ponger(event_based_actor* self) {
+  return {[=](ping_atom, int64_t v) {
+    self->send(actor_cast<actor>(self->current_sender()), pong_atom::value, v);
+  }};
+}
+
+behavior pinger(event_based_actor* self, actor pong, int64_t r, actor main) {
+  self->send(pong, ping_atom::value, int64_t{0});
+  return {[=](pong_atom, int64_t v) {
+    if (v + 1 == r) {
+      self->send(main, done_atom::value, v + 1);
+      self->send_exit(pong, exit_reason::user_shutdown);
+      self->quit();
+    } else {
+      self->send(pong, ping_atom::value, v + 1);
+    }
+  }};
+}
+
+void pingpong(actor_system& sys, std::vector<int64_t> sz) {
+  int64_t r = sz[0], got = 0;
+  scoped_actor self{sys};
+  auto t0 = clk::now();
+  sys.spawn(pinger, sys.spawn(ponger), r, actor{self});
+  self->receive([&](done_atom, int64_t v) { got = v; });
+  double secs = since(t0);
+  std::printf("pingpong: %lld round trips\n", (long long) got);
+  report(r, secs, -1, got == r);
+}
+
+// -- spawn N --------------------------------------------------------------------
+
+void one_turn(event_based_actor*) {
+  // no behavior: the actor stops normally after this first turn
+}
+
+void spawn_n(actor_system& sys, std::vector<int64_t> sz) {
+  int64_t n = sz[0];
+  auto t0 = clk::now();
+  for (int64_t i = 0; i < n; ++i)
+    sys.spawn(one_turn);
+  sys.await_all_actors_done();
+  double secs = since(t0);
+  std::printf("spawn: %lld actors gone in %.3f s\n", (long long) n, secs);
+  report(n, secs, -1, true);
+}
+
+struct workload {
+  std::vector<const char*> names;
+  std::vector<int64_t> defs;
+  void (*run)(actor_system&, std::vector<int64_t>);
+};
+
+const std::map<std::string, workload> workloads = {
+  {"ring", {{"N", "M"}, {1000000, 200}, ring}},
+  {"counter", {{"K"}, {3000000}, counter}},
+  {"fanin", {{"P", "K"}, {4, 1000000}, fanin}},
+  {"selfsend", {{"A", "K"}, {8, 10000000}, selfsend}},
+  {"skynet", {{}, {}, skynet}},
+  {"chain", {{"N"}, {100000}, chain}},
+  {"pingpong", {{"R"}, {1000000}, pingpong}},
+  {"spawn", {{"N"}, {1000000}, spawn_n}},
+};
+
+[[noreturn]] void usage(const workload& w, int code) {
+  std::printf("usage: %s [-w W]", name.c_str());
+  for (auto n : w.names)
+    std::printf(" %s", n);
+  std::printf("\n  -w W  worker threads (scheduler.max-threads), default %u\n",
+              std::thread::hardware_concurrency());
+  for (size_t i = 0; i < w.names.size(); ++i)
+    std::printf("  %s     default %lld\n", w.names[i], (long long) w.defs[i]);
+  std::exit(code);
+}
+
+bool positive(const char* s, int64_t& out) {
+  char* end;
+  long long v = std::strtoll(s, &end, 10);
+  out = v;
+  return *s && !*end && v > 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  name = args.empty() ? argv[0] : argv[0];
+  name = name.substr(name.find_last_of('/') + 1);
+  if (!workloads.count(name)) {
+    if (args.empty() || !workloads.count(args[0])) {
+      std::printf("usage: vatpeer-caf WORKLOAD [-w W] SIZES...  (ring counter fanin "
+                  "selfsend skynet chain pingpong spawn)\n");
+      return 2;
+    }
+    name = args[0];
+    args.erase(args.begin());
+  }
+  const workload& w = workloads.at(name);
+  workers = static_cast<int>(std::thread::hardware_concurrency());
+  size_t i = 0;
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help"))
+    usage(w, 0);
+  if (!args.empty() && args[0] == "-w") {
+    int64_t v;
+    if (args.size() < 2 || !positive(args[1].c_str(), v))
+      usage(w, 2);
+    workers = static_cast<int>(v);
+    i = 2;
+  }
+  if (args.size() - i > w.defs.size())
+    usage(w, 2);
+  auto sizes = w.defs;
+  for (size_t j = 0; i + j < args.size(); ++j)
+    if (!positive(args[i + j].c_str(), sizes[j]))
+      usage(w, 2);
+  if (name == "ring" && sizes[1] > sizes[0]) {
+    std::printf("ring: M must not exceed N\n");
+    usage(w, 2);
+  }
+  actor_system_config cfg;
+  cfg.set("scheduler.max-threads", workers);
+  actor_system sys{cfg};
+  w.run(sys, sizes);
+}

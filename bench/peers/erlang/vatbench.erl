@@ -1,0 +1,210 @@
+%% Erlang peer of the libvat benchmark suite: plain processes and messages.
+%% Run as: erl -noshell +S W:W -run vatbench main WORKLOAD -extra [-h] [SIZES...]
+-module(vatbench).
+-export([main/1]).
+
+sizes(ring) -> [{"N", 1000000}, {"M", 200}];
+sizes(counter) -> [{"K", 3000000}];
+sizes(fanin) -> [{"P", 4}, {"K", 1000000}];
+sizes(selfsend) -> [{"A", 8}, {"K", 10000000}];
+sizes(skynet) -> [];
+sizes(chain) -> [{"N", 100000}];
+sizes(pingpong) -> [{"R", 1000000}];
+sizes(spawn) -> [{"N", 1000000}].
+
+main([Name]) ->
+    W = list_to_atom(Name),
+    Args = init:get_plain_arguments(),
+    Defs = sizes(W),
+    case parse(Args, Defs) of
+        {ok, Sizes} -> run(W, Sizes);
+        help -> usage(W, 0);
+        error -> usage(W, 2)
+    end.
+
+parse(["-h" | _], _) -> help;
+parse(["--help" | _], _) -> help;
+parse(Args, Defs) when length(Args) > length(Defs) -> error;
+parse(Args, Defs) ->
+    try [positive(A) || A <- Args] of
+        Vs -> {ok, Vs ++ [D || {_, D} <- lists:nthtail(length(Vs), Defs)]}
+    catch _:_ -> error
+    end.
+
+positive(S) -> V = list_to_integer(S), true = V > 0, V.
+
+usage(W, Code) ->
+    io:format("usage: ~s [-w W] ~s~n  -w W  scheduler threads (erl +S W:W), default all cores~n",
+              [W, lists:join(" ", [N || {N, _} <- sizes(W)])]),
+    [io:format("  ~s     default ~b~n", [N, D]) || {N, D} <- sizes(W)],
+    halt(Code).
+
+mono() -> erlang:monotonic_time(nanosecond).
+secs(T0) -> (mono() - T0) / 1.0e9.
+
+%% report(Workload, Messages | none, Seconds, Setup | none, Ok)
+report(W, Msgs, Secs, Setup, Ok) ->
+    Keys = [io_lib:format("workload=~s workers=~b", [W, erlang:system_info(schedulers_online)])]
+        ++ [io_lib:format(" messages=~b", [Msgs]) || Msgs =/= none]
+        ++ [io_lib:format(" seconds=~.6f", [Secs])]
+        ++ [io_lib:format(" rate=~b", [round(Msgs / Secs)]) || Msgs =/= none, Secs > 0]
+        ++ [io_lib:format(" setup_seconds=~.6f", [Setup]) || Setup =/= none]
+        ++ [" ok=0" || not Ok],
+    io:format("RESULT ~s~n", [Keys]),
+    halt(case Ok of true -> 0; false -> 1 end).
+
+%% ring N M ------------------------------------------------------------------
+run(ring, [N, M]) when M > N -> io:format("ring: M must not exceed N~n"), usage(ring, 2);
+run(ring, [N, M]) ->
+    Self = self(),
+    Step = N div M,
+    T0 = mono(),
+    First = spawn(fun() -> receive {next, Next} -> node(Next, N, Self) end end),
+    {Second, Entries} = build(N - 1, First, Step, M, N, Self, []),
+    First ! {next, Second},
+    Setup = secs(T0),
+    io:format("ring: ~b processes spawned in ~.3f s~n", [N, Setup]),
+    T1 = mono(),
+    lists:foreach(fun({J, P}) -> P ! {tok, J, 0} end, [{0, First} | Entries]),
+    Hops = [receive {done, J, H} -> {J, H} end || _ <- lists:seq(1, M)],
+    Secs = secs(T1),
+    Ok = lists:sort(Hops) =:= [{J, N} || J <- lists:seq(0, M - 1)],
+    io:format("ring: ~b tokens x ~b hops in ~.3f s~n", [M, N, Secs]),
+    report(ring, N * M, Secs, Setup, Ok);
+
+%% counter K -----------------------------------------------------------------
+run(counter, [K]) ->
+    C = spawn(fun() -> counter(0) end),
+    T0 = mono(),
+    adds(C, K),
+    C ! {get, self()},
+    Count = receive {count, V} -> V end,
+    Secs = secs(T0),
+    io:format("counter: ~b adds, count ~b~n", [K, Count]),
+    report(counter, K, Secs, none, Count =:= 100 * K);
+
+%% fanin P K -----------------------------------------------------------------
+run(fanin, [P, K]) ->
+    Self = self(),
+    T0 = mono(),
+    [spawn(fun() -> produce(Self, 1, K) end) || _ <- lists:seq(1, P)],
+    {Count, Sum} = consume(P * K, 0, 0),
+    Secs = secs(T0),
+    io:format("fanin: ~b messages, sum ~b~n", [Count, Sum]),
+    report(fanin, P * K, Secs, none, Sum =:= P * K * (K + 1) div 2);
+
+%% selfsend A K --------------------------------------------------------------
+run(selfsend, [A, K]) ->
+    Self = self(),
+    T0 = mono(),
+    [spawn(fun() -> self() ! {msg, 0}, selfloop(Self, K, 0) end) || _ <- lists:seq(1, A)],
+    Total = lists:sum([receive {received, R} -> R end || _ <- lists:seq(1, A)]),
+    Secs = secs(T0),
+    io:format("selfsend: ~b processes, ~b messages~n", [A, Total]),
+    report(selfsend, A * K, Secs, none, Total =:= A * K);
+
+%% skynet --------------------------------------------------------------------
+run(skynet, []) ->
+    Self = self(),
+    T0 = mono(),
+    spawn(fun() -> skynet(Self, 0, 1000000) end),
+    Sum = receive {sum, S} -> S end,
+    Secs = secs(T0),
+    io:format("skynet: sum ~b in ~.3f s~n", [Sum, Secs]),
+    report(skynet, 1111111, Secs, none, Sum =:= 499999500000);
+
+%% chain N -------------------------------------------------------------------
+run(chain, [N]) ->
+    Self = self(),
+    T0 = mono(),
+    First = spawn(fun() -> link_next(Self, N - 1), receive die -> exit(boom) end end),
+    Last = receive {last, L} -> L end,
+    Ref = monitor(process, Last),
+    Setup = secs(T0),
+    io:format("chain: ~b processes spawned in ~.3f s~n", [N, Setup]),
+    T1 = mono(),
+    First ! die,
+    Reason = receive {'DOWN', Ref, process, _, R} -> R end,
+    Secs = secs(T1),
+    io:format("chain: last of ~b dead (~p) after ~.3f s~n", [N, Reason, Secs]),
+    report(chain, N, Secs, Setup, Reason =:= boom);
+
+%% pingpong R ----------------------------------------------------------------
+run(pingpong, [R]) ->
+    Pong = spawn(fun pong/0),
+    T0 = mono(),
+    V = ping(Pong, R, 0),
+    Secs = secs(T0),
+    io:format("pingpong: ~b round trips~n", [V]),
+    report(pingpong, R, Secs, none, V =:= R);
+
+%% spawn N -------------------------------------------------------------------
+run(spawn, [N]) ->
+    Self = self(),
+    T0 = mono(),
+    spawn_n(Self, N),
+    await_n(N),
+    Secs = secs(T0),
+    io:format("spawn: ~b processes gone in ~.3f s~n", [N, Secs]),
+    report(spawn, N, Secs, none, true).
+
+%% Spawns processes N-1 down to 1, each holding its successor; keeps those
+%% where a token is injected (every Step-th, M in all, index 0 is First).
+build(0, Next, _, _, _, _, Acc) -> {Next, Acc};
+build(I, Next, Step, M, N, D, Acc) ->
+    P = spawn(fun() -> node(Next, N, D) end),
+    Acc1 = case I rem Step =:= 0 andalso I div Step < M of
+               true -> [{I div Step, P} | Acc];
+               false -> Acc
+           end,
+    build(I - 1, P, Step, M, N, D, Acc1).
+
+node(Next, N, D) ->
+    receive
+        {tok, J, N} -> D ! {done, J, N};
+        {tok, J, H} -> Next ! {tok, J, H + 1}
+    end,
+    node(Next, N, D).
+
+counter(S) ->
+    receive
+        {add, X} -> counter(S + X);
+        {get, From} -> From ! {count, S}, counter(S)
+    end.
+
+adds(_, 0) -> ok;
+adds(C, K) -> C ! {add, 100}, adds(C, K - 1).
+
+produce(_, I, K) when I > K -> ok;
+produce(To, I, K) -> To ! {item, I}, produce(To, I + 1, K).
+
+consume(0, C, S) -> {C, S};
+consume(Left, C, S) -> receive {item, I} -> consume(Left - 1, C + 1, S + I) end.
+
+selfloop(D, K, K) -> D ! {received, K};
+selfloop(D, K, R) ->
+    receive {msg, V} -> self() ! {msg, V + 1} end,
+    selfloop(D, K, R + 1).
+
+skynet(Parent, Num, 1) -> Parent ! {sum, Num};
+skynet(Parent, Num, Size) ->
+    Self = self(),
+    Step = Size div 10,
+    [spawn(fun() -> skynet(Self, Num + I * Step, Step) end) || I <- lists:seq(0, 9)],
+    Parent ! {sum, lists:sum([receive {sum, S} -> S end || _ <- lists:seq(1, 10)])}.
+
+%% Each process spawns (linked) the rest of the chain; the last reports itself.
+link_next(D, 0) -> D ! {last, self()};
+link_next(D, Left) ->
+    spawn_link(fun() -> link_next(D, Left - 1), receive after infinity -> ok end end).
+
+pong() -> receive {ping, From, V} -> From ! {pong, V}, pong(); stop -> ok end.
+
+ping(Pong, 0, V) -> Pong ! stop, V;
+ping(Pong, R, V) -> Pong ! {ping, self(), V}, receive {pong, V} -> ping(Pong, R - 1, V + 1) end.
+
+spawn_n(_, 0) -> ok;
+spawn_n(D, N) -> spawn(fun() -> D ! gone end), spawn_n(D, N - 1).
+
+await_n(0) -> ok;
+await_n(N) -> receive gone -> await_n(N - 1) end.

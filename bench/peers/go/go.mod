@@ -1,0 +1,3 @@
+module vatpeer
+
+go 1.19
