@@ -6,6 +6,10 @@
 #include "vat/error.h"
 #include "vat/value.h"
 #include "vat/core.h"
+#include "vat/promise.h"
+#include "vat/timer.h"
+#include "vat/exits.h"
+#include "vat/supervisor.h"
 #include "vat/host.h"
 
 #endif

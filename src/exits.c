@@ -1,15 +1,476 @@
-/* Exits between vats: links, monitors, trap_exit, exit signals, and the
- * entities' stop callbacks. (Being written: only the core's hooks exist.) */
+/* Exits between vats: links, monitors, trapping exits, exit signals, and
+ * the entities' stop callbacks.
+ *
+ * Design. A vat's links and monitors are part of its module state
+ * (vat__cold_of(v)->exits) and change only in that vat's own turns or in
+ * its terminate hook, so nothing here takes a lock. Vats talk about links
+ * and monitors with signals (vat__signal), which travel in the same
+ * mailboxes as messages and so keep the per-pair commit order:
+ *
+ *   LINK(a)       sent by A to B when A links B; A records the link at
+ *                 commit, B records it when LINK is delivered.
+ *   UNLINK(a)     sent by A to B when A unlinks B; both sides forget.
+ *   EXIT(r)       sent along a link by a dying vat (link = true), or by
+ *                 vat_exit (link = false).
+ *   MONITOR(w)    sent by A to B; B records the watch.
+ *   DEMONITOR(w)  sent by A to B; B forgets the watch.
+ *   DOWN(w, r)    sent by a dying B to A for each watch it holds.
+ *
+ * Exactly-once. The core guarantees a signal gets either `deliver` (as a
+ * turn of a live target) or `drop` (the target has ended, or its system
+ * stopped), once. That splits every race in two:
+ *  - LINK reaches B alive: B records it; when B ends, its terminate hook
+ *    sends EXIT along it (one EXIT). LINK reaches B dead: its drop sends
+ *    EXIT(noproc) back to A (one EXIT; B never recorded A, so B's hook sent
+ *    none). There is no third case.
+ *  - MONITOR: the same, with DOWN and DOWN(noproc).
+ *  - A dies while its LINK is in flight: A's hook sends EXIT to B after the
+ *    LINK (same sender, same target: ordered), so B records then removes.
+ * Stale signals. A side that removed a link (unlink, or an EXIT received)
+ * ignores later link EXITs from that vat: Erlang's rule 1. A watcher that
+ * demonitored, or already got its DOWN, ignores a later DOWN with that id,
+ * so a monitor fires at most once even if DEMONITOR crosses DOWN. Linking
+ * again after an unlink while an old EXIT or a noproc is still in flight
+ * delivers one of them and drops the other (the link is gone after the
+ * first): never two.
+ * Where drops run. A drop may run on another worker (the sender's, when it
+ * saw the target dead), on the target's worker (draining the mailbox of a
+ * dead vat), on a host thread, or after the system stopped (w NULL). It
+ * only sends, through vat__deliver_now, which never needs a turn. Once the
+ * system has stopped, replies are not sent: every vat of a stopped system
+ * has ended with `shutdown` as far as anyone can tell.
+ * A dying vat. vat__exits_terminated runs once, on the vat's worker, after
+ * `dead` is set: it runs the stop callbacks, then sends EXIT along every
+ * link and DOWN for every watch. Signals that reach the vat after that are
+ * dropped by the core, which is where noproc replies come from.
+ */
+#include <stdlib.h>
+
+#include "exits_map.h"
 #include "internal.h"
+#include "vat/exits.h"
+#include "vat_gc.h"
+
+/* --- State ------------------------------------------------------------- */
+
+typedef struct stop_cb {
+  struct stop_cb *next;
+  vat_ref *entity;
+  vat_stop_fn fn;
+} stop_cb;
+
+/* One monitor, shared read-only by the watcher and the target once sent. */
+typedef struct watch {
+  uint64_t id;
+  vat_ref *watcher; /* the entity that called vat_monitor */
+  vat_ref *who;     /* the ref it monitors */
+  vat_down_fn fn;
+} watch;
+
+struct vat__exits {
+  vat__xmap links;    /* peer vat -> a ref of it */
+  vat__xmap watchers; /* monitors on this vat: id -> watch */
+  vat__xmap held;     /* monitors this vat made: id -> watch */
+  vat_ref *trap;      /* NULL: not trapping */
+  vat_exit_fn trap_fn;
+  stop_cb *stops;
+};
+
+static void *gc_new(size_t size) {
+  void *p = GC_MALLOC(size);
+  if (p == NULL)
+    abort();
+  return p;
+}
+
+static struct vat__exits *exits_of(vat__vat *v) {
+  vat__cold *c = vat__cold_of(v);
+  if (c->exits == NULL)
+    c->exits = gc_new(sizeof *c->exits);
+  return c->exits;
+}
+
+static _Atomic uint64_t next_monitor_id = 1;
+static _Atomic(const vat_atom *) atom_shutdown;
+
+const vat_atom *vat_atom_shutdown(void) {
+  /* Interning is idempotent: racing first calls store the same pointer. */
+  const vat_atom *a =
+      atomic_load_explicit(&atom_shutdown, memory_order_relaxed);
+  if (a == NULL) {
+    a = vat_atom_intern("shutdown");
+    atomic_store_explicit(&atom_shutdown, a, memory_order_relaxed);
+  }
+  return a;
+}
+
+vat_value vat_reason_error(const vat_atom *code, vat_value payload) {
+  return vat_error(code, payload);
+}
+
+bool vat_reason_is_normal(vat_value reason) {
+  return vat_is_atom(reason, vat__atom_normal);
+}
+
+bool vat_reason_is_orderly(vat_value reason) {
+  const vat_atom *sd = vat_atom_shutdown();
+  return vat_reason_is_normal(reason) || vat_is_atom(reason, sd) ||
+         (reason.type == VAT_T_ERROR && vat_error_code(reason) == sd);
+}
+
+static bool is_kill(vat_value reason) {
+  return vat_is_atom(reason, vat__atom_killed);
+}
+
+/* --- Signals --------------------------------------------------------------- */
+
+typedef struct exit_sig {
+  vat__signal base;
+  vat__vat *from_vat; /* NULL from a host thread */
+  vat_ref *from;
+  vat_value reason;
+  bool link; /* travelled along a link: rule 1 applies */
+} exit_sig;
+
+typedef struct link_sig {
+  vat__signal base;
+  vat_ref *from;
+} link_sig;
+
+typedef struct watch_sig {
+  vat__signal base;
+  watch *w;
+  vat_value reason; /* DOWN only */
+} watch_sig;
+
+static void drop_nothing(vat__worker *w, vat_ref *target, vat__signal *sig) {
+  (void)w;
+  (void)target;
+  (void)sig;
+}
+
+static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig);
+static const vat__signal_class exit_class = {exit_deliver, drop_nothing};
+
+static void send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
+                      vat_value reason) {
+  exit_sig *s = gc_new(sizeof *s);
+  *s = (exit_sig){.base = {&exit_class},
+                  .from_vat = from_vat,
+                  .from = &from_vat->first,
+                  .reason = reason,
+                  .link = true};
+  (void)w;
+  vat__deliver_now(to, NULL, NULL, vat_null(), &s->base);
+}
+
+static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  exit_sig *s = (exit_sig *)sig;
+  vat__vat *v = turn->vat;
+  struct vat__exits *x = v->cold ? v->cold->exits : NULL;
+  if (s->link) {
+    if (x == NULL || !vat__xmap_remove(&x->links, (uintptr_t)s->from_vat))
+      return; /* rule 1: the link no longer exists */
+  }
+  bool kill = !s->link && is_kill(s->reason);
+  if (x != NULL && x->trap != NULL && !kill) {
+    turn->self = x->trap;
+    x->trap_fn(turn, vat__state(x->trap), s->from, s->reason);
+    return;
+  }
+  if (vat_reason_is_normal(s->reason) && s->from_vat != v)
+    return;
+  vat_fail(turn, s->reason);
+}
+
+static void link_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  link_sig *s = (link_sig *)sig;
+  struct vat__exits *x = exits_of(turn->vat);
+  vat__xmap_put(&x->links, (uintptr_t)s->from->vat, s->from);
+}
+
+/* The target has ended (or its system stopped): answer through the link A
+ * recorded, so A's rule 1 still applies if A unlinked meanwhile. */
+static void link_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
+  link_sig *s = (link_sig *)sig;
+  send_exit(w, s->from, target->vat, vat_atom_value(vat__atom_noproc));
+}
+
+static void unlink_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  link_sig *s = (link_sig *)sig;
+  vat__vat *v = turn->vat;
+  if (v->cold && v->cold->exits)
+    vat__xmap_remove(&v->cold->exits->links, (uintptr_t)s->from->vat);
+}
+
+static const vat__signal_class link_class = {link_deliver, link_drop};
+static const vat__signal_class unlink_class = {unlink_deliver, drop_nothing};
+
+static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  watch_sig *s = (watch_sig *)sig;
+  vat__vat *v = turn->vat;
+  struct vat__exits *x = v->cold ? v->cold->exits : NULL;
+  if (x == NULL || !vat__xmap_remove(&x->held, s->w->id))
+    return; /* demonitored: never fires */
+  s->w->fn(turn, state, s->w->id, s->w->who, s->reason);
+}
+
+static const vat__signal_class down_class = {down_deliver, drop_nothing};
+
+static void send_down(vat__worker *w, watch *wa, vat_value reason) {
+  watch_sig *s = gc_new(sizeof *s);
+  *s = (watch_sig){.base = {&down_class}, .w = wa, .reason = reason};
+  (void)w;
+  vat__deliver_now(wa->watcher, NULL, NULL, vat_null(), &s->base);
+}
+
+static void monitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  watch_sig *s = (watch_sig *)sig;
+  vat__xmap_put(&exits_of(turn->vat)->watchers, s->w->id, s->w);
+}
+
+static void monitor_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
+  (void)target;
+  send_down(w, ((watch_sig *)sig)->w, vat_atom_value(vat__atom_noproc));
+}
+
+static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  watch_sig *s = (watch_sig *)sig;
+  vat__vat *v = turn->vat;
+  if (v->cold && v->cold->exits)
+    vat__xmap_remove(&v->cold->exits->watchers, s->w->id);
+}
+
+static const vat__signal_class monitor_class = {monitor_deliver,
+                                                monitor_drop};
+static const vat__signal_class demonitor_class = {demonitor_deliver,
+                                                  drop_nothing};
+
+/* --- Effects: what a turn changes at commit -------------------------------- */
+
+typedef struct table_effect {
+  vat__effect base;
+  enum { LINK, UNLINK, WATCH, UNWATCH, SPAWN_LINK } op;
+  vat_ref *ref;
+  watch *w;
+} table_effect;
+
+static void table_commit(vat_turn *turn, vat__effect *e) {
+  table_effect *te = (table_effect *)e;
+  struct vat__exits *x = exits_of(turn->vat);
+  switch (te->op) {
+  case LINK:
+    vat__xmap_put(&x->links, (uintptr_t)te->ref->vat, te->ref);
+    break;
+  case SPAWN_LINK:
+    /* The child cannot have run: nothing is delivered before the effects
+     * of the turn that spawned it. */
+    vat__xmap_put(&x->links, (uintptr_t)te->ref->vat, te->ref);
+    vat__xmap_put(&exits_of(te->ref->vat)->links, (uintptr_t)turn->vat,
+                  turn->self);
+    break;
+  case UNLINK:
+    vat__xmap_remove(&x->links, (uintptr_t)te->ref->vat);
+    break;
+  case WATCH:
+    vat__xmap_put(&x->held, te->w->id, te->w);
+    break;
+  case UNWATCH:
+    vat__xmap_remove(&x->held, te->w->id);
+    break;
+  }
+}
+
+static void defer(vat_turn *turn, int op, vat_ref *ref, watch *w) {
+  table_effect *te = gc_new(sizeof *te);
+  te->base.commit = table_commit;
+  te->op = op;
+  te->ref = ref;
+  te->w = w;
+  vat__turn_defer(turn, &te->base);
+}
+
+/* --- Public API -------------------------------------------------------------- */
+
+static int link_op(vat_turn *turn, vat_ref *peer, bool link) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (peer == NULL)
+    return VAT_EINVAL;
+  if (peer->vat == turn->vat)
+    return VAT_OK;
+  link_sig *s = gc_new(sizeof *s);
+  *s = (link_sig){.base = {link ? &link_class : &unlink_class},
+                  .from = turn->self};
+  rc = vat__send_signal(turn, peer, &s->base);
+  if (rc == VAT_OK)
+    defer(turn, link ? LINK : UNLINK, peer, NULL);
+  return rc;
+}
+
+int vat_link(vat_turn *turn, vat_ref *peer) {
+  return link_op(turn, peer, true);
+}
+
+int vat_unlink(vat_turn *turn, vat_ref *peer) {
+  return link_op(turn, peer, false);
+}
+
+int vat_spawn_link(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
+                   void **state_out) {
+  int rc = vat_spawn(turn, def, out, state_out);
+  if (rc == VAT_OK)
+    defer(turn, SPAWN_LINK, *out, NULL);
+  return rc;
+}
+
+int vat_monitor(vat_turn *turn, vat_ref *target, vat_down_fn on_down,
+                uint64_t *id) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (target == NULL || on_down == NULL || id == NULL)
+    return VAT_EINVAL;
+  watch *w = gc_new(sizeof *w);
+  *w = (watch){
+      .id = atomic_fetch_add_explicit(&next_monitor_id, 1,
+                                      memory_order_relaxed),
+      .watcher = turn->self,
+      .who = target,
+      .fn = on_down,
+  };
+  watch_sig *s = gc_new(sizeof *s);
+  *s = (watch_sig){.base = {&monitor_class}, .w = w};
+  /* Recorded before MONITOR leaves, so a DOWN can always find it. */
+  defer(turn, WATCH, target, w);
+  vat__send_signal(turn, target, &s->base);
+  *id = w->id;
+  return VAT_OK;
+}
+
+/* A monitor made in this very turn is not in `held` yet: look through the
+ * turn's deferred effects too, newest last. */
+static watch *find_held(vat_turn *turn, uint64_t id) {
+  watch *found = NULL;
+  vat__vat *v = turn->vat;
+  if (v->cold && v->cold->exits)
+    found = vat__xmap_get(&v->cold->exits->held, id);
+  for (vat__effect *e = turn->effects_head; e != NULL; e = e->next) {
+    if (e->commit != table_commit)
+      continue;
+    table_effect *te = (table_effect *)e;
+    if (te->w != NULL && te->w->id == id)
+      found = te->op == WATCH ? te->w : NULL;
+  }
+  return found;
+}
+
+int vat_demonitor(vat_turn *turn, uint64_t id) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  watch *w = find_held(turn, id);
+  if (w == NULL)
+    return VAT_ENOTFOUND;
+  watch_sig *s = gc_new(sizeof *s);
+  *s = (watch_sig){.base = {&demonitor_class}, .w = w};
+  defer(turn, UNWATCH, w->who, w);
+  vat__send_signal(turn, w->who, &s->base);
+  return VAT_OK;
+}
+
+int vat_trap_exit(vat_turn *turn, vat_ref *receiver, vat_exit_fn on_exit) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (receiver != NULL && (receiver->vat != turn->vat || on_exit == NULL))
+    return VAT_EINVAL;
+  /* Immediate: a failed turn ends the vat, so no one sees the change. */
+  struct vat__exits *x = exits_of(turn->vat);
+  x->trap = receiver;
+  x->trap_fn = receiver ? on_exit : NULL;
+  return VAT_OK;
+}
+
+static exit_sig *exit2(vat__vat *from_vat, vat_value reason) {
+  exit_sig *s = gc_new(sizeof *s);
+  *s = (exit_sig){.base = {&exit_class},
+                  .from_vat = from_vat,
+                  .from = from_vat ? &from_vat->first : NULL,
+                  .reason = reason};
+  return s;
+}
+
+int vat_exit(vat_turn *turn, vat_ref *target, vat_value reason) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (target == NULL || vat_is_null(reason))
+    return VAT_EINVAL;
+  return vat__send_signal(turn, target, &exit2(turn->vat, reason)->base);
+}
+
+int vat_kill(vat_turn *turn, vat_ref *target) {
+  return vat_exit(turn, target, vat_atom_value(vat__atom_killed));
+}
+
+int vat_host_exit(vat_ref *target, vat_value reason) {
+  if (vat_is_null(reason))
+    return VAT_EINVAL;
+  return vat__host_send_signal(target, &exit2(NULL, reason)->base);
+}
+
+/* --- Core hooks ------------------------------------------------------------ */
 
 void vat__exits_track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn) {
-  (void)v;
-  (void)entity;
-  (void)fn;
+  struct vat__exits *x = exits_of(v);
+  stop_cb *cb = gc_new(sizeof *cb);
+  *cb = (stop_cb){.next = x->stops, .entity = entity, .fn = fn};
+  x->stops = cb;
+}
+
+static void notify_link(void *ctx, uint64_t key, void *value) {
+  (void)key;
+  void **args = ctx;
+  vat__vat *v = args[1];
+  send_exit(args[0], value, v, v->exit_reason);
+}
+
+static void notify_watch(void *ctx, uint64_t key, void *value) {
+  (void)key;
+  void **args = ctx;
+  vat__vat *v = args[1];
+  send_down(args[0], value, v->exit_reason);
 }
 
 void vat__exits_terminated(vat__worker *w, vat__vat *v, vat_value reason) {
-  (void)w;
-  (void)v;
-  (void)reason;
+  (void)reason; /* v->exit_reason holds it */
+  struct vat__exits *x = v->cold->exits;
+  if (x == NULL)
+    return;
+  /* Stop callbacks first, in creation order: whoever learns of the end
+   * (through an exit or a down) sees their work done, as in OTP, where
+   * terminate runs before the links fire. */
+  stop_cb *rev = NULL;
+  for (stop_cb *cb = x->stops, *next; cb != NULL; cb = next) {
+    next = cb->next;
+    cb->next = rev;
+    rev = cb;
+  }
+  x->stops = NULL;
+  for (stop_cb *cb = rev; cb != NULL; cb = cb->next)
+    cb->fn(vat__state(cb->entity), v->exit_reason);
+  void *args[2] = {w, v};
+  vat__xmap_each(&x->links, notify_link, args);
+  vat__xmap_each(&x->watchers, notify_watch, args);
+  vat__xmap_clear(&x->links);
+  vat__xmap_clear(&x->watchers);
+  vat__xmap_clear(&x->held);
+  x->trap = NULL;
 }

@@ -5,12 +5,12 @@
 #include "internal.h"
 #include "vat_gc.h"
 
-_Thread_local vat_turn *vat__current_turn;
-_Thread_local vat__worker *vat__current_worker;
+VAT__TLS vat_turn *vat__current_turn;
+VAT__TLS vat__worker *vat__current_worker;
 
 /* Whether this thread is known to be registered with the collector; asking
  * the collector takes its global lock, so the answer is cached. */
-static _Thread_local bool thread_registered;
+static VAT__TLS bool thread_registered;
 static atomic_bool initialized;
 
 const vat_atom *vat__atom_normal, *vat__atom_killed, *vat__atom_noproc;

@@ -169,9 +169,12 @@ struct vat_turn {
   vat_value reason;
 };
 
-/* The turn running on this thread, and the worker this thread is. */
-extern _Thread_local vat_turn *vat__current_turn;
-extern _Thread_local vat__worker *vat__current_worker;
+/* The turn running on this thread, and the worker this thread is. Read on
+ * every send: the initial-exec model makes that one load, not a call into
+ * the dynamic linker (libvat is linked at start-up, not dlopen()ed). */
+#define VAT__TLS _Thread_local __attribute__((tls_model("initial-exec")))
+extern VAT__TLS vat_turn *vat__current_turn;
+extern VAT__TLS vat__worker *vat__current_worker;
 
 /* init.c */
 extern const vat_atom *vat__atom_normal, *vat__atom_killed,
@@ -208,6 +211,14 @@ void vat__dead_letter(vat__worker *w, vat__msg *m);
 /** A message still queued when its system stopped: a signal's drop runs. */
 void vat__drop_at_shutdown(vat__msg *m);
 void vat__dispatch_dynamic(vat_turn *turn, void *state, void *arg);
+/** Delivers one message at once, bypassing any turn's buffer: for a turn's
+ *  commit effects, terminate hooks, the timer thread and host threads. On a
+ *  worker it takes the worker's path; elsewhere the host path, except that a
+ *  message refused because its system is closing is dropped (a signal's
+ *  drop runs) instead. `sig` non-NULL sends that signal (fn, arg, value
+ *  ignored). */
+void vat__deliver_now(vat_ref *to, vat_fn fn, void *arg, vat_value value,
+                      vat__signal *sig);
 
 /* worker.c */
 int vat__workers_start(vat_system *sys);
@@ -227,6 +238,13 @@ void vat__exits_track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn);
 /** The system starts (before its workers) and stops (after they joined). */
 int vat__timers_start(vat_system *sys);
 void vat__timers_stop(vat_system *sys);
+
+/* timer.c, for promise.c's request timeouts. */
+/** Arms a one-shot timer that runs `fn(arg)` on the timer thread (outside
+ *  any turn, no timer lock held) at `deadline_ns`. Cancel with
+ *  vat_timer_cancel. */
+struct vat_timer *vat__timer_call_at(vat_system *sys, uint64_t deadline_ns,
+                                     void (*fn)(void *arg), void *arg);
 
 /* timer.c, for host-driven systems: the next deadline on the system's
  * clock (UINT64_MAX: none), and firing what is due at `now_ns`. */

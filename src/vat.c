@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "vat/exits.h"
 #include "vat_gc.h"
 
 static void *gc_alloc(size_t size) {
@@ -118,7 +119,13 @@ bool vat_ref_is_dead(vat_ref *ref) {
 }
 
 vat_value vat_ref_exit_reason(vat_ref *ref) {
-  if (ref == NULL || !vat__is_dead(ref->vat))
+  if (ref == NULL)
     return vat_null();
-  return ref->vat->exit_reason;
+  if (vat__is_dead(ref->vat))
+    return ref->vat->exit_reason;
+  /* The core does not end each vat of a stopped system one by one; to its
+   * refs they ended with the system. */
+  if (vat__system_state(ref->vat->sys) >= VAT__STOPPED)
+    return vat_atom_value(vat_atom_shutdown());
+  return vat_null();
 }

@@ -14,7 +14,11 @@
   X(send)                                                                      \
   X(host)                                                                      \
   X(memory)                                                                    \
-  X(stress)
+  X(stress)                                                                    \
+  X(promise)                                                                   \
+  X(timer)                                                                     \
+  X(exits)                                                                     \
+  X(supervisor)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
 VAT_TEST_SUITES(VAT__DECLARE_SUITE)

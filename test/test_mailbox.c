@@ -252,8 +252,10 @@ static uint32_t below(uint64_t *s, uint32_t n) {
 
 /* Records the first failure; threads other than the test's own cannot
  * use ck_assert. */
-__attribute__((format(printf, 1, 2))) static void fail_at(const char *fmt,
-                                                         ...) {
+static void fail_at(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static void fail_at(const char *fmt, ...) {
   int was = 0;
   if (!atomic_compare_exchange_strong(&st.failed, &was, 1))
     return;
@@ -289,8 +291,7 @@ static void *produce(void *p) {
     link_chain(chain, n);
     if (vat__mailbox_push_chain(&st.mb, chain[0], chain[n - 1])) {
       if (atomic_fetch_add(&st.tokens, 1) != 0)
-        fail_at("vat scheduled twice: producer %u at seq %" PRIu32, a->id,
-                seq);
+        fail_at("vat scheduled twice: producer %u at seq %" PRIu32, a->id, seq);
       atomic_fetch_add_explicit(&st.handovers, 1, memory_order_relaxed);
       sem_post(&st.scheduled);
     }
@@ -333,9 +334,8 @@ static bool consume_batch(uint32_t batch, uint32_t *next_seq,
     unsigned producer = tag & 7;
     uint32_t seq = (uint32_t)(tag >> 3);
     if (producer >= st.producers || seq != next_seq[producer]) {
-      fail_at("producer %u: got seq %" PRIu32 ", expected %" PRIu32,
-              producer, seq,
-              producer < st.producers ? next_seq[producer] : 0);
+      fail_at("producer %u: got seq %" PRIu32 ", expected %" PRIu32, producer,
+              seq, producer < st.producers ? next_seq[producer] : 0);
       return false;
     }
     next_seq[producer]++;
@@ -385,6 +385,14 @@ static uint64_t stress_seed(void) {
   return (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
 }
 
+/* A random size in [lo, hi]; a tenth of it with VAT_TEST_QUICK set, for
+ * runs under tools that serialise threads (valgrind). */
+static uint32_t stress_size(uint64_t *rng, uint32_t lo, uint32_t hi) {
+  const char *quick = getenv("VAT_TEST_QUICK");
+  uint32_t n = lo + below(rng, hi - lo + 1);
+  return quick != NULL && *quick != '\0' ? n / 10 : n;
+}
+
 /* `seed` is the test's, printed on failure so VAT_TEST_SEED replays it. */
 static void stress_round(uint64_t seed, unsigned round) {
   uint64_t rng = seed + round * 0x2545f4914f6cdd1du;
@@ -398,22 +406,23 @@ static void stress_round(uint64_t seed, unsigned round) {
   pthread_t producers[MAX_PRODUCERS], consumer;
   consumer_result result = {0};
   for (unsigned i = 0; i < st.producers; i++) {
-    args[i] = (producer_arg){
-        .id = i, .seed = splitmix(&rng), .count = 20000 + below(&rng, 80001)};
+    args[i] = (producer_arg){.id = i,
+                             .seed = splitmix(&rng),
+                             .count = stress_size(&rng, 20000, 100000)};
     st.expected[i] = args[i].count;
   }
   ck_assert_int_eq(pthread_create(&consumer, NULL, consume, &result), 0);
   for (unsigned i = 0; i < st.producers; i++)
-    ck_assert_int_eq(
-        pthread_create(&producers[i], NULL, produce, &args[i]), 0);
+    ck_assert_int_eq(pthread_create(&producers[i], NULL, produce, &args[i]), 0);
   for (unsigned i = 0; i < st.producers; i++)
     pthread_join(producers[i], NULL);
   if (atomic_load(&st.failed))
     sem_post(&st.scheduled); /* the consumer may wait for a push */
   pthread_join(consumer, NULL);
 
-  ck_assert_msg(!atomic_load(&st.failed), "VAT_TEST_SEED=%" PRIu64 " round %u: %s",
-                seed, round, st.failure);
+  ck_assert_msg(!atomic_load(&st.failed),
+                "VAT_TEST_SEED=%" PRIu64 " round %u: %s", seed, round,
+                st.failure);
   uint64_t total = 0;
   for (unsigned i = 0; i < st.producers; i++)
     total += st.expected[i];
@@ -429,12 +438,14 @@ static void stress_round(uint64_t seed, unsigned round) {
                 seed, round, handovers, result.idle_periods);
   ck_assert_msg(top_of(&st.mb) == NULL && st.mb.head == NULL &&
                     atomic_load(&st.tokens) == 0,
-                "VAT_TEST_SEED=%" PRIu64 " round %u: mailbox not idle at the end",
+                "VAT_TEST_SEED=%" PRIu64
+                " round %u: mailbox not idle at the end",
                 seed, round);
   int left;
   sem_getvalue(&st.scheduled, &left);
-  ck_assert_msg(left == 0, "VAT_TEST_SEED=%" PRIu64 " round %u: %d stray handovers",
-                seed, round, left);
+  ck_assert_msg(left == 0,
+                "VAT_TEST_SEED=%" PRIu64 " round %u: %d stray handovers", seed,
+                round, left);
   sem_destroy(&st.scheduled);
 }
 

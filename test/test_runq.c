@@ -205,8 +205,10 @@ static uint32_t below(uint64_t *s, uint32_t n) {
 
 /* Records the first failure; threads other than the test's own cannot
  * use ck_assert. */
-__attribute__((format(printf, 1, 2))) static void fail_at(const char *fmt,
-                                                         ...) {
+static void fail_at(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static void fail_at(const char *fmt, ...) {
   int was = 0;
   if (!atomic_compare_exchange_strong(&st.failed, &was, 1))
     return;
@@ -217,8 +219,8 @@ __attribute__((format(printf, 1, 2))) static void fail_at(const char *fmt,
 }
 
 static bool finished(void) {
-  return atomic_load(&st.taken_total) == st.count ||
-         atomic_load(&st.give_up) || atomic_load(&st.failed);
+  return atomic_load(&st.taken_total) == st.count || atomic_load(&st.give_up) ||
+         atomic_load(&st.failed);
 }
 
 /* Counts `v` as taken by thread `who`; returns its index. */
@@ -277,7 +279,7 @@ static void *run_owner(void *p) {
     /* Large batches fill the ring; small ones keep it short so thieves
      * race the owner for the last few slots. */
     uint32_t pushes = o->fill || below(&rng, 4) == 0 ? below(&rng, 2 * SIZE)
-                                                      : below(&rng, 16);
+                                                     : below(&rng, 16);
     for (uint32_t k = 0; k < pushes && next < st.count; k++) {
       vat__vat *v = &st.vats[next++];
       /* Published before the push, so a thief never sees it early. */
@@ -335,11 +337,19 @@ static uint64_t stress_seed(void) {
   return (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
 }
 
+/* A random size in [lo, hi]; a tenth of it with VAT_TEST_QUICK set, for
+ * runs under tools that serialise threads (valgrind). */
+static uint32_t stress_size(uint64_t *rng, uint32_t lo, uint32_t hi) {
+  const char *quick = getenv("VAT_TEST_QUICK");
+  uint32_t n = lo + below(rng, hi - lo + 1);
+  return quick != NULL && *quick != '\0' ? n / 10 : n;
+}
+
 /* `seed` is the test's, printed on failure so VAT_TEST_SEED replays it. */
 static void stress_round(uint64_t seed, unsigned round, bool fill) {
   uint64_t rng = seed + round * 0x2545f4914f6cdd1du;
   memset(&st, 0, sizeof st);
-  st.count = 50000 + below(&rng, 150001);
+  st.count = stress_size(&rng, 50000, 200000);
   st.vats = vats_new(st.count);
   st.taken = GC_MALLOC_ATOMIC(st.count * sizeof *st.taken);
   ck_assert_ptr_nonnull(st.taken);
@@ -355,11 +365,10 @@ static void stress_round(uint64_t seed, unsigned round, bool fill) {
   pthread_t owner_thread, thief_threads[MAX_THIEVES];
   for (unsigned i = 0; i < thieves; i++) {
     ts[i] = (thief_state){.index = 1 + i, .seed = splitmix(&rng)};
-    ck_assert_int_eq(
-        pthread_create(&thief_threads[i], NULL, run_thief, &ts[i]), 0);
+    ck_assert_int_eq(pthread_create(&thief_threads[i], NULL, run_thief, &ts[i]),
+                     0);
   }
-  ck_assert_int_eq(pthread_create(&owner_thread, NULL, run_owner, &owner),
-                   0);
+  ck_assert_int_eq(pthread_create(&owner_thread, NULL, run_owner, &owner), 0);
   pthread_join(owner_thread, NULL);
   /* The owner is done; the thieves drain their queues. A lost vat would
    * keep them looking forever, so give them a deadline. */
@@ -374,8 +383,9 @@ static void stress_round(uint64_t seed, unsigned round, bool fill) {
   for (unsigned i = 0; i < thieves; i++)
     pthread_join(thief_threads[i], NULL);
 
-  ck_assert_msg(!atomic_load(&st.failed), "VAT_TEST_SEED=%" PRIu64
-                " round %u: %s", seed, round, st.failure);
+  ck_assert_msg(!atomic_load(&st.failed),
+                "VAT_TEST_SEED=%" PRIu64 " round %u: %s", seed, round,
+                st.failure);
   for (uint32_t i = 0; i < st.count; i++)
     ck_assert_msg(atomic_load(&st.taken[i]) == 1,
                   "VAT_TEST_SEED=%" PRIu64 " round %u: vat %" PRIu32

@@ -219,7 +219,9 @@ vat_system *vat_ref_system(vat_ref *ref);
  *  this returns false). Any thread. */
 bool vat_ref_is_dead(vat_ref *ref);
 
-/** The exit reason of the ref's vat: null while it runs. Any thread. */
+/** The exit reason of the ref's vat: null while it runs; `shutdown` once
+ *  its system has stopped with the vat still alive (vat_ref_is_dead stays
+ *  false for it: the vat was never ended one by one). Any thread. */
 vat_value vat_ref_exit_reason(vat_ref *ref);
 
 /** The well-known reasons, as atoms: "normal", "killed", "noproc". */

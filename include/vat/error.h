@@ -22,7 +22,8 @@
   X(ENOTSUP, -12, "operation not supported in this configuration")            \
   X(ENOTFOUND, -13, "no such item")                                           \
   X(ETYPE, -14, "value has the wrong type")                                   \
-  X(ERANGE, -15, "value out of range")
+  X(ERANGE, -15, "value out of range")                                       \
+  X(EBROKEN, -16, "promise broken")
 
 /** Error codes. VAT_OK is success; every error is negative. */
 typedef enum vat_errno {

@@ -26,6 +26,7 @@
 
 typedef struct vat_atom vat_atom;     /* interned name; compare by pointer */
 typedef struct vat_entity vat_ref;    /* see vat/core.h */
+typedef struct vat_promise vat_promise; /* see vat/promise.h */
 
 typedef enum vat_type {
   VAT_T_NULL = 0, /* the zero-initialised value is null */
@@ -40,6 +41,7 @@ typedef enum vat_type {
   VAT_T_MAP,    /* immutable map from values to values */
   VAT_T_REF,    /* a ref to an entity */
   VAT_T_ERROR,  /* an error: an atom code and an optional payload value */
+  VAT_T_PROMISE, /* a promise (vat/promise.h); compared by identity */
 } vat_type;
 
 typedef struct vat_value {
@@ -87,6 +89,8 @@ vat_value vat_record(const vat_atom *label, const vat_value *fields, size_t n);
 /** A map from keys[i] to vals[i]; a key given twice keeps the last value. */
 vat_value vat_map(const vat_value *keys, const vat_value *vals, size_t n);
 vat_value vat_ref_value(vat_ref *ref);
+/** A value carrying a promise (null for a NULL promise). */
+vat_value vat_promise_value(vat_promise *promise);
 /** An error with an atom code and a payload (vat_null() for none). */
 vat_value vat_error(const vat_atom *code, vat_value payload);
 
@@ -119,6 +123,8 @@ int vat_map_get(vat_value m, vat_value key, vat_value *out);
 const vat_atom *vat_error_code(vat_value v);
 vat_value vat_error_payload(vat_value v);
 vat_ref *vat_value_ref(vat_value v);
+/** The promise a VAT_T_PROMISE value carries, or NULL. */
+vat_promise *vat_value_promise(vat_value v);
 
 /* --- Comparison and printing ------------------------------------------- */
 

@@ -93,6 +93,10 @@ int vat_compare(vat_value a, vat_value b) {
     uintptr_t pa = (uintptr_t)a.as.ref, pb = (uintptr_t)b.as.ref;
     return (pa > pb) - (pa < pb);
   }
+  case VAT_T_PROMISE: {
+    uintptr_t pa = (uintptr_t)a.as.obj, pb = (uintptr_t)b.as.obj;
+    return (pa > pb) - (pa < pb);
+  }
   case VAT_T_ERROR: {
     const vat__error *ea = a.as.obj, *eb = b.as.obj;
     int c = vat__atom_compare(ea->code, eb->code);
@@ -217,6 +221,8 @@ uint64_t vat_hash(vat_value v) {
   }
   case VAT_T_REF:
     return combine(h, (uint64_t)(uintptr_t)v.as.ref);
+  case VAT_T_PROMISE:
+    return combine(h, (uint64_t)(uintptr_t)v.as.obj);
   case VAT_T_ERROR: {
     const vat__error *e = v.as.obj;
     return combine(combine(h, e->code->hash), vat_hash(e->payload));

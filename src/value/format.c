@@ -191,6 +191,10 @@ static void put_value(out *o, vat_value v) {
     snprintf(num, sizeof num, "<ref %p>", (void *)v.as.ref);
     put(o, num);
     return;
+  case VAT_T_PROMISE:
+    snprintf(num, sizeof num, "<promise %p>", v.as.obj);
+    put(o, num);
+    return;
   case VAT_T_ERROR: {
     const vat__error *e = v.as.obj;
     put(o, "error(");

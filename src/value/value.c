@@ -181,6 +181,12 @@ vat_value vat_ref_value(vat_ref *ref) {
   return (vat_value){.type = VAT_T_REF, .as.ref = ref};
 }
 
+vat_value vat_promise_value(vat_promise *promise) {
+  if (promise == NULL)
+    return null_value();
+  return (vat_value){.type = VAT_T_PROMISE, .as.obj = promise};
+}
+
 vat_value vat_error(const vat_atom *code, vat_value payload) {
   if (code == NULL)
     return null_value();
@@ -312,4 +318,8 @@ vat_value vat_error_payload(vat_value v) {
 
 vat_ref *vat_value_ref(vat_value v) {
   return v.type == VAT_T_REF ? v.as.ref : NULL;
+}
+
+vat_promise *vat_value_promise(vat_value v) {
+  return v.type == VAT_T_PROMISE ? (vat_promise *)v.as.obj : NULL;
 }

@@ -1,0 +1,916 @@
+/* Exits: links, monitors, trap_exit and exit signals, checked against what
+ * Erlang/OTP does in the same scenario; stop callbacks; concurrent stress.
+ */
+#include <stdio.h>
+#include <time.h>
+
+#define GC_THREADS 1
+#include <gc/gc.h>
+
+#include "support.h"
+
+static vat_value boom(void) {
+  return vat_reason_error(vat_atom_intern("boom"), vat_int(42));
+}
+
+static vat_value atom_v(const vat_atom *a) { return vat_atom_value(a); }
+
+/* Waits (host side) until the ref's vat has ended. */
+static void wait_dead(vat_ref *ref) {
+  for (int i = 0; i < 30000 && !vat_ref_is_dead(ref); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  ck_assert(vat_ref_is_dead(ref));
+}
+
+/* --- The matrix: how S ends x whether V traps x how V relates to S -------- */
+
+enum kind { K_NORMAL, K_ERROR, K_KILL_SIGNAL, K_KILL_SELF, K_COUNT };
+enum rel {
+  R_LINKED,       /* V links S, then S ends */
+  R_UNLINKED,     /* V links then unlinks S, then S ends */
+  R_STALE,        /* S ends with the link, but V unlinked meanwhile */
+  R_NONE,         /* no relation */
+  R_MONITORED,    /* V monitors S, then S ends */
+  R_DEAD_LINK,    /* S has ended; V links it */
+  R_DEAD_MONITOR, /* S has ended; V monitors it */
+  R_COUNT
+};
+static const char *kind_names[] = {"normal", "error", "kill-by-signal",
+                                   "kill-by-self-exit"};
+static const char *rel_names[] = {"linked",    "unlinked",  "stale",
+                                  "none",      "monitored", "dead-link",
+                                  "dead-monitor"};
+
+typedef struct victim {
+  vat_ref *s, *killer;
+  int kind, rel;
+  bool trap;
+  int exits;
+  vat_ref *exit_from;
+  vat_value exit_reason;
+  int downs;
+  uint64_t mon, down_id;
+  vat_ref *down_who;
+  vat_value down_reason;
+} victim;
+
+static void s_die(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  switch ((int)(intptr_t)arg) {
+  case K_NORMAL:
+    expect_vat_ok(vat_stop(turn));
+    break;
+  case K_ERROR:
+    expect_vat_ok(vat_fail(turn, boom()));
+    break;
+  case K_KILL_SELF:
+    expect_vat_ok(vat_kill(turn, vat_self(turn)));
+    break;
+  }
+}
+
+static void k_kill(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_kill(turn, arg));
+}
+
+static void v_exit(vat_turn *turn, void *state, vat_ref *from,
+                   vat_value reason) {
+  (void)turn;
+  victim *v = state;
+  v->exits++;
+  v->exit_from = from;
+  v->exit_reason = reason;
+}
+
+static void v_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                   vat_value reason) {
+  (void)turn;
+  victim *v = state;
+  v->downs++;
+  v->down_id = id;
+  v->down_who = who;
+  v->down_reason = reason;
+}
+
+static void trigger(vat_turn *turn, victim *v) {
+  if (v->kind == K_KILL_SIGNAL)
+    expect_vat_ok(vat_send(turn, v->killer, k_kill, v->s));
+  else
+    expect_vat_ok(vat_send(turn, v->s, s_die, (void *)(intptr_t)v->kind));
+}
+
+static void v_stale2(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  victim *v = state;
+  /* S's death is queued at S before the UNLINK: S sends EXIT along a link
+   * V no longer has. */
+  trigger(turn, v);
+  expect_vat_ok(vat_unlink(turn, v->s));
+}
+
+static void v_setup(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  victim *v = state;
+  if (v->trap)
+    expect_vat_ok(vat_trap_exit(turn, vat_self(turn), v_exit));
+  switch (v->rel) {
+  case R_LINKED:
+    expect_vat_ok(vat_link(turn, v->s));
+    trigger(turn, v);
+    break;
+  case R_UNLINKED:
+    expect_vat_ok(vat_link(turn, v->s));
+    expect_vat_ok(vat_unlink(turn, v->s));
+    trigger(turn, v);
+    break;
+  case R_STALE:
+    expect_vat_ok(vat_link(turn, v->s));
+    expect_vat_ok(vat_send(turn, vat_self(turn), v_stale2, NULL));
+    break;
+  case R_NONE:
+    trigger(turn, v);
+    break;
+  case R_MONITORED:
+    expect_vat_ok(vat_monitor(turn, v->s, v_down, &v->mon));
+    trigger(turn, v);
+    break;
+  case R_DEAD_LINK:
+    expect_vat_ok(vat_link(turn, v->s));
+    break;
+  case R_DEAD_MONITOR:
+    expect_vat_ok(vat_monitor(turn, v->s, v_down, &v->mon));
+    break;
+  }
+}
+
+typedef struct outcome {
+  bool v_dead;
+  vat_value v_reason; /* when dead */
+  int exits;
+  vat_value exit_reason;
+  int downs;
+  vat_value down_reason;
+} outcome;
+
+/* What Erlang/OTP does in the same scenario. */
+static outcome expected(int kind, int rel, bool trap) {
+  vat_value s_reason = kind == K_NORMAL  ? atom_v(vat_atom_normal())
+                       : kind == K_ERROR ? boom()
+                                         : atom_v(vat_atom_killed());
+  outcome o = {0};
+  switch (rel) {
+  case R_LINKED:
+    if (trap) {
+      o.exits = 1;
+      o.exit_reason = s_reason;
+    } else if (kind != K_NORMAL) {
+      o.v_dead = true; /* `killed` from a link is an ordinary reason */
+      o.v_reason = s_reason;
+    }
+    break;
+  case R_MONITORED:
+    o.downs = 1;
+    o.down_reason = s_reason;
+    break;
+  case R_DEAD_LINK:
+    if (trap) {
+      o.exits = 1;
+      o.exit_reason = atom_v(vat_atom_noproc());
+    } else {
+      o.v_dead = true;
+      o.v_reason = atom_v(vat_atom_noproc());
+    }
+    break;
+  case R_DEAD_MONITOR:
+    o.downs = 1;
+    o.down_reason = atom_v(vat_atom_noproc());
+    break;
+  default:
+    break;
+  }
+  return o;
+}
+
+START_TEST(matrix) {
+  int kind = _i % K_COUNT;
+  int rel = (_i / K_COUNT) % R_COUNT;
+  bool trap = _i / (K_COUNT * R_COUNT);
+  char label[96];
+  snprintf(label, sizeof label, "%s / %s / %s", kind_names[kind],
+           rel_names[rel], trap ? "trapping" : "not trapping");
+
+  vat_system *sys = test_system(2);
+  vat_ref *s, *k, *vref;
+  victim *v;
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
+                                  &s, NULL));
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
+                                  &k, NULL));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(victim)}, &vref,
+      (void **)&v));
+  v->s = s;
+  v->killer = k;
+  v->kind = kind;
+  v->rel = rel;
+  v->trap = trap;
+  if (rel == R_DEAD_LINK || rel == R_DEAD_MONITOR) {
+    if (kind == K_KILL_SIGNAL)
+      ck_assert_vat_ok(vat_host_exit(s, atom_v(vat_atom_killed())));
+    else
+      ck_assert_vat_ok(vat_host_send(s, s_die, (void *)(intptr_t)kind));
+    wait_dead(s);
+  }
+  ck_assert_vat_ok(vat_host_send(vref, v_setup, NULL));
+  test_quiesce(sys);
+
+  outcome o = expected(kind, rel, trap);
+  /* S ended as asked, whatever V did. */
+  vat_value s_reason = vat_ref_exit_reason(s);
+  ck_assert_msg(vat_ref_is_dead(s), "%s: S alive", label);
+  ck_assert_msg(kind == K_NORMAL  ? vat_reason_is_normal(s_reason)
+                : kind == K_ERROR ? vat_equal(s_reason, boom())
+                                  : vat_is_atom(s_reason, vat_atom_killed()),
+                "%s: S's reason", label);
+  ck_assert_msg(vat_ref_is_dead(vref) == o.v_dead, "%s: V %s", label,
+                o.v_dead ? "should have died" : "should be alive");
+  if (o.v_dead)
+    ck_assert_msg(vat_equal(vat_ref_exit_reason(vref), o.v_reason),
+                  "%s: V's reason", label);
+  else
+    ck_assert_msg(vat_is_atom(vat_ref_exit_reason(vref),
+                              vat_atom_shutdown()),
+                  "%s: a vat alive at shutdown reports shutdown", label);
+  ck_assert_msg(v->exits == o.exits, "%s: %d trapped exits, expected %d",
+                label, v->exits, o.exits);
+  if (o.exits) {
+    ck_assert_msg(v->exit_from == s, "%s: exit from", label);
+    ck_assert_msg(vat_equal(v->exit_reason, o.exit_reason),
+                  "%s: exit reason", label);
+  }
+  ck_assert_msg(v->downs == o.downs, "%s: %d downs, expected %d", label,
+                v->downs, o.downs);
+  if (o.downs) {
+    ck_assert_msg(v->down_id == v->mon && v->mon != 0, "%s: id", label);
+    ck_assert_msg(v->down_who == s, "%s: who", label);
+    ck_assert_msg(vat_equal(v->down_reason, o.down_reason),
+                  "%s: down reason", label);
+  }
+}
+END_TEST
+
+/* --- exit/2: reason x sender x trapping, and what V's links then see ------ */
+
+enum sender { FROM_OTHER, FROM_SELF, FROM_HOST, FROM_COUNT };
+enum reason2 { E_NORMAL, E_ERROR, E_KILLED, E_COUNT };
+
+typedef struct target {
+  victim v; /* first: the trapped-exit record */
+  vat_ref *x;
+  int sender, reason;
+  _Atomic uint64_t went;
+} target;
+
+static vat_value reason2(int r) {
+  return r == E_NORMAL  ? atom_v(vat_atom_normal())
+         : r == E_ERROR ? boom()
+                        : atom_v(vat_atom_killed());
+}
+
+static void x_exit(vat_turn *turn, void *state, void *arg) {
+  intptr_t r = *(intptr_t *)state;
+  expect_vat_ok(vat_exit(turn, arg, reason2((int)r)));
+}
+
+static void t_go(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  target *t = state;
+  if (t->v.trap)
+    expect_vat_ok(vat_trap_exit(turn, vat_self(turn), v_exit));
+  if (t->sender == FROM_SELF)
+    expect_vat_ok(vat_exit(turn, vat_self(turn), reason2(t->reason)));
+  else if (t->sender == FROM_OTHER)
+    expect_vat_ok(vat_send(turn, t->x, x_exit, vat_self(turn)));
+  atomic_store_explicit(&t->went, 1, memory_order_release);
+}
+
+/* The watcher traps, links to the target, then starts it. */
+static void l_setup(vat_turn *turn, void *state, void *arg) {
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), v_exit));
+  expect_vat_ok(vat_link(turn, arg));
+  expect_vat_ok(vat_send(turn, arg, t_go, NULL));
+  (void)state;
+}
+
+START_TEST(exit_signal) {
+  int r = _i % E_COUNT;
+  int sender = (_i / E_COUNT) % FROM_COUNT;
+  bool trap = _i / (E_COUNT * FROM_COUNT);
+  static const char *rn[] = {"normal", "error", "killed"};
+  static const char *sn[] = {"other", "self", "host"};
+  char label[96];
+  snprintf(label, sizeof label, "exit(%s) from %s, %s", rn[r], sn[sender],
+           trap ? "trapping" : "not trapping");
+
+  vat_system *sys = test_system(2);
+  vat_ref *xref, *tref, *lref;
+  intptr_t *xr;
+  target *t;
+  victim *l;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(intptr_t)}, &xref,
+      (void **)&xr));
+  *xr = r;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(target)}, &tref,
+      (void **)&t));
+  t->x = xref;
+  t->sender = sender;
+  t->reason = r;
+  t->v.trap = trap;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(victim)}, &lref,
+      (void **)&l));
+  ck_assert_vat_ok(vat_host_send(lref, l_setup, tref));
+  if (sender == FROM_HOST) {
+    /* Once t_go ran, the trap is set and the watcher's link recorded. */
+    ck_assert(test_wait_u64(&t->went, 1, 30));
+    ck_assert_vat_ok(vat_host_exit(tref, reason2(r)));
+  }
+  test_quiesce(sys);
+
+  vat_ref *from = sender == FROM_OTHER  ? xref
+                  : sender == FROM_SELF ? tref
+                                        : NULL;
+  bool dies, trapped;
+  if (r == E_KILLED) {
+    dies = true, trapped = false;
+  } else if (trap) {
+    dies = false, trapped = true;
+  } else {
+    trapped = false;
+    dies = r != E_NORMAL || sender == FROM_SELF;
+  }
+  ck_assert_msg(vat_ref_is_dead(tref) == dies, "%s: target %s", label,
+                dies ? "should die" : "should live");
+  ck_assert_msg(t->v.exits == (trapped ? 1 : 0), "%s: %d trapped", label,
+                t->v.exits);
+  if (trapped) {
+    ck_assert_msg(t->v.exit_from == from, "%s: from", label);
+    ck_assert_msg(vat_equal(t->v.exit_reason, reason2(r)), "%s: reason",
+                  label);
+  }
+  if (dies) {
+    /* A deliberate kill ends it with `killed`, and its links see that. */
+    vat_value why = reason2(r);
+    ck_assert_msg(vat_equal(vat_ref_exit_reason(tref), why),
+                  "%s: target's reason", label);
+    ck_assert_msg(l->exits == 1 && l->exit_from == tref &&
+                      vat_equal(l->exit_reason, why),
+                  "%s: the link saw %d exits", label, l->exits);
+  } else {
+    ck_assert_msg(l->exits == 0, "%s: link fired", label);
+  }
+}
+END_TEST
+
+/* --- Monitors ------------------------------------------------------------ */
+
+typedef struct watcher {
+  vat_ref *s;
+  uint64_t ids[4];
+  int demon_rc[4];
+  int downs;
+  uint64_t seen[8];
+} watcher;
+
+static void w_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                   vat_value reason) {
+  (void)turn;
+  (void)who;
+  (void)reason;
+  watcher *w = state;
+  if (w->downs < 8)
+    w->seen[w->downs] = id;
+  w->downs++;
+}
+
+static void w_later(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  watcher *w = state;
+  /* Monitor 2 is removed in a later turn, before S dies. */
+  w->demon_rc[2] = vat_demonitor(turn, w->ids[2]);
+  expect_vat_ok(vat_send(turn, w->s, s_die, (void *)(intptr_t)K_ERROR));
+}
+
+static void w_setup(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  watcher *w = state;
+  for (int i = 0; i < 4; i++)
+    expect_vat_ok(vat_monitor(turn, w->s, w_down, &w->ids[i]));
+  /* Monitor 1 is removed in the turn that made it. */
+  w->demon_rc[1] = vat_demonitor(turn, w->ids[1]);
+  w->demon_rc[3] = vat_demonitor(turn, 12345678901ull);
+  expect_vat_ok(vat_send(turn, vat_self(turn), w_later, NULL));
+}
+
+static void w_after(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  watcher *w = state;
+  /* Fired already: nothing to remove. */
+  w->demon_rc[0] = vat_demonitor(turn, w->ids[0]);
+}
+
+START_TEST(monitor_ids_and_demonitor) {
+  vat_system *sys = test_system(2);
+  vat_ref *s, *wref;
+  watcher *w;
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
+                                  &s, NULL));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(watcher)}, &wref,
+      (void **)&w));
+  w->s = s;
+  ck_assert_vat_ok(vat_host_send(wref, w_setup, NULL));
+  wait_dead(s);
+  struct timespec ts = {0, 20000000};
+  nanosleep(&ts, NULL);
+  ck_assert_vat_ok(vat_host_send(wref, w_after, NULL));
+  test_quiesce(sys);
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < i; j++)
+      ck_assert(w->ids[i] != w->ids[j] && w->ids[i] != 0);
+  ck_assert_int_eq(w->demon_rc[1], VAT_OK);
+  ck_assert_int_eq(w->demon_rc[2], VAT_OK);
+  ck_assert_int_eq(w->demon_rc[3], VAT_ENOTFOUND);
+  ck_assert_int_eq(w->demon_rc[0], VAT_ENOTFOUND);
+  /* Monitors 0 and 3 fire, once each. */
+  ck_assert_int_eq(w->downs, 2);
+  ck_assert(w->seen[0] != w->seen[1]);
+  for (int i = 0; i < 2; i++)
+    ck_assert(w->seen[i] == w->ids[0] || w->seen[i] == w->ids[3]);
+}
+END_TEST
+
+/* --- Links: at most one per pair; spawn_link; self links ------------------ */
+
+static void twice_setup(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  victim *v = state;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), v_exit));
+  expect_vat_ok(vat_link(turn, v->s));
+  expect_vat_ok(vat_link(turn, v->s));
+  expect_vat_ok(vat_link(turn, vat_self(turn))); /* does nothing */
+  expect_vat_ok(vat_send(turn, v->s, s_die, (void *)(intptr_t)K_ERROR));
+}
+
+START_TEST(one_link_per_pair) {
+  vat_system *sys = test_system(2);
+  vat_ref *s, *vref;
+  victim *v;
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
+                                  &s, NULL));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(victim)}, &vref,
+      (void **)&v));
+  v->s = s;
+  ck_assert_vat_ok(vat_host_send(vref, twice_setup, NULL));
+  test_quiesce(sys);
+  ck_assert_int_eq(v->exits, 1);
+  ck_assert(vat_equal(v->exit_reason, boom()));
+  ck_assert(!vat_ref_is_dead(vref));
+}
+END_TEST
+
+typedef struct parent {
+  victim v;
+  vat_ref *child, *doomed_child;
+  int fail_turn;
+} parent;
+
+static void child_crash(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_fail(turn, boom()));
+}
+
+static void p_spawn(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  parent *p = state;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), v_exit));
+  expect_vat_ok(vat_spawn_link(turn, &(vat_entity_def){.state_size = 8},
+                               &p->child, NULL));
+  expect_vat_ok(vat_send(turn, p->child, child_crash, NULL));
+}
+
+static void p_spawn_fail(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  parent *p = state;
+  expect_vat_ok(vat_spawn_link(turn, &(vat_entity_def){.state_size = 8},
+                               &p->doomed_child, NULL));
+  expect_vat_ok(vat_fail(turn, atom_v(vat_atom_intern("parent_failed"))));
+}
+
+START_TEST(spawn_link_is_atomic) {
+  vat_system *sys = test_system(2);
+  vat_ref *pref, *p2ref;
+  parent *p, *p2;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(parent)}, &pref,
+      (void **)&p));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(parent)}, &p2ref,
+      (void **)&p2));
+  ck_assert_vat_ok(vat_host_send(pref, p_spawn, NULL));
+  ck_assert_vat_ok(vat_host_send(p2ref, p_spawn_fail, NULL));
+  test_quiesce(sys);
+  ck_assert_int_eq(p->v.exits, 1);
+  ck_assert(p->v.exit_from == p->child);
+  ck_assert(vat_equal(p->v.exit_reason, boom()));
+  /* A failed turn's child never ran and died with the turn's reason. */
+  ck_assert(vat_ref_is_dead(p2->doomed_child));
+  ck_assert(vat_is_atom(vat_ref_exit_reason(p2->doomed_child),
+                        vat_atom_intern("parent_failed")));
+}
+END_TEST
+
+/* --- A chain of links carries one failure to the end ----------------------- */
+
+typedef struct link_node {
+  vat_ref *next;
+} link_node;
+
+static _Atomic uint64_t links_made;
+
+static void ln_link(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  link_node *n = state;
+  expect_vat_ok(vat_link(turn, n->next));
+  atomic_fetch_add_explicit(&links_made, 1, memory_order_release);
+}
+
+START_TEST(chain_of_links) {
+  enum { N = 2000 };
+  vat_system *sys = test_system(2);
+  vat_ref **refs = GC_MALLOC(N * sizeof *refs);
+  link_node *nodes[N];
+  for (int i = 0; i < N; i++)
+    ck_assert_vat_ok(vat_host_spawn(
+        sys, &(vat_entity_def){.state_size = sizeof(link_node)}, &refs[i],
+        (void **)&nodes[i]));
+  for (int i = 0; i + 1 < N; i++) {
+    nodes[i]->next = refs[i + 1];
+    ck_assert_vat_ok(vat_host_send(refs[i], ln_link, NULL));
+  }
+  /* Every vat has sent its LINK before the failure starts; each LINK
+   * reaches its target before the EXIT the same vat sends later. */
+  ck_assert(test_wait_u64(&links_made, N - 1, 30));
+  ck_assert_vat_ok(vat_host_send(refs[0], child_crash, NULL));
+  wait_dead(refs[N - 1]);
+  test_quiesce(sys);
+  for (int i = 0; i < N; i++)
+    ck_assert(vat_equal(vat_ref_exit_reason(refs[i]), boom()));
+}
+END_TEST
+
+/* --- Stop callbacks --------------------------------------------------------- */
+
+typedef struct stopped {
+  int calls;
+  vat_value reason;
+} stopped;
+
+static stopped stop_log[3];
+
+static void on_stop_first(void *state, vat_value reason) {
+  (void)state;
+  stop_log[0].calls++;
+  stop_log[0].reason = reason;
+}
+
+static void on_stop_extra(void *state, vat_value reason) {
+  stopped *s = state;
+  s->calls++;
+  s->reason = reason;
+  stop_log[1] = *s;
+}
+
+static void make_extra(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  vat_ref *e;
+  expect_vat_ok(vat_entity_new(
+      turn,
+      &(vat_entity_def){.state_size = sizeof(stopped),
+                        .on_stop = on_stop_extra},
+      &e, NULL));
+  expect_vat_ok(vat_send(turn, vat_self(turn), child_crash, NULL));
+}
+
+START_TEST(stop_callbacks_run_once) {
+  vat_system *sys = test_system(2);
+  vat_ref *ref;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = 8, .on_stop = on_stop_first},
+      &ref, NULL));
+  ck_assert_vat_ok(vat_host_send(ref, make_extra, NULL));
+  ck_assert_vat_ok(vat_host_send(ref, make_extra, NULL)); /* dead letter */
+  test_quiesce(sys);
+  ck_assert_int_eq(stop_log[0].calls, 1);
+  ck_assert(vat_equal(stop_log[0].reason, boom()));
+  ck_assert_int_eq(stop_log[1].calls, 1);
+  ck_assert(vat_equal(stop_log[1].reason, boom()));
+}
+END_TEST
+
+/* --- Argument and context errors ------------------------------------------ */
+
+typedef struct bad {
+  int link_null, monitor_null, exit_null, trap_foreign, trap_nofn,
+      host_exit_in_turn;
+  vat_ref *foreign;
+} bad;
+
+static void try_bad(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  bad *b = state;
+  uint64_t id;
+  b->link_null = vat_link(turn, NULL);
+  b->monitor_null = vat_monitor(turn, b->foreign, NULL, &id);
+  b->exit_null = vat_exit(turn, b->foreign, vat_null());
+  b->trap_foreign = vat_trap_exit(turn, b->foreign, v_exit);
+  b->trap_nofn = vat_trap_exit(turn, vat_self(turn), NULL);
+  b->host_exit_in_turn = vat_host_exit(b->foreign, boom());
+}
+
+START_TEST(bad_calls) {
+  vat_system *sys = test_system(1);
+  vat_ref *ref, *other;
+  bad *b;
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
+                                  &other, NULL));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(bad)}, &ref, (void **)&b));
+  b->foreign = other;
+  ck_assert_vat_err(vat_link(NULL, other), VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_exit(NULL, other, boom()), VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_host_exit(other, vat_null()), VAT_EINVAL);
+  ck_assert_vat_err(vat_host_exit(NULL, boom()), VAT_EINVAL);
+  ck_assert_vat_ok(vat_host_send(ref, try_bad, NULL));
+  test_quiesce(sys);
+  ck_assert_int_eq(b->link_null, VAT_EINVAL);
+  ck_assert_int_eq(b->monitor_null, VAT_EINVAL);
+  ck_assert_int_eq(b->exit_null, VAT_EINVAL);
+  ck_assert_int_eq(b->trap_foreign, VAT_EINVAL);
+  ck_assert_int_eq(b->trap_nofn, VAT_EINVAL);
+  ck_assert_int_eq(b->host_exit_in_turn, VAT_EINTURN);
+  ck_assert(vat_reason_is_orderly(atom_v(vat_atom_shutdown())));
+  ck_assert(vat_reason_is_orderly(
+      vat_reason_error(vat_atom_shutdown(), vat_int(1))));
+  ck_assert(!vat_reason_is_orderly(boom()));
+}
+END_TEST
+
+/* --- Stress: links, monitors and deaths racing on both workers ------------- */
+
+enum { ST_LINKS = 2, ST_MONS = 3 };
+
+typedef struct st_world {
+  vat_ref **refs;
+  size_t n;
+  _Atomic uint64_t monitors_made, downs, bad_downs;
+} st_world;
+
+typedef struct st_vat {
+  st_world *world;
+  size_t index;
+  uint64_t rng;
+  size_t links[ST_LINKS];
+  size_t nlinks;
+  size_t mon_target[ST_MONS + 1];
+  uint64_t mon_id[ST_MONS + 1];
+  int mon_fired[ST_MONS + 1];
+  vat_value mon_reason[ST_MONS + 1];
+  size_t nmons;
+  bool demonitored; /* the extra monitor was removed before it fired */
+} st_vat;
+
+static void st_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)turn;
+  (void)who;
+  st_vat *v = state;
+  atomic_fetch_add_explicit(&v->world->downs, 1, memory_order_relaxed);
+  for (size_t i = 0; i < v->nmons; i++) {
+    if (v->mon_id[i] != id)
+      continue;
+    if (i == ST_MONS && v->demonitored)
+      atomic_fetch_add(&v->world->bad_downs, 1);
+    v->mon_fired[i]++;
+    v->mon_reason[i] = reason;
+    return;
+  }
+  atomic_fetch_add(&v->world->bad_downs, 1);
+}
+
+static void st_demonitor(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  st_vat *v = state;
+  if (vat_demonitor(turn, v->mon_id[ST_MONS]) == VAT_OK)
+    v->demonitored = true;
+}
+
+static void st_setup(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  st_vat *v = state;
+  st_world *w = v->world;
+  for (int i = 0; i < ST_LINKS; i++) {
+    size_t j = (size_t)test_rand(&v->rng) % w->n;
+    v->links[v->nlinks++] = j;
+    expect_vat_ok(vat_link(turn, w->refs[j]));
+  }
+  for (int i = 0; i <= ST_MONS; i++) {
+    size_t j = (size_t)test_rand(&v->rng) % w->n;
+    v->mon_target[v->nmons] = j;
+    expect_vat_ok(vat_monitor(turn, w->refs[j], st_down,
+                              &v->mon_id[v->nmons]));
+    v->nmons++;
+    atomic_fetch_add_explicit(&w->monitors_made, 1, memory_order_relaxed);
+  }
+  expect_vat_ok(vat_send(turn, vat_self(turn), st_demonitor, NULL));
+}
+
+static void st_crash(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  st_vat *v = state;
+  expect_vat_ok(vat_fail(turn, vat_reason_error(vat_atom_intern("crash"),
+                                                vat_int((int64_t)v->index))));
+}
+
+static void st_kill(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_kill(turn, arg));
+}
+
+static void stress_round(uint64_t *rng, size_t n) {
+  vat_system *sys = test_system(2);
+  st_world *w = GC_MALLOC(sizeof *w);
+  w->n = n;
+  w->refs = GC_MALLOC(n * sizeof *w->refs);
+  st_vat **vs = GC_MALLOC(n * sizeof *vs);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_vat_ok(vat_host_spawn(
+        sys, &(vat_entity_def){.state_size = sizeof(st_vat)}, &w->refs[i],
+        (void **)&vs[i]));
+    vs[i]->world = w;
+    vs[i]->index = i;
+    vs[i]->rng = test_rand(rng) | 1;
+  }
+  /* Set-up and deaths interleave: some vats die before, during or after
+   * others link to and monitor them. */
+  size_t crashes = 1 + (size_t)test_rand(rng) % 8;
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_vat_ok(vat_host_send(w->refs[i], st_setup, NULL));
+    if (i % (n / crashes) == n / crashes / 2) {
+      size_t victim = (size_t)test_rand(rng) % n;
+      if (test_rand(rng) % 2)
+        ck_assert_vat_ok(vat_host_send(w->refs[victim], st_crash, NULL));
+      else
+        ck_assert_vat_ok(vat_host_send(w->refs[(victim + 1) % n], st_kill,
+                                       w->refs[victim]));
+    }
+  }
+  test_quiesce(sys);
+
+  ck_assert_uint_eq(atomic_load(&w->bad_downs), 0);
+  uint64_t expected_downs = 0;
+  for (size_t i = 0; i < n; i++) {
+    st_vat *v = vs[i];
+    bool dead = vat_ref_is_dead(w->refs[i]);
+    vat_value why = vat_ref_exit_reason(w->refs[i]);
+    /* Nobody traps and nobody ends normally: every link is honoured, so
+     * linked vats share one fate. */
+    for (size_t k = 0; k < v->nlinks; k++)
+      ck_assert_msg(vat_ref_is_dead(w->refs[v->links[k]]) == dead,
+                    "link %zu-%zu not honoured", i, v->links[k]);
+    for (size_t k = 0; k < v->nmons; k++) {
+      ck_assert_msg(v->mon_fired[k] <= 1, "monitor fired twice");
+      bool target_dead = vat_ref_is_dead(w->refs[v->mon_target[k]]);
+      bool removed = k == ST_MONS && v->demonitored;
+      if (!dead && target_dead && !removed) {
+        ck_assert_msg(v->mon_fired[k] == 1, "monitor %zu of %zu lost", k,
+                      i);
+        vat_value tr = vat_ref_exit_reason(w->refs[v->mon_target[k]]);
+        ck_assert(vat_equal(v->mon_reason[k], tr) ||
+                  vat_is_atom(v->mon_reason[k], vat_atom_noproc()));
+      }
+      if (!target_dead)
+        ck_assert_int_eq(v->mon_fired[k], 0);
+      expected_downs += (uint64_t)v->mon_fired[k];
+    }
+    if (dead)
+      ck_assert(why.type == VAT_T_ERROR ||
+                vat_is_atom(why, vat_atom_killed()) ||
+                vat_is_atom(why, vat_atom_noproc()));
+  }
+  ck_assert_uint_eq(atomic_load(&w->downs), expected_downs);
+}
+
+#if VAT_HOSTILE
+/* A collection after every turn: smaller worlds, same races. */
+enum { ST_ROUNDS = 3, ST_MIN = 200, ST_SPREAD = 200 };
+#else
+enum { ST_ROUNDS = 6, ST_MIN = 3000, ST_SPREAD = 2000 };
+#endif
+
+START_TEST(stress_links_and_monitors) {
+  uint64_t rng = test_seed("exits stress");
+  for (int round = 0; round < ST_ROUNDS; round++)
+    stress_round(&rng, ST_MIN + (size_t)test_rand(&rng) % ST_SPREAD);
+}
+END_TEST
+
+/* Every monitor of a dying vat fires exactly once, whoever is monitoring
+ * it from whichever worker while it dies. */
+typedef struct mw {
+  vat_ref *target;
+  uint64_t id;
+  _Atomic int fired;
+} mw;
+
+static _Atomic uint64_t mw_total;
+
+static void mw_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)turn;
+  (void)who;
+  (void)reason;
+  mw *m = state;
+  if (id == m->id)
+    atomic_fetch_add(&m->fired, 1);
+  atomic_fetch_add(&mw_total, 1);
+}
+
+static void mw_go(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  mw *m = state;
+  expect_vat_ok(vat_monitor(turn, m->target, mw_down, &m->id));
+}
+
+START_TEST(every_monitor_fires_once) {
+#if VAT_HOSTILE
+  enum { TARGETS = 10, WATCHERS = 30 };
+#else
+  enum { TARGETS = 50, WATCHERS = 100 };
+#endif
+  uint64_t rng = test_seed("every monitor fires once");
+  for (int round = 0; round < 4; round++) {
+    atomic_store(&mw_total, 0);
+    vat_system *sys = test_system(2);
+    vat_ref **targets = GC_MALLOC(TARGETS * sizeof *targets);
+    mw **ms = GC_MALLOC(TARGETS * WATCHERS * sizeof *ms);
+    vat_ref **wrefs = GC_MALLOC(TARGETS * WATCHERS * sizeof *wrefs);
+    for (int t = 0; t < TARGETS; t++)
+      ck_assert_vat_ok(vat_host_spawn(
+          sys, &(vat_entity_def){.state_size = 8}, &targets[t], NULL));
+    for (int i = 0; i < TARGETS * WATCHERS; i++) {
+      ck_assert_vat_ok(vat_host_spawn(
+          sys, &(vat_entity_def){.state_size = sizeof(mw)}, &wrefs[i],
+          (void **)&ms[i]));
+      ms[i]->target = targets[test_rand(&rng) % TARGETS];
+    }
+    for (int i = 0; i < TARGETS * WATCHERS; i++) {
+      ck_assert_vat_ok(vat_host_send(wrefs[i], mw_go, NULL));
+      if (i % WATCHERS == 0)
+        ck_assert_vat_ok(
+            vat_host_send(targets[i / WATCHERS], child_crash, NULL));
+    }
+    test_quiesce(sys);
+    for (int i = 0; i < TARGETS * WATCHERS; i++)
+      ck_assert_int_eq(atomic_load(&ms[i]->fired), 1);
+    ck_assert_uint_eq(atomic_load(&mw_total), TARGETS * WATCHERS);
+  }
+}
+END_TEST
+
+Suite *test_exits_suite(void) {
+  Suite *s = suite_create("exits");
+  TCase *tc = test_case("rules", 30);
+  tcase_add_loop_test(tc, matrix, 0, K_COUNT * R_COUNT * 2);
+  tcase_add_loop_test(tc, exit_signal, 0, E_COUNT * FROM_COUNT * 2);
+  tcase_add_test(tc, monitor_ids_and_demonitor);
+  tcase_add_test(tc, one_link_per_pair);
+  tcase_add_test(tc, spawn_link_is_atomic);
+  tcase_add_test(tc, chain_of_links);
+  tcase_add_test(tc, stop_callbacks_run_once);
+  tcase_add_test(tc, bad_calls);
+  suite_add_tcase(s, tc);
+  TCase *st = test_case("stress", 120);
+  tcase_add_test(st, stress_links_and_monitors);
+  tcase_add_test(st, every_monitor_fires_once);
+  suite_add_tcase(s, st);
+  return s;
+}

@@ -1,0 +1,732 @@
+/* Requests and promises: resolve, break, exactly once, `when` in the
+ * observer's vat, broken promises when the callee dies, pipelining,
+ * request timeouts, blocking waits from host threads, and a stress of
+ * concurrent requests across both workers. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static vat_ref *spawn(vat_system *sys, size_t size, void **state) {
+  vat_ref *ref;
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = size}, &ref, state));
+  return ref;
+}
+
+/* --- A callee with a few behaviours --------------------------------------- */
+
+typedef struct callee {
+  vat_resolver *kept;
+  _Atomic uint64_t kept_n; /* resolvers kept so far */
+  vat_ref *helper;
+  uint64_t handled;
+} callee;
+
+static void answer_arg(vat_turn *turn, void *state, void *arg,
+                       vat_resolver *r) {
+  ((callee *)state)->handled++;
+  expect_vat_ok(vat_resolve(turn, r, vat_int((int64_t)(intptr_t)arg)));
+}
+
+static void refuse(vat_turn *turn, void *state, void *arg, vat_resolver *r) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_break(turn, r, vat_atom_named("refused")));
+}
+
+static void keep(vat_turn *turn, void *state, void *arg, vat_resolver *r) {
+  (void)turn;
+  (void)arg;
+  ((callee *)state)->kept = r;
+  atomic_fetch_add_explicit(&((callee *)state)->kept_n, 1,
+                            memory_order_release);
+}
+
+static void resolve_kept(vat_turn *turn, void *state, void *arg) {
+  callee *c = state;
+  expect_vat_ok(vat_resolve(turn, c->kept, vat_int((int64_t)(intptr_t)arg)));
+}
+
+static void keep_and_stop(vat_turn *turn, void *state, void *arg,
+                          vat_resolver *r) {
+  keep(turn, state, arg, r);
+  expect_vat_ok(vat_stop(turn));
+}
+
+static void answer_then_fail(vat_turn *turn, void *state, void *arg,
+                             vat_resolver *r) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_resolve(turn, r, vat_int(1)));
+  expect_vat_ok(vat_fail(turn, vat_atom_named("crashed")));
+}
+
+static void answer_twice(vat_turn *turn, void *state, void *arg,
+                         vat_resolver *r) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_resolve(turn, r, vat_int(7)));
+  if (vat_resolve(turn, r, vat_int(8)) != VAT_EBUSY ||
+      vat_break(turn, r, vat_atom_named("x")) != VAT_EBUSY)
+    test_record_bad_call("second answer", VAT_OK, __FILE__, __LINE__);
+}
+
+/* Hands the resolver to a helper vat, which answers. */
+static void helper_answers(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_resolve(turn, arg, vat_int(99)));
+}
+
+static void delegate(vat_turn *turn, void *state, void *arg, vat_resolver *r) {
+  (void)arg;
+  expect_vat_ok(vat_send(turn, ((callee *)state)->helper, helper_answers, r));
+}
+
+/* --- A caller that records what it observed --------------------------------
+ */
+
+typedef struct caller {
+  vat_ref *callee;
+  vat_request_fn fn;
+  void *arg;
+  double timeout_s;
+  vat_promise *promise;
+  _Atomic uint64_t settled;
+  bool resolved;
+  vat_value value;
+  bool in_own_vat;
+  bool after_turn;
+  bool turn_done;
+} caller;
+
+static void record(vat_turn *turn, void *state, void *ctx, bool resolved,
+                   vat_value value) {
+  caller *c = state;
+  c->in_own_vat = vat_self(turn) == ctx;
+  c->resolved = resolved;
+  c->value = value;
+  c->after_turn = c->turn_done;
+  atomic_fetch_add_explicit(&c->settled, 1, memory_order_release);
+}
+
+static void start_call(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  caller *c = state;
+  expect_vat_ok(
+      vat_call(turn, c->callee, c->fn, c->arg, c->timeout_s, &c->promise));
+  expect_vat_ok(vat_when(turn, c->promise, record, vat_self(turn)));
+}
+
+static caller *run_call(vat_system *sys, vat_ref *to, vat_request_fn fn,
+                        void *arg, double timeout_s) {
+  caller *c;
+  vat_ref *ref = spawn(sys, sizeof(caller), (void **)&c);
+  c->callee = to;
+  c->fn = fn;
+  c->arg = arg;
+  c->timeout_s = timeout_s;
+  ck_assert_vat_ok(vat_host_send(ref, start_call, NULL));
+  return c;
+}
+
+static void expect_settled(caller *c, bool resolved, vat_value value) {
+  ck_assert(test_wait_u64(&c->settled, 1, 10));
+  ck_assert(c->in_own_vat);
+  ck_assert_int_eq(c->resolved, resolved);
+  char a[64], b[64];
+  vat_format(c->value, a, sizeof a);
+  vat_format(value, b, sizeof b);
+  ck_assert_msg(vat_equal(c->value, value), "got %s, expected %s", a, b);
+}
+
+START_TEST(resolve_runs_when_in_observer_vat) {
+  vat_system *sys = test_system(2);
+  callee *ce;
+  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
+  caller *c = run_call(sys, to, answer_arg, (void *)(intptr_t)42, 0);
+  expect_settled(c, true, vat_int(42));
+  ck_assert_int_eq(vat_promise_peek(c->promise, NULL), VAT_PROMISE_RESOLVED);
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&c->settled), 1);
+}
+END_TEST
+
+START_TEST(break_delivers_reason) {
+  vat_system *sys = test_system(2);
+  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  caller *c = run_call(sys, to, refuse, NULL, 0);
+  expect_settled(c, false, vat_atom_named("refused"));
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(answered_exactly_once) {
+  vat_system *sys = test_system(2);
+  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  caller *c = run_call(sys, to, answer_twice, NULL, 0);
+  expect_settled(c, true, vat_int(7));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&c->settled), 1);
+}
+END_TEST
+
+START_TEST(answer_in_a_later_turn) {
+  vat_system *sys = test_system(2);
+  callee *ce;
+  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
+  caller *c = run_call(sys, to, keep, NULL, 0);
+  usleep(20000);
+  ck_assert_uint_eq(atomic_load(&c->settled), 0);
+  /* The request may still be on its way on a loaded machine. */
+  ck_assert(test_wait_u64(&ce->kept_n, 1, 10));
+  ck_assert_vat_ok(vat_host_send(to, resolve_kept, (void *)(intptr_t)5));
+  expect_settled(c, true, vat_int(5));
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(answer_from_another_vat) {
+  vat_system *sys = test_system(2);
+  callee *ce;
+  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
+  ce->helper = spawn(sys, 8, NULL);
+  caller *c = run_call(sys, to, delegate, NULL, 0);
+  expect_settled(c, true, vat_int(99));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* The callee answers with a promise of its own, resolved later. */
+typedef struct follower {
+  vat_promise *inner;
+  vat_resolver *inner_r;
+  _Atomic uint64_t ready;
+} follower;
+
+static void answer_with_promise(vat_turn *turn, void *state, void *arg,
+                                vat_resolver *r) {
+  (void)arg;
+  follower *f = state;
+  expect_vat_ok(vat_promise_new(&f->inner, &f->inner_r));
+  atomic_store_explicit(&f->ready, 1, memory_order_release);
+  expect_vat_ok(vat_resolve(turn, r, vat_promise_value(f->inner)));
+}
+
+START_TEST(resolve_with_promise_follows_it) {
+  vat_system *sys = test_system(2);
+  follower *f;
+  vat_ref *to = spawn(sys, sizeof(follower), (void **)&f);
+  caller *c = run_call(sys, to, answer_with_promise, NULL, 0);
+  ck_assert(!test_wait_u64(&c->settled, 1, 0.05));
+  /* Resolved from this host thread: any thread may. */
+  ck_assert(test_wait_u64(&f->ready, 1, 10));
+  ck_assert_vat_ok(vat_resolve(NULL, f->inner_r, vat_string("late")));
+  expect_settled(c, true, vat_string("late"));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* vat_when on a settled promise still runs as a turn of its own. */
+static void when_on_settled(vat_turn *turn, void *state, void *arg) {
+  caller *c = state;
+  vat_promise *p;
+  vat_resolver *r;
+  (void)arg;
+  expect_vat_ok(vat_promise_new(&p, &r));
+  expect_vat_ok(vat_resolve(NULL, r, vat_int(3)) == VAT_EINTURN ? VAT_OK : -99);
+  /* Resolving in this turn takes effect at commit. */
+  expect_vat_ok(vat_resolve(turn, r, vat_int(3)));
+  expect_vat_ok(vat_when(turn, p, record, vat_self(turn)));
+  c->turn_done = true;
+}
+
+START_TEST(when_never_runs_inside_current_turn) {
+  vat_system *sys = test_system(1);
+  caller *c;
+  vat_ref *ref = spawn(sys, sizeof(caller), (void **)&c);
+  ck_assert_vat_ok(vat_host_send(ref, when_on_settled, NULL));
+  expect_settled(c, true, vat_int(3));
+  ck_assert(c->after_turn);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Callee death -----------------------------------------------------------
+ */
+
+static void stop_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_stop(turn));
+}
+
+START_TEST(broken_when_callee_dead_before) {
+  vat_system *sys = test_system(2);
+  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  ck_assert_vat_ok(vat_host_send(to, stop_now, NULL));
+  for (int i = 0; i < 1000 && !vat_ref_is_dead(to); i++)
+    usleep(1000);
+  ck_assert(vat_ref_is_dead(to));
+  caller *c = run_call(sys, to, answer_arg, NULL, 0);
+  expect_settled(c, false, vat_atom_value(vat_atom_normal()));
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(broken_when_callee_dies_during_request) {
+  vat_system *sys = test_system(2);
+  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  caller *c = run_call(sys, to, keep_and_stop, NULL, 0);
+  expect_settled(c, false, vat_atom_value(vat_atom_normal()));
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(failed_turn_breaks_its_request) {
+  vat_system *sys = test_system(2);
+  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  caller *c = run_call(sys, to, answer_then_fail, NULL, 0);
+  expect_settled(c, false, vat_atom_named("crashed"));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Pipelining -------------------------------------------------------------
+ */
+
+typedef struct seq_sink {
+  uint64_t got[16];
+  _Atomic uint64_t n;
+} seq_sink;
+
+static void sink_take(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  seq_sink *s = state;
+  uint64_t n = atomic_load_explicit(&s->n, memory_order_relaxed);
+  if (n < 16)
+    s->got[n] = (uintptr_t)arg;
+  atomic_store_explicit(&s->n, n + 1, memory_order_release);
+}
+
+static void sink_answer(vat_turn *turn, void *state, void *arg,
+                        vat_resolver *r) {
+  sink_take(turn, state, arg);
+  expect_vat_ok(vat_resolve(turn, r, vat_int(1000 + (intptr_t)arg)));
+}
+
+typedef struct pipeliner {
+  vat_promise *p;
+  vat_resolver *r;
+  vat_ref *sink;
+} pipeliner;
+
+static void pipe_resolve(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  pipeliner *pl = state;
+  expect_vat_ok(vat_resolve(turn, pl->r, vat_ref_value(pl->sink)));
+  /* Sent after the resolution in the same turn: still after the queued
+   * ones. */
+  expect_vat_ok(vat_promise_send(turn, pl->p, sink_take, (void *)4));
+}
+
+static void pipe_after(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  pipeliner *pl = state;
+  expect_vat_ok(vat_promise_send(turn, pl->p, sink_take, (void *)5));
+}
+
+typedef struct pipe_state {
+  pipeliner pl;
+  caller c; /* what the pipelined call's `when` saw */
+} pipe_state;
+
+static void record_pipe(vat_turn *turn, void *state, void *ctx, bool ok,
+                        vat_value v) {
+  record(turn, &((pipe_state *)state)->c, ctx, ok, v);
+}
+
+static void pipe_before2(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  pipeliner *pl = &((pipe_state *)state)->pl;
+  expect_vat_ok(vat_promise_new(&pl->p, &pl->r));
+  for (uintptr_t i = 0; i < 3; i++)
+    expect_vat_ok(vat_promise_send(turn, pl->p, sink_take, (void *)i));
+  vat_promise *answer;
+  expect_vat_ok(
+      vat_promise_call(turn, pl->p, sink_answer, (void *)3, 0, &answer));
+  expect_vat_ok(vat_when(turn, answer, record_pipe, vat_self(turn)));
+}
+
+START_TEST(pipelined_sends_arrive_in_order_after_resolution) {
+  vat_system *sys = test_system(2);
+  seq_sink *sink;
+  vat_ref *sink_ref = spawn(sys, sizeof(seq_sink), (void **)&sink);
+  pipe_state *ps;
+  vat_ref *pref = spawn(sys, sizeof(pipe_state), (void **)&ps);
+  ps->pl.sink = sink_ref;
+  ck_assert_vat_ok(vat_host_send(pref, pipe_before2, NULL));
+  usleep(20000);
+  ck_assert_uint_eq(atomic_load(&sink->n), 0);
+  ck_assert_vat_ok(vat_host_send(pref, pipe_resolve, NULL));
+  ck_assert_vat_ok(vat_host_send(pref, pipe_after, NULL));
+  ck_assert(test_wait_u64(&sink->n, 6, 10));
+  for (uint64_t i = 0; i < 6; i++)
+    ck_assert_uint_eq(sink->got[i], i);
+  ck_assert(test_wait_u64(&ps->c.settled, 1, 10));
+  ck_assert(ps->c.resolved);
+  ck_assert(vat_equal(ps->c.value, vat_int(1003)));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&sink->n), 6);
+}
+END_TEST
+
+static void pipe_break(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  pipeliner *pl = &((pipe_state *)state)->pl;
+  expect_vat_ok(vat_break(turn, pl->r, vat_atom_named("gone")));
+}
+
+START_TEST(pipelined_messages_dropped_when_broken) {
+  vat_system *sys = test_system(2);
+  seq_sink *sink;
+  vat_ref *sink_ref = spawn(sys, sizeof(seq_sink), (void **)&sink);
+  pipe_state *ps;
+  vat_ref *pref = spawn(sys, sizeof(pipe_state), (void **)&ps);
+  ps->pl.sink = sink_ref;
+  ck_assert_vat_ok(vat_host_send(pref, pipe_before2, NULL));
+  ck_assert_vat_ok(vat_host_send(pref, pipe_break, NULL));
+  ck_assert(test_wait_u64(&ps->c.settled, 1, 10));
+  ck_assert(!ps->c.resolved);
+  ck_assert(vat_equal(ps->c.value, vat_atom_named("gone")));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&sink->n), 0);
+}
+END_TEST
+
+/* A pipelined call on a promise that resolves to a number, not a ref; and
+ * one on a promise that never resolves, with a timeout of its own. */
+typedef struct pipe_odd {
+  vat_promise *p, *never;
+  vat_resolver *r, *never_r;
+  vat_promise *calls[2];
+  _Atomic uint64_t settled;
+  vat_value reasons[2];
+} pipe_odd;
+
+static void odd_settled(vat_turn *turn, void *state, void *ctx, bool ok,
+                        vat_value v) {
+  (void)turn;
+  pipe_odd *po = state;
+  po->reasons[(uintptr_t)ctx] = ok ? vat_null() : v;
+  atomic_fetch_add(&po->settled, 1);
+}
+
+static void odd_start(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  pipe_odd *po = state;
+  expect_vat_ok(vat_promise_new(&po->p, &po->r));
+  expect_vat_ok(vat_promise_new(&po->never, &po->never_r));
+  expect_vat_ok(
+      vat_promise_call(turn, po->p, answer_arg, NULL, 0, &po->calls[0]));
+  expect_vat_ok(
+      vat_promise_call(turn, po->never, answer_arg, NULL, 0.05, &po->calls[1]));
+  for (uintptr_t i = 0; i < 2; i++)
+    expect_vat_ok(vat_when(turn, po->calls[i], odd_settled, (void *)i));
+  expect_vat_ok(vat_resolve(turn, po->r, vat_int(12)));
+}
+
+START_TEST(pipelined_call_to_non_ref_or_never) {
+  vat_system *sys = test_system(2);
+  pipe_odd *po;
+  vat_ref *ref = spawn(sys, sizeof(pipe_odd), (void **)&po);
+  ck_assert_vat_ok(vat_host_send(ref, odd_start, NULL));
+  ck_assert(test_wait_u64(&po->settled, 2, 10));
+  ck_assert(vat_is_atom(po->reasons[0], vat_atom_not_a_ref()));
+  ck_assert(vat_is_atom(po->reasons[1], vat_atom_timeout()));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Timeouts
+ * ----------------------------------------------------------------- */
+
+START_TEST(request_timeout_breaks_and_late_answer_dropped) {
+  vat_system *sys = test_system(2);
+  callee *ce;
+  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
+  double t0 = now_s();
+  caller *c = run_call(sys, to, keep, NULL, 0.05);
+  expect_settled(c, false, vat_atom_value(vat_atom_timeout()));
+  double elapsed = now_s() - t0;
+  ck_assert_msg(elapsed >= 0.05, "broke after %.4f s", elapsed);
+  ck_assert_msg(elapsed < 5, "broke after %.4f s", elapsed);
+  /* The late answer is accepted and dropped. */
+  /* The request may still be on its way on a loaded machine. */
+  ck_assert(test_wait_u64(&ce->kept_n, 1, 10));
+  ck_assert_vat_ok(vat_host_send(to, resolve_kept, (void *)(intptr_t)1));
+  usleep(20000);
+  vat_value v;
+  ck_assert_int_eq(vat_promise_peek(c->promise, &v), VAT_PROMISE_BROKEN);
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&c->settled), 1);
+}
+END_TEST
+
+START_TEST(answer_in_time_cancels_timeout) {
+  vat_system *sys = test_system(2);
+  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  /* Long enough for a loaded machine to answer first. */
+  caller *c = run_call(sys, to, answer_arg, (void *)(intptr_t)8, 0.5);
+  expect_settled(c, true, vat_int(8));
+  usleep(600000);
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&c->settled), 1);
+}
+END_TEST
+
+/* --- Host threads -----------------------------------------------------------
+ */
+
+START_TEST(host_wait_gets_answer) {
+  vat_system *sys = test_system(2);
+  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_call(to, answer_arg, (void *)(intptr_t)11, 0, &p));
+  vat_value v;
+  ck_assert_vat_ok(vat_promise_wait(p, 10, &v));
+  ck_assert(vat_equal(v, vat_int(11)));
+  ck_assert_vat_ok(vat_promise_wait(p, 0, &v));
+  ck_assert_vat_ok(vat_host_call(to, refuse, NULL, 0, &p));
+  ck_assert_vat_err(vat_promise_wait(p, -1, &v), VAT_EBROKEN);
+  ck_assert(vat_equal(v, vat_atom_named("refused")));
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(host_wait_times_out) {
+  vat_system *sys = test_system(2);
+  callee *ce;
+  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_call(to, keep, NULL, 0, &p));
+  ck_assert_vat_err(vat_promise_wait(p, 0, NULL), VAT_ETIMEDOUT);
+  double t0 = now_s();
+  ck_assert_vat_err(vat_promise_wait(p, 0.05, NULL), VAT_ETIMEDOUT);
+  double elapsed = now_s() - t0;
+  ck_assert_msg(elapsed >= 0.05 && elapsed < 5, "waited %.4f s", elapsed);
+  /* Still answerable after a wait gave up. */
+  /* The request may still be on its way on a loaded machine. */
+  ck_assert(test_wait_u64(&ce->kept_n, 1, 10));
+  ck_assert_vat_ok(vat_host_send(to, resolve_kept, (void *)(intptr_t)2));
+  vat_value v;
+  ck_assert_vat_ok(vat_promise_wait(p, 10, &v));
+  ck_assert(vat_equal(v, vat_int(2)));
+  /* A request's own timeout, seen by a waiter. */
+  ck_assert_vat_ok(vat_host_call(to, keep, NULL, 0.05, &p));
+  ck_assert_vat_err(vat_promise_wait(p, 10, &v), VAT_EBROKEN);
+  ck_assert(vat_is_atom(v, vat_atom_timeout()));
+  test_quiesce(sys);
+}
+END_TEST
+
+static _Atomic uint64_t wait_rc_seen;
+
+static void wait_in_turn(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)state;
+  int rc = vat_promise_wait(arg, 1, NULL);
+  atomic_store(&wait_rc_seen, (uint64_t)(rc + 1000));
+}
+
+START_TEST(wait_from_turn_is_an_error) {
+  vat_system *sys = test_system(2);
+  vat_promise *p;
+  vat_resolver *r;
+  ck_assert_vat_ok(vat_promise_new(&p, &r));
+  vat_ref *ref = spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(ref, wait_in_turn, p));
+  for (int i = 0; i < 5000 && atomic_load(&wait_rc_seen) == 0; i++)
+    usleep(1000);
+  uint64_t seen = atomic_load(&wait_rc_seen);
+  ck_assert(seen != 0);
+  ck_assert_int_eq((int)seen - 1000, VAT_EINTURN);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(dead_callee_host_call_breaks) {
+  vat_system *sys = test_system(1);
+  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  ck_assert_vat_ok(vat_host_send(to, stop_now, NULL));
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_call(to, answer_arg, NULL, 0, &p));
+  vat_value v;
+  ck_assert_vat_err(vat_promise_wait(p, 10, &v), VAT_EBROKEN);
+  ck_assert(vat_is_atom(v, vat_atom_normal()));
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(promise_as_value) {
+  vat_promise *p;
+  vat_resolver *r;
+  ck_assert_vat_ok(vat_promise_new(&p, &r));
+  vat_value v = vat_promise_value(p);
+  ck_assert_int_eq(vat_type_of(v), VAT_T_PROMISE);
+  ck_assert_ptr_eq(vat_value_promise(v), p);
+  ck_assert_ptr_null(vat_value_promise(vat_int(1)));
+  ck_assert(vat_equal(v, vat_promise_value(p)));
+  ck_assert_uint_eq(vat_hash(v), vat_hash(vat_promise_value(p)));
+  char buf[64];
+  vat_format(v, buf, sizeof buf);
+  ck_assert_msg(strncmp(buf, "<promise 0x", 11) == 0, "%s", buf);
+  vat_value list = vat_list(&v, 1);
+  ck_assert_ptr_eq(vat_value_promise(vat_at(list, 0)), p);
+  ck_assert_int_eq(vat_promise_peek(p, NULL), VAT_PROMISE_PENDING);
+  ck_assert_vat_ok(vat_resolve(NULL, r, vat_int(1)));
+  ck_assert_vat_err(vat_resolve(NULL, r, vat_int(1)), VAT_EBUSY);
+  ck_assert_int_eq(vat_promise_peek(p, NULL), VAT_PROMISE_RESOLVED);
+  ck_assert_vat_err(vat_break(NULL, r, vat_null()), VAT_EINVAL);
+  ck_assert_vat_err(vat_call(NULL, NULL, answer_arg, NULL, 0, &p),
+                    VAT_ENOTINTURN);
+}
+END_TEST
+
+/* --- Stress: many concurrent requests on both workers -------------------- */
+
+enum { CALLERS = 64, CALLS_EACH = 200, CALLEES = 16 };
+
+typedef struct stress_callee {
+  vat_resolver *kept[4];
+  unsigned nkept;
+  uint64_t n;
+} stress_callee;
+
+/* Answers at once, later, by breaking, or by dying now and then. */
+static void stress_handle(vat_turn *turn, void *state, void *arg,
+                          vat_resolver *r) {
+  stress_callee *s = state;
+  uintptr_t k = (uintptr_t)arg;
+  s->n++;
+  switch (k % 4) {
+  case 0:
+    expect_vat_ok(vat_resolve(turn, r, vat_int((int64_t)k)));
+    break;
+  case 1:
+    expect_vat_ok(vat_break(turn, r, vat_int((int64_t)k)));
+    break;
+  default:
+    s->kept[s->nkept++] = r;
+    if (s->nkept == 4) {
+      for (unsigned i = 0; i < 4; i++)
+        expect_vat_ok(vat_resolve(turn, s->kept[i], vat_int(-1)));
+      s->nkept = 0;
+    }
+  }
+}
+
+typedef struct stress_caller {
+  vat_ref **callees;
+  _Atomic uint64_t *counts; /* per request */
+  _Atomic uint64_t *total;
+  uint64_t index;
+  uint64_t sent;
+} stress_caller;
+
+static void stress_settled(vat_turn *turn, void *state, void *ctx, bool ok,
+                           vat_value v) {
+  (void)turn;
+  (void)ok;
+  (void)v;
+  stress_caller *c = state;
+  atomic_fetch_add(&c->counts[(uintptr_t)ctx], 1);
+  atomic_fetch_add(c->total, 1);
+}
+
+static void stress_go(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  stress_caller *c = state;
+  for (int i = 0; i < 20 && c->sent < CALLS_EACH; i++, c->sent++) {
+    uintptr_t id = c->index * CALLS_EACH + c->sent;
+    vat_promise *p;
+    /* Some requests carry a timeout: a kept resolver may never be used. */
+    expect_vat_ok(vat_call(turn, c->callees[(id * 7) % CALLEES], stress_handle,
+                           (void *)id, id % 5 == 0 ? 0.2 : 0, &p));
+    expect_vat_ok(vat_when(turn, p, stress_settled, (void *)id));
+  }
+  if (c->sent < CALLS_EACH)
+    expect_vat_ok(vat_send(turn, vat_self(turn), stress_go, NULL));
+}
+
+static void stress_stop(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_stop(turn));
+}
+
+START_TEST(stress_concurrent_requests_settle_once) {
+  vat_system *sys = test_system(2);
+  static vat_ref *callees[CALLEES];
+  static _Atomic uint64_t counts[CALLERS * CALLS_EACH];
+  static _Atomic uint64_t total;
+  for (int i = 0; i < CALLEES; i++)
+    callees[i] = spawn(sys, sizeof(stress_callee), NULL);
+  for (uint64_t i = 0; i < CALLERS; i++) {
+    stress_caller *c;
+    vat_ref *ref = spawn(sys, sizeof(stress_caller), (void **)&c);
+    *c = (stress_caller){
+        .callees = callees, .counts = counts, .total = &total, .index = i};
+    ck_assert_vat_ok(vat_host_send(ref, stress_go, NULL));
+  }
+  /* Kill the callees part-way: their kept resolvers break. */
+  usleep(20000);
+  for (int i = 0; i < CALLEES; i += 4)
+    ck_assert_vat_ok(vat_host_send(callees[i], stress_stop, NULL));
+  ck_assert_msg(test_wait_u64(&total, CALLERS * CALLS_EACH, 60),
+                "settled %lu of %d", (unsigned long)atomic_load(&total),
+                CALLERS * CALLS_EACH);
+  usleep(300000); /* room for a second settlement to show up */
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&total), CALLERS * CALLS_EACH);
+  for (int i = 0; i < CALLERS * CALLS_EACH; i++)
+    ck_assert_uint_eq(atomic_load(&counts[i]), 1);
+}
+END_TEST
+
+Suite *test_promise_suite(void) {
+  Suite *s = suite_create("promise");
+  TCase *tc = test_case("promise", 60);
+  tcase_add_test(tc, resolve_runs_when_in_observer_vat);
+  tcase_add_test(tc, break_delivers_reason);
+  tcase_add_test(tc, answered_exactly_once);
+  tcase_add_test(tc, answer_in_a_later_turn);
+  tcase_add_test(tc, answer_from_another_vat);
+  tcase_add_test(tc, resolve_with_promise_follows_it);
+  tcase_add_test(tc, when_never_runs_inside_current_turn);
+  tcase_add_test(tc, broken_when_callee_dead_before);
+  tcase_add_test(tc, broken_when_callee_dies_during_request);
+  tcase_add_test(tc, failed_turn_breaks_its_request);
+  tcase_add_test(tc, pipelined_sends_arrive_in_order_after_resolution);
+  tcase_add_test(tc, pipelined_messages_dropped_when_broken);
+  tcase_add_test(tc, pipelined_call_to_non_ref_or_never);
+  tcase_add_test(tc, request_timeout_breaks_and_late_answer_dropped);
+  tcase_add_test(tc, answer_in_time_cancels_timeout);
+  tcase_add_test(tc, host_wait_gets_answer);
+  tcase_add_test(tc, host_wait_times_out);
+  tcase_add_test(tc, wait_from_turn_is_an_error);
+  tcase_add_test(tc, dead_callee_host_call_breaks);
+  tcase_add_test(tc, promise_as_value);
+  tcase_add_test(tc, stress_concurrent_requests_settle_once);
+  suite_add_tcase(s, tc);
+  return s;
+}

@@ -1,0 +1,390 @@
+/* Supervisors: each strategy restarts the right children, restart types,
+ * intensity, orderly shutdown in reverse start order with timeouts. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define GC_THREADS 1
+#include <gc/gc.h>
+
+#include "support.h"
+
+/* --- A log of child starts and ends, in the order they happened ---------- */
+
+enum { MAX_KIDS = 8, MAX_EVENTS = 256 };
+
+typedef struct event {
+  char what; /* 'S' started, 'E' ended */
+  int kid;
+  vat_value reason;
+} event;
+
+static event events[MAX_EVENTS];
+static _Atomic uint64_t nevents;
+static _Atomic uint64_t starts[MAX_KIDS];
+static _Atomic uint64_t total_starts, total_ends;
+static _Atomic(vat_ref *) current[MAX_KIDS];
+
+static void log_event(char what, int kid, vat_value reason) {
+  uint64_t i = atomic_fetch_add(&nevents, 1);
+  if (i < MAX_EVENTS)
+    events[i] = (event){what, kid, reason};
+}
+
+typedef struct kid_state {
+  int kid;
+} kid_state;
+
+typedef struct kid_arg {
+  int kid;
+  bool trap; /* ignores exit(shutdown): only a kill ends it */
+} kid_arg;
+
+static void kid_stopped(void *state, vat_value reason) {
+  kid_state *k = state;
+  log_event('E', k->kid, reason);
+  atomic_fetch_add(&total_ends, 1);
+}
+
+static void ignore_exit(vat_turn *turn, void *state, vat_ref *from,
+                        vat_value reason) {
+  (void)turn;
+  (void)state;
+  (void)from;
+  (void)reason;
+}
+
+static void kid_trap(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), ignore_exit));
+}
+
+static int start_kid(vat_turn *turn, void *arg, vat_ref **out) {
+  kid_arg *a = arg;
+  kid_state *k;
+  int rc = vat_spawn_link(
+      turn,
+      &(vat_entity_def){.state_size = sizeof(kid_state),
+                        .on_stop = kid_stopped},
+      out, (void **)&k);
+  if (rc != VAT_OK)
+    return rc;
+  k->kid = a->kid;
+  if (a->trap)
+    expect_vat_ok(vat_send(turn, *out, kid_trap, NULL));
+  atomic_store(&current[a->kid], *out);
+  log_event('S', a->kid, vat_null());
+  atomic_fetch_add(&starts[a->kid], 1);
+  atomic_fetch_add(&total_starts, 1);
+  return VAT_OK;
+}
+
+static void kid_crash(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_fail(
+      turn, vat_reason_error(vat_atom_intern("crash"), vat_null())));
+}
+
+static void kid_stop(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_stop(turn));
+}
+
+static kid_arg kid_args[MAX_KIDS];
+static vat_child_spec specs[MAX_KIDS];
+
+static vat_sup_spec make_spec(vat_sup_strategy strategy, int n,
+                              unsigned max_restarts) {
+  for (int i = 0; i < n; i++) {
+    kid_args[i] = (kid_arg){.kid = i};
+    specs[i] = (vat_child_spec){.id = "kid",
+                                .start = start_kid,
+                                .arg = &kid_args[i],
+                                .restart = VAT_PERMANENT,
+                                .shutdown_s = 5};
+  }
+  return (vat_sup_spec){.strategy = strategy,
+                        .max_restarts = max_restarts,
+                        .max_seconds = 10,
+                        .children = specs,
+                        .nchildren = (size_t)n};
+}
+
+static vat_ref *kid_ref(int i) { return atomic_load(&current[i]); }
+
+static void send_kid(int i, vat_fn fn) {
+  ck_assert_vat_ok(vat_host_send(kid_ref(i), fn, NULL));
+}
+
+static vat_ref *start_sup(vat_system *sys, const vat_sup_spec *spec,
+                          int nkids) {
+  vat_ref *sup;
+  ck_assert_vat_ok(vat_host_supervisor_start(sys, spec, &sup));
+  ck_assert(test_wait_u64(&total_starts, (uint64_t)nkids, 30));
+  return sup;
+}
+
+/* Stops the supervisor, waits for it, and shuts the system down. */
+static void stop_and_quiesce(vat_system *sys, vat_ref *sup, uint64_t ends) {
+  ck_assert_vat_ok(vat_host_supervisor_stop(sup));
+  ck_assert(test_wait_u64(&total_ends, ends, 30));
+  test_quiesce(sys);
+  ck_assert(vat_ref_is_dead(sup));
+  ck_assert(vat_reason_is_normal(vat_ref_exit_reason(sup)));
+}
+
+/* Events from index `from`, as a string like "E1 E2 E0 S0 S1 S2". */
+static const char *trace(uint64_t from) {
+  static char buf[1024];
+  size_t len = 0;
+  buf[0] = 0;
+  uint64_t n = atomic_load(&nevents);
+  for (uint64_t i = from; i < n && i < MAX_EVENTS; i++)
+    len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%c%d",
+                            len ? " " : "", events[i].what, events[i].kid);
+  return buf;
+}
+
+static bool is_crash(vat_value v) {
+  return v.type == VAT_T_ERROR &&
+         vat_error_code(v) == vat_atom_intern("crash");
+}
+
+/* --- Strategies ---------------------------------------------------------- */
+
+START_TEST(one_for_one_restarts_only_the_child) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 3, 5);
+  vat_ref *sup = start_sup(sys, &spec, 3);
+  vat_ref *before0 = kid_ref(0), *before2 = kid_ref(2);
+  uint64_t mark = atomic_load(&nevents);
+  send_kid(1, kid_crash);
+  ck_assert(test_wait_u64(&total_starts, 4, 30));
+  ck_assert_str_eq(trace(mark), "E1 S1");
+  ck_assert(is_crash(events[mark].reason));
+  ck_assert(kid_ref(0) == before0 && kid_ref(2) == before2);
+  mark = atomic_load(&nevents);
+  stop_and_quiesce(sys, sup, 4);
+  ck_assert_str_eq(trace(mark), "E2 E1 E0");
+  for (uint64_t i = mark; i < mark + 3; i++)
+    ck_assert(vat_is_atom(events[i].reason, vat_atom_shutdown()));
+}
+END_TEST
+
+START_TEST(one_for_all_restarts_everyone) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ALL, 3, 5);
+  vat_ref *sup = start_sup(sys, &spec, 3);
+  uint64_t mark = atomic_load(&nevents);
+  send_kid(1, kid_crash);
+  ck_assert(test_wait_u64(&total_starts, 6, 30));
+  /* The others end newest first, then all start in order. */
+  ck_assert_str_eq(trace(mark), "E1 E2 E0 S0 S1 S2");
+  ck_assert(vat_is_atom(events[mark + 1].reason, vat_atom_shutdown()));
+  stop_and_quiesce(sys, sup, 6);
+}
+END_TEST
+
+START_TEST(rest_for_one_restarts_the_rest) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_REST_FOR_ONE, 4, 5);
+  vat_ref *sup = start_sup(sys, &spec, 4);
+  vat_ref *before0 = kid_ref(0);
+  uint64_t mark = atomic_load(&nevents);
+  send_kid(1, kid_crash);
+  ck_assert(test_wait_u64(&total_starts, 7, 30));
+  ck_assert_str_eq(trace(mark), "E1 E3 E2 S1 S2 S3");
+  ck_assert(kid_ref(0) == before0);
+  ck_assert_uint_eq(atomic_load(&starts[0]), 1);
+  stop_and_quiesce(sys, sup, 7);
+}
+END_TEST
+
+/* --- Restart types ------------------------------------------------------- */
+
+START_TEST(restart_types) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 5, 10);
+  specs[0].restart = VAT_TRANSIENT; /* normal: stays down */
+  specs[1].restart = VAT_TRANSIENT; /* crash: restarted */
+  specs[2].restart = VAT_TEMPORARY; /* crash: stays down */
+  specs[3].restart = VAT_PERMANENT; /* normal: restarted */
+  specs[4].restart = VAT_TEMPORARY; /* shut down at the end */
+  vat_ref *sup = start_sup(sys, &spec, 5);
+  send_kid(0, kid_stop);
+  send_kid(1, kid_crash);
+  send_kid(2, kid_crash);
+  send_kid(3, kid_stop);
+  ck_assert(test_wait_u64(&total_ends, 4, 30));
+  ck_assert(test_wait_u64(&total_starts, 7, 30));
+  /* Ends so far: 4; the supervisor then ends kids 4, 3 and 1. */
+  stop_and_quiesce(sys, sup, 7);
+  ck_assert_uint_eq(atomic_load(&starts[0]), 1);
+  ck_assert_uint_eq(atomic_load(&starts[1]), 2);
+  ck_assert_uint_eq(atomic_load(&starts[2]), 1);
+  ck_assert_uint_eq(atomic_load(&starts[3]), 2);
+  ck_assert_uint_eq(atomic_load(&starts[4]), 1);
+  ck_assert_uint_eq(atomic_load(&total_ends), 7);
+}
+END_TEST
+
+/* --- Intensity ------------------------------------------------------------ */
+
+START_TEST(intensity_ends_the_supervisor) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 3, 2);
+  vat_ref *sup = start_sup(sys, &spec, 3);
+  send_kid(0, kid_crash);
+  ck_assert(test_wait_u64(&total_starts, 4, 30));
+  send_kid(0, kid_crash);
+  ck_assert(test_wait_u64(&total_starts, 5, 30));
+  uint64_t mark = atomic_load(&nevents);
+  /* The third restart within 10 s is one too many. */
+  send_kid(0, kid_crash);
+  ck_assert(test_wait_u64(&total_ends, 5, 30));
+  test_quiesce(sys);
+  ck_assert_str_eq(trace(mark), "E0 E2 E1");
+  ck_assert(vat_ref_is_dead(sup));
+  ck_assert(vat_is_atom(vat_ref_exit_reason(sup), vat_atom_shutdown()));
+  ck_assert_uint_eq(atomic_load(&total_starts), 5);
+}
+END_TEST
+
+START_TEST(intensity_window_slides) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 1, 1);
+  spec.max_seconds = 0.2;
+  vat_ref *sup = start_sup(sys, &spec, 1);
+  /* One restart per 0.2 s is allowed: three crashes spaced out are fine. */
+  for (uint64_t i = 0; i < 3; i++) {
+    send_kid(0, kid_crash);
+    ck_assert(test_wait_u64(&total_starts, 2 + i, 30));
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+  }
+  ck_assert(!vat_ref_is_dead(sup));
+  stop_and_quiesce(sys, sup, 4);
+}
+END_TEST
+
+/* --- Shutdown ----------------------------------------------------------- */
+
+START_TEST(shutdown_timeout_then_kill) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 3, 5);
+  kid_args[1].trap = true; /* ignores exit(shutdown) */
+  specs[1].shutdown_s = 0.2;
+  specs[0].shutdown_s = 0; /* brutal kill */
+  vat_ref *sup = start_sup(sys, &spec, 3);
+  uint64_t mark = atomic_load(&nevents);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ck_assert_vat_ok(vat_host_supervisor_stop(sup));
+  ck_assert(test_wait_u64(&total_ends, 3, 30));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  test_quiesce(sys);
+  double waited = (double)(t1.tv_sec - t0.tv_sec) +
+                  (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  ck_assert_str_eq(trace(mark), "E2 E1 E0");
+  ck_assert(vat_is_atom(events[mark].reason, vat_atom_shutdown()));
+  ck_assert(vat_is_atom(events[mark + 1].reason, vat_atom_killed()));
+  ck_assert(vat_is_atom(events[mark + 2].reason, vat_atom_killed()));
+  ck_assert_msg(waited >= 0.2, "killed after %.3f s", waited);
+  ck_assert(vat_reason_is_normal(vat_ref_exit_reason(sup)));
+}
+END_TEST
+
+typedef struct owner {
+  vat_ref *sup;
+  const vat_sup_spec *spec;
+} owner;
+
+static void owner_start(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  owner *o = state;
+  expect_vat_ok(vat_supervisor_start_link(turn, o->spec, &o->sup));
+}
+
+static void owner_fail(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_fail(turn, vat_atom_value(vat_atom_intern("owner_gone"))));
+}
+
+START_TEST(parent_exit_shuts_down) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ALL, 3, 5);
+  vat_ref *oref;
+  owner *o;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(owner)}, &oref,
+      (void **)&o));
+  o->spec = &spec;
+  ck_assert_vat_ok(vat_host_send(oref, owner_start, NULL));
+  ck_assert(test_wait_u64(&total_starts, 3, 30));
+  uint64_t mark = atomic_load(&nevents);
+  ck_assert_vat_ok(vat_host_send(oref, owner_fail, NULL));
+  ck_assert(test_wait_u64(&total_ends, 3, 30));
+  test_quiesce(sys);
+  ck_assert_str_eq(trace(mark), "E2 E1 E0");
+  ck_assert(vat_is_atom(vat_ref_exit_reason(o->sup),
+                        vat_atom_intern("owner_gone")));
+}
+END_TEST
+
+/* --- which_children ---------------------------------------------------- */
+
+typedef struct asker {
+  _Atomic uint64_t answered;
+  size_t n;
+  vat_ref *refs[MAX_KIDS];
+} asker;
+
+static void got_children(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  asker *a = state;
+  vat_sup_children *c = arg;
+  a->n = c->n;
+  for (size_t i = 0; i < c->n && i < MAX_KIDS; i++)
+    a->refs[i] = c->refs[i];
+  atomic_store(&a->answered, 1);
+}
+
+START_TEST(which_children) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 3, 5);
+  vat_ref *sup = start_sup(sys, &spec, 3);
+  vat_ref *aref;
+  asker *a;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(asker)}, &aref,
+      (void **)&a));
+  ck_assert_vat_ok(vat_host_supervisor_which_children(sup, aref,
+                                                      got_children));
+  ck_assert(test_wait_u64(&a->answered, 1, 30));
+  ck_assert_uint_eq(a->n, 3);
+  for (int i = 0; i < 3; i++)
+    ck_assert(a->refs[i] == kid_ref(i));
+  ck_assert_vat_err(vat_host_supervisor_start(sys, NULL, &sup), VAT_EINVAL);
+  stop_and_quiesce(sys, sup, 3);
+}
+END_TEST
+
+Suite *test_supervisor_suite(void) {
+  Suite *s = suite_create("supervisor");
+  TCase *tc = test_case("supervisor", 60);
+  tcase_add_test(tc, one_for_one_restarts_only_the_child);
+  tcase_add_test(tc, one_for_all_restarts_everyone);
+  tcase_add_test(tc, rest_for_one_restarts_the_rest);
+  tcase_add_test(tc, restart_types);
+  tcase_add_test(tc, intensity_ends_the_supervisor);
+  tcase_add_test(tc, intensity_window_slides);
+  tcase_add_test(tc, shutdown_timeout_then_kill);
+  tcase_add_test(tc, parent_exit_shuts_down);
+  tcase_add_test(tc, which_children);
+  suite_add_tcase(s, tc);
+  return s;
+}

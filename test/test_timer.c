@@ -1,0 +1,548 @@
+/* Timers: delays never early, order, cancellation, periodic timers, timers
+ * of dead vats, idle timeouts, and a million pending timers. Timing checks
+ * assert "not before" and leave generous room after, for loaded machines. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support.h"
+
+#define GC_THREADS 1
+#include <gc/gc.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static vat_ref *spawn(vat_system *sys, size_t size, void **state) {
+  vat_ref *ref;
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = size}, &ref, state));
+  return ref;
+}
+
+/* A sink that records what arrived, and when. */
+typedef struct sink {
+  uintptr_t got[64];
+  double at[64];
+  _Atomic uint64_t n;
+} sink;
+
+static void sink_take(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  sink *s = state;
+  uint64_t n = atomic_load_explicit(&s->n, memory_order_relaxed);
+  if (n < 64) {
+    s->got[n] = (uintptr_t)arg;
+    s->at[n] = now_s();
+  }
+  atomic_store_explicit(&s->n, n + 1, memory_order_release);
+}
+
+typedef struct armer {
+  vat_ref *sink;
+  double armed_at;
+  vat_timer *timers[8];
+  int rc[8];
+} armer;
+
+static void arm_one(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  armer *a = state;
+  a->armed_at = now_s();
+  expect_vat_ok(
+      vat_later(turn, 0.05, a->sink, sink_take, (void *)1, &a->timers[0]));
+}
+
+START_TEST(later_never_fires_early) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  armer *a;
+  vat_ref *sref = spawn(sys, sizeof(sink), (void **)&s);
+  vat_ref *aref = spawn(sys, sizeof(armer), (void **)&a);
+  a->sink = sref;
+  ck_assert_vat_ok(vat_host_send(aref, arm_one, NULL));
+  ck_assert(test_wait_u64(&s->n, 1, 10));
+  double late = s->at[0] - a->armed_at;
+  ck_assert_msg(late >= 0.05, "fired after %.4f s", late);
+  ck_assert_msg(late < 5, "fired after %.4f s", late);
+  fprintf(stderr, "timer: 50 ms delay fired after %.2f ms\n", late * 1e3);
+  ck_assert_vat_err(vat_timer_cancel(a->timers[0]), VAT_ENOTFOUND);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* Delays 30, 10, 20, 20, 0 ms: fire by deadline, ties in arming order. */
+static void arm_several(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  armer *a = state;
+  static const double delays[] = {0.03, 0.01, 0.02, 0.02, 0};
+  for (uintptr_t i = 0; i < 5; i++)
+    expect_vat_ok(
+        vat_later(turn, delays[i], a->sink, sink_take, (void *)i, NULL));
+}
+
+START_TEST(timers_fire_in_deadline_order) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  armer *a;
+  vat_ref *sref = spawn(sys, sizeof(sink), (void **)&s);
+  vat_ref *aref = spawn(sys, sizeof(armer), (void **)&a);
+  a->sink = sref;
+  ck_assert_vat_ok(vat_host_send(aref, arm_several, NULL));
+  ck_assert(test_wait_u64(&s->n, 5, 10));
+  static const uintptr_t order[] = {4, 1, 2, 3, 0};
+  for (int i = 0; i < 5; i++)
+    ck_assert_uint_eq(s->got[i], order[i]);
+  test_quiesce(sys);
+}
+END_TEST
+
+static void arm_and_cancel(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  armer *a = state;
+  for (uintptr_t i = 0; i < 4; i++)
+    /* The third one is cancelled by a later turn: give it time. */
+    expect_vat_ok(vat_later(turn, i == 2 ? 0.5 : 0.03 + 0.01 * (double)i,
+                            a->sink, sink_take, (void *)i, &a->timers[i]));
+  /* Cancelled before this turn even armed it. */
+  a->rc[0] = vat_timer_cancel(a->timers[0]);
+}
+
+static void cancel_later(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  armer *a = state;
+  a->rc[2] = vat_timer_cancel(a->timers[2]);
+  a->rc[3] = vat_timer_cancel(a->timers[2]);
+}
+
+START_TEST(cancelled_timers_never_fire) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  armer *a;
+  vat_ref *sref = spawn(sys, sizeof(sink), (void **)&s);
+  vat_ref *aref = spawn(sys, sizeof(armer), (void **)&a);
+  a->sink = sref;
+  ck_assert_vat_ok(vat_host_send(aref, arm_and_cancel, NULL));
+  ck_assert_vat_ok(vat_host_send(aref, cancel_later, NULL));
+  ck_assert(test_wait_u64(&s->n, 2, 10));
+  usleep(600000); /* past the last deadline */
+  ck_assert_uint_eq(atomic_load(&s->n), 2);
+  ck_assert_uint_eq(s->got[0], 1);
+  ck_assert_uint_eq(s->got[1], 3);
+  ck_assert_vat_ok(a->rc[0]);
+  ck_assert_vat_ok(a->rc[2]);
+  ck_assert_int_eq(a->rc[3], VAT_ENOTFOUND);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Periodic ----------------------------------------------------------------
+ */
+
+typedef struct ticker {
+  vat_timer *timer;
+  _Atomic uint64_t ticks;
+  double first, last;
+  double armed_at;
+} ticker;
+
+static void tick(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  ticker *t = state;
+  uint64_t n = atomic_load(&t->ticks) + 1;
+  if (n == 1)
+    t->first = now_s();
+  t->last = now_s();
+  if (n == 5)
+    expect_vat_ok(vat_timer_cancel(t->timer));
+  atomic_store(&t->ticks, n);
+}
+
+static void start_ticking(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  ticker *t = state;
+  t->armed_at = now_s();
+  expect_vat_ok(vat_every(turn, 0.02, vat_self(turn), tick, NULL, &t->timer));
+}
+
+START_TEST(every_repeats_until_cancelled) {
+  vat_system *sys = test_system(2);
+  ticker *t;
+  vat_ref *ref = spawn(sys, sizeof(ticker), (void **)&t);
+  ck_assert_vat_ok(vat_host_send(ref, start_ticking, NULL));
+  ck_assert(test_wait_u64(&t->ticks, 5, 10));
+  usleep(100000);
+  ck_assert_uint_eq(atomic_load(&t->ticks), 5);
+  ck_assert(t->first - t->armed_at >= 0.02);
+  ck_assert(t->last - t->armed_at >= 0.1);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+  ck_assert_vat_err(vat_later(NULL, 1, NULL, sink_take, NULL, NULL),
+                    VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_timer_cancel(NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_idle_timeout(NULL, 1, NULL, NULL, NULL),
+                    VAT_ENOTINTURN);
+}
+END_TEST
+
+/* --- Timers of dead vats
+ * ------------------------------------------------------ */
+
+static void arm_then_stop(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  armer *a = state;
+  expect_vat_ok(vat_later(turn, 0.02, a->sink, sink_take, (void *)1, NULL));
+  expect_vat_ok(vat_every(turn, 0.01, a->sink, sink_take, (void *)2, NULL));
+  expect_vat_ok(vat_stop(turn));
+}
+
+static void arm_then_fail(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  armer *a = state;
+  expect_vat_ok(vat_later(turn, 0, a->sink, sink_take, (void *)3, NULL));
+  expect_vat_ok(vat_fail(turn, vat_atom_named("boom")));
+}
+
+static void arm_long(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  armer *a = state;
+  expect_vat_ok(vat_later(turn, 0.3, a->sink, sink_take, (void *)4, NULL));
+}
+
+START_TEST(timers_of_dead_vats_never_fire) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_ref *sref = spawn(sys, sizeof(sink), (void **)&s);
+  armer *a1, *a2, *a3;
+  vat_ref *r1 = spawn(sys, sizeof(armer), (void **)&a1);
+  vat_ref *r2 = spawn(sys, sizeof(armer), (void **)&a2);
+  vat_ref *r3 = spawn(sys, sizeof(armer), (void **)&a3);
+  a1->sink = a2->sink = a3->sink = sref;
+  ck_assert_vat_ok(vat_host_send(r1, arm_then_stop, NULL));
+  ck_assert_vat_ok(vat_host_send(r2, arm_then_fail, NULL));
+  /* Armed, then its vat dies before the deadline. */
+  ck_assert_vat_ok(vat_host_send(r3, arm_long, NULL));
+  ck_assert_vat_ok(vat_host_send(r3, arm_then_stop, NULL));
+  for (int i = 0; i < 10000 && !(vat_ref_is_dead(r1) && vat_ref_is_dead(r2) &&
+                                 vat_ref_is_dead(r3));
+       i++)
+    usleep(1000);
+  ck_assert(vat_ref_is_dead(r1) && vat_ref_is_dead(r2) && vat_ref_is_dead(r3));
+  /* Well past every deadline. */
+  usleep(400000);
+  ck_assert_uint_eq(atomic_load(&s->n), 0);
+  test_quiesce(sys);
+}
+END_TEST
+
+typedef struct dyn {
+  _Atomic uint64_t got;
+  int64_t value;
+  const vat_atom *selector;
+} dyn;
+
+static void dyn_receive(vat_turn *turn, void *state, const vat_atom *sel,
+                        vat_value value) {
+  (void)turn;
+  dyn *d = state;
+  d->selector = sel;
+  expect_vat_ok(vat_get_int(value, &d->value));
+  atomic_store(&d->got, 1);
+}
+
+static void arm_dynamic(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_later_msg(turn, 0.01, vat_self(turn),
+                              vat_atom_intern("ping"), vat_int(5), NULL));
+}
+
+START_TEST(dynamic_message_timer) {
+  vat_system *sys = test_system(1);
+  dyn *d;
+  vat_ref *ref;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(dyn), .receive = dyn_receive},
+      &ref, (void **)&d));
+  ck_assert_vat_ok(vat_host_send(ref, arm_dynamic, NULL));
+  ck_assert(test_wait_u64(&d->got, 1, 10));
+  ck_assert_ptr_eq(d->selector, vat_atom_intern("ping"));
+  ck_assert_int_eq(d->value, 5);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Idle timeouts
+ * ------------------------------------------------------------ */
+
+typedef struct idler {
+  _Atomic uint64_t idle;
+  _Atomic uint64_t pokes;
+  double last_poke;
+  double idle_at;
+} idler;
+
+static void on_idle(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  idler *d = state;
+  d->idle_at = now_s();
+  atomic_fetch_add(&d->idle, 1);
+  /* Once is enough for this test. */
+  expect_vat_ok(vat_idle_timeout(turn, 0, NULL, NULL, NULL));
+}
+
+static void poke(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  idler *d = state;
+  d->last_poke = now_s();
+  atomic_fetch_add(&d->pokes, 1);
+}
+
+static void set_idle(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  idler *d = state;
+  d->last_poke = now_s();
+  expect_vat_ok(vat_idle_timeout(turn, 0.4, vat_self(turn), on_idle, NULL));
+}
+
+START_TEST(idle_timeout_fires_only_after_silence) {
+  vat_system *sys = test_system(2);
+  idler *d;
+  vat_ref *ref = spawn(sys, sizeof(idler), (void **)&d);
+  ck_assert_vat_ok(vat_host_send(ref, set_idle, NULL));
+  /* Busy for 0.8 s: a message every 40 ms keeps it from going idle. */
+  for (int i = 0; i < 20; i++) {
+    usleep(40000);
+    ck_assert_vat_ok(vat_host_send(ref, poke, NULL));
+  }
+  ck_assert(test_wait_u64(&d->pokes, 20, 10));
+  uint64_t during = atomic_load(&d->idle);
+  ck_assert(test_wait_u64(&d->idle, 1, 10));
+  double silence = d->idle_at - d->last_poke;
+  fprintf(stderr,
+          "timer: 400 ms idle timeout fired after %.1f ms of "
+          "silence\n",
+          silence * 1e3);
+  /* Only a scheduling hiccup of 400 ms could have let it fire in between. */
+  ck_assert_uint_eq(during, 0);
+  ck_assert_msg(silence >= 0.4, "fired after %.4f s of silence", silence);
+  ck_assert_msg(silence < 5, "fired after %.4f s of silence", silence);
+  usleep(300000);
+  ck_assert_uint_eq(atomic_load(&d->idle), 1);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Host-driven, on a virtual clock ---------------------------------------
+ */
+
+typedef struct virt {
+  vat_ref *keeper;
+  vat_resolver *kept;
+  vat_promise *p;
+  _Atomic uint64_t fired, broken, idle;
+} virt;
+
+static void virt_fire(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  atomic_fetch_add(&((virt *)state)->fired, 1);
+}
+
+static void virt_idle(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  atomic_fetch_add(&((virt *)state)->idle, 1);
+}
+
+static void virt_keep(vat_turn *turn, void *state, void *arg, vat_resolver *r) {
+  (void)turn;
+  (void)arg;
+  ((virt *)state)->kept = r;
+}
+
+static void virt_settled(vat_turn *turn, void *state, void *ctx, bool ok,
+                         vat_value v) {
+  (void)turn;
+  (void)ctx;
+  if (!ok && vat_is_atom(v, vat_atom_timeout()))
+    atomic_fetch_add(&((virt *)state)->broken, 1);
+}
+
+static void virt_start(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  virt *v = state;
+  expect_vat_ok(vat_later(turn, 1.0, vat_self(turn), virt_fire, NULL, NULL));
+  expect_vat_ok(vat_call(turn, v->keeper, virt_keep, NULL, 0.5, &v->p));
+  expect_vat_ok(vat_when(turn, v->p, virt_settled, NULL));
+  expect_vat_ok(vat_idle_timeout(turn, 2.0, vat_self(turn), virt_idle, NULL));
+}
+
+START_TEST(virtual_clock_drives_timers) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  cfg.deterministic = true;
+  cfg.seed = 7;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  virt *v;
+  vat_ref *ref = spawn(sys, sizeof(virt), (void **)&v);
+  v->keeper = spawn(sys, sizeof(virt), NULL);
+  ck_assert_vat_ok(vat_host_send(ref, virt_start, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  int64_t ns;
+  ck_assert_vat_ok(vat_system_next_timer(sys, &ns));
+  ck_assert_int_eq(ns, 500000000); /* the request's timeout */
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 499999999));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_uint_eq(atomic_load(&v->broken), 0);
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 1));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_uint_eq(atomic_load(&v->broken), 1);
+  ck_assert_uint_eq(atomic_load(&v->fired), 0);
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 500000000));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_uint_eq(atomic_load(&v->fired), 1);
+  /* The idle timeout: 2 s after the last turn (the timer's, at 1 s), in
+   * steps of a quarter. */
+  for (int i = 0; i < 12 && atomic_load(&v->idle) == 0; i++) {
+    ck_assert_vat_ok(vat_system_advance_clock(sys, 250000000));
+    ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  }
+  ck_assert_uint_eq(atomic_load(&v->idle), 1);
+  ck_assert_uint_ge(vat_system_now(sys), 3000000000u);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- A million timers
+ * --------------------------------------------------------- */
+
+enum { MANY = 1000000 / TEST_SCALE, CHUNK = 50000 / TEST_SCALE };
+
+/* The verdict is exact whatever the machine's speed: a timer whose cancel
+ * succeeded must never fire, every other one must fire once. On a machine
+ * fast enough every cancel succeeds, and half the timers fire. */
+typedef struct many {
+  vat_timer **timers;
+  unsigned char *cancel_ok; /* per timer, written by the arming vat */
+  vat_ref *counter;
+  uint64_t armed, cancelled, cancel_ok_n;
+  double arm_s, cancel_s;
+  _Atomic uint64_t done;
+} many;
+
+typedef struct counter {
+  unsigned char *fired; /* per timer */
+  _Atomic uint64_t n;
+} counter;
+
+static void count_fire(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  counter *c = state;
+  c->fired[(uintptr_t)arg]++;
+  atomic_fetch_add_explicit(&c->n, 1, memory_order_release);
+}
+
+static void cancel_chunk(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  many *m = state;
+  double t0 = now_s();
+  for (int i = 0; i < CHUNK && m->cancelled < MANY; i++, m->cancelled += 2) {
+    int rc = vat_timer_cancel(m->timers[m->cancelled]);
+    if (rc == VAT_OK) {
+      m->cancel_ok[m->cancelled] = 1;
+      m->cancel_ok_n++;
+    } else if (rc != VAT_ENOTFOUND) {
+      expect_vat_ok(rc);
+    }
+  }
+  m->cancel_s += now_s() - t0;
+  if (m->cancelled < MANY)
+    expect_vat_ok(vat_send(turn, vat_self(turn), cancel_chunk, NULL));
+  else
+    atomic_store(&m->done, 1);
+}
+
+static void arm_chunk(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  many *m = state;
+  double t0 = now_s();
+  for (int i = 0; i < CHUNK && m->armed < MANY; i++, m->armed++)
+    /* 4 s, spread over a second: pending while the cancels run. */
+    expect_vat_ok(vat_later(turn, 4.0 + (double)(m->armed % 1000) * 1e-3,
+                            m->counter, count_fire, (void *)m->armed,
+                            &m->timers[m->armed]));
+  m->arm_s += now_s() - t0;
+  expect_vat_ok(vat_send(turn, vat_self(turn),
+                         m->armed < MANY ? arm_chunk : cancel_chunk, NULL));
+}
+
+START_TEST(million_timers_half_cancelled) {
+  vat_system *sys = test_system(2);
+  many *m;
+  counter *c;
+  vat_ref *cref = spawn(sys, sizeof(counter), (void **)&c);
+  vat_ref *mref = spawn(sys, sizeof(many), (void **)&m);
+  m->timers = GC_MALLOC(MANY * sizeof *m->timers);
+  m->cancel_ok = GC_MALLOC_ATOMIC(MANY);
+  c->fired = GC_MALLOC_ATOMIC(MANY);
+  ck_assert(m->timers && m->cancel_ok && c->fired);
+  memset(m->cancel_ok, 0, MANY);
+  memset(c->fired, 0, MANY);
+  m->counter = cref;
+  double t0 = now_s();
+  ck_assert_vat_ok(vat_host_send(mref, arm_chunk, NULL));
+  ck_assert(test_wait_u64(&m->done, 1, 60));
+  double armed_and_cancelled = now_s() - t0;
+  fprintf(stderr,
+          "timer: armed %d in %.3f s (%.0f ns each, commit excluded), "
+          "cancelled half in %.3f s (%.0f ns each); %.3f s in all\n",
+          MANY, m->arm_s, m->arm_s / MANY * 1e9, m->cancel_s,
+          m->cancel_s / (MANY / 2) * 1e9, armed_and_cancelled);
+  uint64_t expected = MANY - m->cancel_ok_n;
+  ck_assert_msg(test_wait_u64(&c->n, expected, 60), "fired %lu of %lu",
+                (unsigned long)atomic_load(&c->n), (unsigned long)expected);
+  fprintf(stderr, "timer: %lu fired by %.2f s (%lu cancels came too late)\n",
+          (unsigned long)expected, now_s() - t0,
+          (unsigned long)(MANY / 2 - m->cancel_ok_n));
+  usleep(100000);
+  ck_assert_uint_eq(atomic_load(&c->n), expected);
+  /* Nearly all cancels must have been in time on any machine. */
+  ck_assert_uint_ge(m->cancel_ok_n, MANY / 2 * 9 / 10);
+  for (uint64_t i = 0; i < MANY; i++)
+    ck_assert_uint_eq(c->fired[i], m->cancel_ok[i] ? 0 : 1);
+  test_quiesce(sys);
+}
+END_TEST
+
+Suite *test_timer_suite(void) {
+  Suite *s = suite_create("timer");
+  TCase *tc = test_case("timer", 60);
+  tcase_add_test(tc, later_never_fires_early);
+  tcase_add_test(tc, timers_fire_in_deadline_order);
+  tcase_add_test(tc, cancelled_timers_never_fire);
+  tcase_add_test(tc, every_repeats_until_cancelled);
+  tcase_add_test(tc, bad_arguments);
+  tcase_add_test(tc, timers_of_dead_vats_never_fire);
+  tcase_add_test(tc, dynamic_message_timer);
+  tcase_add_test(tc, idle_timeout_fires_only_after_silence);
+  tcase_add_test(tc, virtual_clock_drives_timers);
+  suite_add_tcase(s, tc);
+  TCase *stress = test_case("timer_stress", 120);
+  tcase_add_test(stress, million_timers_half_cancelled);
+  suite_add_tcase(s, stress);
+  return s;
+}
