@@ -7,6 +7,7 @@
 
 void vat__mailbox_init(vat__mailbox *mb) {
   atomic_init(&mb->top, NULL);
+  mb->seen = NULL;
   mb->head = NULL;
   mb->tail = NULL;
 }
@@ -26,14 +27,14 @@ bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
     before = m;
     m = after;
   }
-  /* acq_rel: release publishes the message contents (and the links just
-   * written) to the consumer that takes them; acquire orders this push
-   * after the previous owner of `top`, so the vat is scheduled at most once
-   * per IDLE. */
+  /* acq_rel: release publishes the messages (and the links just written)
+   * to the consumer's acquire load of `top`; acquire orders this push after
+   * the previous owner of `top` — the consumer's CAS to IDLE included — so
+   * the vat is scheduled at most once per IDLE. */
   vat__msg *below = atomic_exchange_explicit(&mb->top, last,
                                              memory_order_acq_rel);
-  /* The oldest node of the chain now points below it. Release pairs with
-   * the consumer's acquire load while it waits for the link. */
+  /* Release pairs with the consumer's acquire load while it waits for this
+   * link. */
   atomic_store_explicit(&first->next, below, memory_order_release);
   return below == NULL;
 }
@@ -47,17 +48,22 @@ void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m) {
   mb->tail = m;
 }
 
-/* Takes the whole stack and appends it, oldest first, to the private list. */
-static bool take_stack(vat__mailbox *mb) {
-  vat__msg *top = atomic_load_explicit(&mb->top, memory_order_relaxed);
-  if (top == VAT__MAILBOX_RUNNING || top == NULL)
-    return false;
+static void recycle(vat__msgpool *pool, vat__msg *m) {
+  if (m != NULL && pool != NULL)
+    vat__msg_free(pool, m);
+}
+
+/* Takes what was pushed since `seen` and appends it, oldest first, to the
+ * private list. The old `seen` is recycled when the list was empty: then
+ * every taken node, `seen` included, has been handled. */
+static bool take_new(vat__mailbox *mb, vat__msgpool *pool) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
-  top = atomic_exchange_explicit(&mb->top, VAT__MAILBOX_RUNNING,
-                                 memory_order_acquire);
-  vat__msg *fifo = NULL, *last = top;
-  for (vat__msg *m = top; m != NULL && m != VAT__MAILBOX_RUNNING;) {
+  vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
+  if (top == mb->seen)
+    return false;
+  vat__msg *fifo = NULL;
+  for (vat__msg *m = top; m != mb->seen;) {
     vat__msg *older;
     /* A producer between its exchange and its link store: wait for it. It
      * has one store left to do, so this wait is short. */
@@ -68,16 +74,19 @@ static bool take_stack(vat__mailbox *mb) {
     fifo = m;
     m = older;
   }
-  if (mb->tail)
-    atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
-  else
+  if (mb->head == NULL) {
+    recycle(pool, mb->seen);
     mb->head = fifo;
-  mb->tail = last;
+  } else {
+    atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
+  }
+  mb->seen = top;
+  mb->tail = top;
   return true;
 }
 
-vat__msg *vat__mailbox_pop(vat__mailbox *mb) {
-  if (mb->head == NULL && !take_stack(mb))
+vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
+  if (mb->head == NULL && !take_new(mb, pool))
     return NULL;
   vat__msg *m = mb->head;
   mb->head = atomic_load_explicit(&m->next, memory_order_relaxed);
@@ -86,28 +95,31 @@ vat__msg *vat__mailbox_pop(vat__mailbox *mb) {
   return m;
 }
 
-bool vat__mailbox_try_idle(vat__mailbox *mb) {
+bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   if (mb->head != NULL)
     return false;
-  vat__msg *expected = VAT__MAILBOX_RUNNING;
-  /* Release: everything this vat's turns wrote happens-before the next
-   * scheduling, which starts with a producer's acquire exchange that finds
-   * IDLE — so the next worker to run the vat sees its state. */
-  return atomic_compare_exchange_strong_explicit(
-      &mb->top, &expected, NULL, memory_order_release, memory_order_relaxed);
-}
-
-bool vat__mailbox_has_work(vat__mailbox *mb) {
-  if (mb->head != NULL)
-    return true;
-  vat__msg *top = atomic_load_explicit(&mb->top, memory_order_relaxed);
-  return top != VAT__MAILBOX_RUNNING && top != NULL;
+  /* Clear `seen` before the CAS: once the vat is idle, a producer may
+   * schedule it on another worker at once, and the mailbox is that
+   * worker's. The CAS's release publishes the cleared field to it. */
+  vat__msg *seen = mb->seen;
+  mb->seen = NULL;
+  /* Release also makes everything this vat's turns wrote happen-before the
+   * next scheduling, which starts with a producer's acquire exchange that
+   * finds IDLE — so the next worker to run the vat sees its state. */
+  if (!atomic_compare_exchange_strong_explicit(&mb->top, &(vat__msg *){seen},
+                                               NULL, memory_order_release,
+                                               memory_order_relaxed)) {
+    mb->seen = seen;
+    return false;
+  }
+  /* Ours alone now: `top` and the mailbox no longer refer to it. */
+  recycle(pool, seen);
+  return true;
 }
 
 size_t vat__mailbox_count(vat__mailbox *mb) {
+  take_new(mb, NULL);
   size_t n = 0;
-  while (take_stack(mb))
-    ;
   for (vat__msg *m = mb->head; m != NULL;
        m = atomic_load_explicit(&m->next, memory_order_relaxed))
     n++;

@@ -1,15 +1,23 @@
 /* A vat's mailbox: an intrusive, lock-free, multi-producer single-consumer
  * queue whose state word also says whether the vat needs scheduling.
  *
- * Producers push with one atomic exchange on `top`, building a LIFO stack.
- * The consumer (the worker running the vat) takes the whole stack with one
- * exchange, reverses it into its private FIFO list, and works from that.
+ * Producers push with one atomic exchange on `top`, building a LIFO stack:
+ * each pushed node links to the node that was on top before it. The
+ * consumer (the worker running the vat) never writes `top` while it runs:
+ * it remembers the newest node it has taken (`seen`), and takes what was
+ * pushed since by walking from `top` down to `seen`, reversing that segment
+ * into its private FIFO list. Producers only ever write their own nodes, so
+ * taking needs no atomic read-modify-write.
  *
  * `top` is IDLE (NULL) while the vat is neither scheduled nor running; the
- * producer whose exchange replaces IDLE must schedule the vat. While the vat
- * is scheduled or running, an empty stack is RUNNING, so pushes that find it
- * do not schedule again. The consumer returns the vat to IDLE with one CAS
- * from RUNNING, which fails if a push came in meanwhile.
+ * producer whose exchange replaces IDLE must schedule the vat. The consumer
+ * returns the vat to IDLE with one CAS from `seen`, which fails if a push
+ * came in meanwhile. So a message costs its producer one exchange, and a
+ * vat that handled everything it had costs its consumer one CAS.
+ *
+ * `seen` is not recycled while `top` may still point at it: a recycled node
+ * pushed again would look like "nothing new". It is freed when a newer node
+ * replaces it, or when the vat goes idle (then `top` no longer holds it).
  *
  * Invariant: top != IDLE implies the vat is in a run queue, in a worker's
  * next slot, or running — or a producer that saw IDLE is about to put it
@@ -22,17 +30,17 @@
 #include <stddef.h>
 
 #include "message.h"
+#include "msgpool.h"
 
 typedef struct vat__mailbox {
-  _Atomic(vat__msg *) top; /* producers: exchange; consumer: exchange/CAS */
-  vat__msg *head;          /* consumer only: FIFO of taken messages */
+  _Atomic(vat__msg *) top; /* producers: exchange; consumer: load, CAS */
+  vat__msg *seen;          /* consumer: newest node taken from the stack */
+  vat__msg *head;          /* consumer: FIFO of taken messages */
   vat__msg *tail;
 } vat__mailbox;
 
-/* Stack terminator and "scheduled, nothing pushed" marker. */
-#define VAT__MAILBOX_RUNNING ((vat__msg *)(uintptr_t)1)
 /* Transient value of a pushed node's link before its producer stores it. */
-#define VAT__MAILBOX_UNLINKED ((vat__msg *)(uintptr_t)3)
+#define VAT__MAILBOX_UNLINKED ((vat__msg *)(uintptr_t)1)
 
 void vat__mailbox_init(vat__mailbox *mb);
 
@@ -51,18 +59,30 @@ static inline bool vat__mailbox_push(vat__mailbox *mb, vat__msg *m) {
  *  that pair, so order is kept). */
 void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
 
-/** Consumer: the next message, or NULL when nothing is queued now. */
-vat__msg *vat__mailbox_pop(vat__mailbox *mb);
+/** Consumer: the next message, or NULL when nothing is queued now. Nodes
+ *  the mailbox no longer needs go back to `pool` (NULL: to the collector). */
+vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool);
+
+/** Consumer: a popped message was handled; recycles its node unless the
+ *  mailbox still needs it. */
+static inline void vat__mailbox_done(vat__mailbox *mb, vat__msgpool *pool,
+                                     vat__msg *m) {
+  if (m != mb->seen)
+    vat__msg_free(pool, m);
+}
 
 /** Consumer: marks the mailbox idle if nothing is queued. Returns false when
  *  a message arrived meanwhile (the vat stays scheduled). */
-bool vat__mailbox_try_idle(vat__mailbox *mb);
+bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool);
+
+/** Consumer: takes what was pushed and counts the queued messages. */
+size_t vat__mailbox_count(vat__mailbox *mb);
 
 /** Consumer: true when a message is queued (a hint: a push may land just
  *  after it returns false). */
-bool vat__mailbox_has_work(vat__mailbox *mb);
-
-/** Consumer, with no producer left (system stopped): counts what is queued. */
-size_t vat__mailbox_count(vat__mailbox *mb);
+static inline bool vat__mailbox_has_work(vat__mailbox *mb) {
+  return mb->head != NULL ||
+         atomic_load_explicit(&mb->top, memory_order_relaxed) != mb->seen;
+}
 
 #endif

@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,13 +108,17 @@ static void *gc_alloc(size_t size) {
   return p;
 }
 
+static void intern_atoms(void) {
+  atom_timeout = vat_atom_intern("timeout");
+  atom_not_a_ref = vat_atom_intern("not_a_ref");
+  atom_cycle = vat_atom_intern("promise_cycle");
+}
+
 static void init_atoms(void) {
-  /* Interning is idempotent and thread-safe; racing first calls agree. */
-  if (atom_cycle == NULL) {
-    atom_timeout = vat_atom_intern("timeout");
-    atom_not_a_ref = vat_atom_intern("not_a_ref");
-    atom_cycle = vat_atom_intern("promise_cycle");
-  }
+  /* Once, with the happens-before pthread_once gives every caller: plain
+   * globals set by racing first calls would be a data race. */
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, intern_atoms);
 }
 
 const vat_atom *vat_atom_timeout(void) {

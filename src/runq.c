@@ -47,6 +47,13 @@ vat__vat *vat__runq_take_half(vat__runq *q, uint32_t *count) {
     uint32_t n = (tail - head) / 2;
     if (n == 0)
       return NULL;
+    /* Claim the slots first: until the CAS wins, a thief may take these
+     * vats, and their links are then the thief's to write. */
+    if (!atomic_compare_exchange_strong_explicit(&q->head, &head, head + n,
+                                                 memory_order_release,
+                                                 memory_order_relaxed))
+      continue;
+    /* Ours now, and only the owner (us) writes slots: safe to read. */
     vat__vat *first = NULL, *last = NULL;
     for (uint32_t i = 0; i < n; i++) {
       vat__vat *v =
@@ -57,13 +64,9 @@ vat__vat *vat__runq_take_half(vat__runq *q, uint32_t *count) {
         first = v;
       last = v;
     }
-    if (atomic_compare_exchange_strong_explicit(&q->head, &head, head + n,
-                                                memory_order_release,
-                                                memory_order_relaxed)) {
-      last->rq_next = NULL;
-      *count = n;
-      return first;
-    }
+    last->rq_next = NULL;
+    *count = n;
+    return first;
   }
 }
 

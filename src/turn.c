@@ -83,9 +83,9 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
 bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
   vat__mailbox *mb = &v->mailbox;
   while (budget > 0) {
-    vat__msg *m = vat__mailbox_pop(mb);
+    vat__msg *m = vat__mailbox_pop(mb, &w->pool);
     if (m == NULL) {
-      if (vat__mailbox_try_idle(mb))
+      if (vat__mailbox_try_idle(mb, &w->pool))
         return false;
       continue; /* a push raced with us: take it */
     }
@@ -93,11 +93,11 @@ bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
       vat__dead_letter(w, m);
     else
       run_turn(w, v, m);
-    vat__msg_free(&w->pool, m);
+    vat__mailbox_done(mb, &w->pool, m);
     budget--;
   }
   /* Out of budget: go idle if that was all, else ask to run again later. */
-  return vat__mailbox_has_work(mb) || !vat__mailbox_try_idle(mb);
+  return vat__mailbox_has_work(mb) || !vat__mailbox_try_idle(mb, &w->pool);
 }
 
 /* --- The turn's public API ---------------------------------------------- */

@@ -50,23 +50,23 @@ START_TEST(push_to_idle_schedules_once) {
    * whether or not the consumer has taken anything yet. */
   for (uintptr_t i = 2; i <= 5; i++)
     ck_assert(!vat__mailbox_push(&mb, msg_new(i)));
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 1);
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 1);
   ck_assert(!vat__mailbox_push(&mb, msg_new(6)));
   for (uintptr_t i = 2; i <= 6; i++)
-    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), i);
-  ck_assert_ptr_null(vat__mailbox_pop(&mb));
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
   /* Drained but not idle yet: still no second scheduling. */
   ck_assert(!vat__mailbox_push(&mb, msg_new(7)));
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 7);
-  ck_assert_ptr_null(vat__mailbox_pop(&mb));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 7);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
 
-  ck_assert(vat__mailbox_try_idle(&mb));
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
   ck_assert_ptr_null(top_of(&mb));
   ck_assert(vat__mailbox_push(&mb, msg_new(8)));
   ck_assert(!vat__mailbox_push(&mb, msg_new(9)));
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 8);
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 9);
-  ck_assert(vat__mailbox_try_idle(&mb));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 8);
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 9);
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
 }
 END_TEST
 
@@ -80,13 +80,13 @@ START_TEST(fifo_order) {
   /* Take some, then push more behind the private list: order holds across
    * several takes of the stack. */
   for (uintptr_t i = 0; i < N / 2; i++)
-    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), i);
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
   for (uintptr_t i = N; i < 2 * N; i++)
     ck_assert(!vat__mailbox_push(&mb, msg_new(i)));
   for (uintptr_t i = N / 2; i < 2 * N; i++)
-    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), i);
-  ck_assert_ptr_null(vat__mailbox_pop(&mb));
-  ck_assert(vat__mailbox_try_idle(&mb));
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
 }
 END_TEST
 
@@ -105,9 +105,9 @@ START_TEST(push_chain_keeps_chain_order) {
 
   const uintptr_t want[] = {1, 10, 11, 12, 13, 14, 2};
   for (size_t i = 0; i < 7; i++)
-    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), want[i]);
-  ck_assert_ptr_null(vat__mailbox_pop(&mb));
-  ck_assert(vat__mailbox_try_idle(&mb));
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), want[i]);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
 }
 END_TEST
 
@@ -122,16 +122,16 @@ START_TEST(push_chain_to_idle_schedules) {
   link_chain(two, 2);
   ck_assert(!vat__mailbox_push_chain(&mb, two[0], two[1]));
   for (uintptr_t i = 1; i <= 3; i++)
-    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), i);
-  ck_assert(vat__mailbox_try_idle(&mb));
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
 
   vat__msg *three[3] = {msg_new(4), msg_new(5), msg_new(6)};
   link_chain(three, 3);
   ck_assert(vat__mailbox_push_chain(&mb, three[0], three[2]));
   for (uintptr_t i = 4; i <= 6; i++)
-    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), i);
-  ck_assert_ptr_null(vat__mailbox_pop(&mb));
-  ck_assert(vat__mailbox_try_idle(&mb));
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
 }
 END_TEST
 
@@ -140,28 +140,28 @@ START_TEST(append_local_joins_private_list) {
   vat__mailbox_init(&mb);
   ck_assert(vat__mailbox_push(&mb, msg_new(1)));
   ck_assert(!vat__mailbox_push(&mb, msg_new(2)));
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 1);
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 1);
   /* The stack was taken whole, so 2 is private already and the local send
    * queues behind it; 3 is still on the stack and comes after both. */
   vat__mailbox_append_local(&mb, msg_new(100));
   ck_assert(!vat__mailbox_push(&mb, msg_new(3)));
   ck_assert(vat__mailbox_has_work(&mb));
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 2);
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 100);
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 3);
-  ck_assert_ptr_null(vat__mailbox_pop(&mb));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 2);
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 100);
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 3);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
 
   /* On an empty private list, and it blocks going idle until popped. */
   vat__mailbox_append_local(&mb, msg_new(101));
   vat__mailbox_append_local(&mb, msg_new(102));
   ck_assert(vat__mailbox_has_work(&mb));
-  ck_assert(!vat__mailbox_try_idle(&mb));
+  ck_assert(!vat__mailbox_try_idle(&mb, NULL));
   ck_assert_uint_eq(vat__mailbox_count(&mb), 2);
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 101);
-  ck_assert(!vat__mailbox_try_idle(&mb));
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 102);
-  ck_assert_ptr_null(vat__mailbox_pop(&mb));
-  ck_assert(vat__mailbox_try_idle(&mb));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 101);
+  ck_assert(!vat__mailbox_try_idle(&mb, NULL));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 102);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
 }
 END_TEST
 
@@ -169,18 +169,18 @@ START_TEST(try_idle_fails_after_push) {
   vat__mailbox mb;
   vat__mailbox_init(&mb);
   ck_assert(vat__mailbox_push(&mb, msg_new(1)));
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 1);
-  ck_assert_ptr_null(vat__mailbox_pop(&mb));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 1);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
   ck_assert(!vat__mailbox_has_work(&mb));
 
   /* A push between the last pop and try_idle: the vat must stay scheduled,
    * and that push must not have asked to schedule it again. */
   ck_assert(!vat__mailbox_push(&mb, msg_new(2)));
   ck_assert(vat__mailbox_has_work(&mb));
-  ck_assert(!vat__mailbox_try_idle(&mb));
+  ck_assert(!vat__mailbox_try_idle(&mb, NULL));
   ck_assert_ptr_nonnull(top_of(&mb));
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 2);
-  ck_assert(vat__mailbox_try_idle(&mb));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 2);
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
   ck_assert_ptr_null(top_of(&mb));
 }
 END_TEST
@@ -193,16 +193,16 @@ START_TEST(count_sees_stack_and_private_list) {
   for (uintptr_t i = 1; i < 10; i++)
     vat__mailbox_push(&mb, msg_new(i));
   ck_assert_uint_eq(vat__mailbox_count(&mb), 10);
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 0);
-  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), 1);
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 0);
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 1);
   vat__mailbox_append_local(&mb, msg_new(10));
   vat__mailbox_push(&mb, msg_new(11));
   ck_assert_uint_eq(vat__mailbox_count(&mb), 10);
   /* Counting took the stack into the private list without reordering. */
   for (uintptr_t i = 2; i < 12; i++)
-    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb)), i);
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
   ck_assert_uint_eq(vat__mailbox_count(&mb), 0);
-  ck_assert(vat__mailbox_try_idle(&mb));
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
 }
 END_TEST
 
@@ -322,10 +322,10 @@ static void give_token(void) {
 static bool consume_batch(uint32_t batch, uint32_t *next_seq,
                           uint64_t *received) {
   for (uint32_t budget = batch; budget > 0;) {
-    vat__msg *m = vat__mailbox_pop(&st.mb);
+    vat__msg *m = vat__mailbox_pop(&st.mb, NULL);
     if (m == NULL) {
       give_token();
-      if (vat__mailbox_try_idle(&st.mb))
+      if (vat__mailbox_try_idle(&st.mb, NULL))
         return true;
       take_token();
       continue;
@@ -345,7 +345,7 @@ static bool consume_batch(uint32_t batch, uint32_t *next_seq,
   if (vat__mailbox_has_work(&st.mb))
     return false;
   give_token();
-  if (vat__mailbox_try_idle(&st.mb))
+  if (vat__mailbox_try_idle(&st.mb, NULL))
     return true;
   take_token();
   return false;
