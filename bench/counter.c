@@ -12,7 +12,7 @@
 
 #include "bench_util.h"
 
-enum { PER_TURN = 64, WINDOW = 1 << 16 };
+enum { PER_TURN = 64, WINDOW = 4096 };
 
 typedef struct counter {
   int64_t value;

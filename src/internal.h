@@ -136,6 +136,7 @@ struct vat_system {
   _Atomic bool host_running;  /* a thread is inside vat_system_run() */
   uint64_t det_rng;           /* deterministic mode's generator */
   vat__inject inject;
+  vat__msgdepot depot; /* free message nodes shared by the workers */
   _Atomic int state;
 
   /* Parking and quiescence. */

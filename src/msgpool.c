@@ -7,11 +7,27 @@
 #include "vat_gc.h"
 
 enum {
-  SLAB_NODES = 256,       /* ~12 KiB: one collector allocation per refill */
-  POOL_CAP = 1u << 16,    /* free nodes a worker keeps at most */
+  SLAB_NODES = 256,   /* ~12 KiB: one collector allocation per refill */
+  BATCH = 1024,       /* nodes moved to or from the depot at once */
+  POOL_CAP = 2 * BATCH, /* a worker keeps at most this many free nodes */
+  DEPOT_CAP = 64,     /* batches the depot keeps at most (~3 MiB) */
 };
 
-static void refill(vat__msgpool *pool) {
+void vat__msgdepot_init(vat__msgdepot *depot) {
+  pthread_mutex_init(&depot->lock, NULL);
+  depot->batches = NULL;
+  depot->count = 0;
+}
+
+void vat__msgdepot_destroy(vat__msgdepot *depot) {
+  pthread_mutex_destroy(&depot->lock);
+}
+
+static vat__msg *next_of(vat__msg *m) {
+  return atomic_load_explicit(&m->next, memory_order_relaxed);
+}
+
+static void refill_from_slab(vat__msgpool *pool) {
   vat__msg *slab = GC_MALLOC(SLAB_NODES * sizeof(vat__msg));
   if (slab == NULL) {
     fputs("libvat: out of memory allocating message nodes\n", stderr);
@@ -24,11 +40,51 @@ static void refill(vat__msgpool *pool) {
   pool->count += SLAB_NODES;
 }
 
+static bool refill_from_depot(vat__msgpool *pool) {
+  vat__msgdepot *depot = pool->depot;
+  if (depot == NULL || depot->count == 0) /* racy peek: a hint only */
+    return false;
+  pthread_mutex_lock(&depot->lock);
+  vat__msg *batch = depot->batches;
+  if (batch) {
+    depot->batches = batch->arg;
+    depot->count--;
+  }
+  pthread_mutex_unlock(&depot->lock);
+  if (batch == NULL)
+    return false;
+  batch->arg = NULL;
+  pool->free = batch;
+  pool->count = BATCH;
+  return true;
+}
+
+/* Hands the newest BATCH free nodes to the depot, or to the collector when
+ * the depot is full. */
+static void spill(vat__msgpool *pool) {
+  vat__msg *batch = pool->free, *last = batch;
+  for (size_t i = 1; i < BATCH; i++)
+    last = next_of(last);
+  pool->free = next_of(last);
+  pool->count -= BATCH;
+  atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+  vat__msgdepot *depot = pool->depot;
+  if (depot == NULL)
+    return;
+  pthread_mutex_lock(&depot->lock);
+  if (depot->count < DEPOT_CAP) {
+    batch->arg = depot->batches;
+    depot->batches = batch;
+    depot->count++;
+  }
+  pthread_mutex_unlock(&depot->lock);
+}
+
 vat__msg *vat__msg_alloc(vat__msgpool *pool) {
-  if (pool->free == NULL)
-    refill(pool);
+  if (pool->free == NULL && !refill_from_depot(pool))
+    refill_from_slab(pool);
   vat__msg *m = pool->free;
-  pool->free = atomic_load_explicit(&m->next, memory_order_relaxed);
+  pool->free = next_of(m);
   pool->count--;
   atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
   return m;
@@ -38,14 +94,10 @@ void vat__msg_free(vat__msgpool *pool, vat__msg *m) {
   m->target = NULL;
   m->arg = NULL;
   m->value = (vat_value){0};
-  if (pool->count >= POOL_CAP) {
-    /* Leave it to the collector; a stale link would keep a chain alive. */
-    atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
-    return;
-  }
   atomic_store_explicit(&m->next, pool->free, memory_order_relaxed);
   pool->free = m;
-  pool->count++;
+  if (++pool->count >= POOL_CAP)
+    spill(pool);
 }
 
 vat__msg *vat__msg_alloc_unpooled(void) {

@@ -1,25 +1,40 @@
 /* Message nodes without the collector on the hot path.
  *
  * Each worker keeps a free list of nodes. A node freed on another worker
- * than the one that allocated it simply joins that worker's list. Lists are
- * refilled by carving a slab from the collector and are capped: past the
- * cap, freed nodes are left to the collector (a slab is reclaimed once none
- * of its nodes is referenced), so a burst does not pin memory for ever.
+ * than the one that allocated it joins the freeing worker's list, so a
+ * producer on one core and a consumer on another would drain one list and
+ * flood the other. The system's depot evens that out: a worker with too
+ * many free nodes hands a batch to the depot, and a worker that ran out
+ * takes a batch from it (one lock per batch, not per node) before it carves
+ * a new slab from the collector. Past the depot's cap, batches are left to
+ * the collector, so a burst does not pin memory for ever.
  *
- * The pool lives in collector memory reachable from its system, so free
- * nodes are reachable and are never reclaimed while listed.
+ * Pools and the depot live in collector memory reachable from their system,
+ * so listed nodes are never reclaimed.
  */
 #ifndef VAT_MSGPOOL_H
 #define VAT_MSGPOOL_H
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "message.h"
 
+/* Batches of free nodes shared by a system's workers. */
+typedef struct vat__msgdepot {
+  pthread_mutex_t lock;
+  vat__msg *batches; /* linked through each batch's first node's `arg` */
+  size_t count;
+} vat__msgdepot;
+
 typedef struct vat__msgpool {
   vat__msg *free;
   size_t count;
+  vat__msgdepot *depot; /* NULL: no sharing */
 } vat__msgpool;
+
+void vat__msgdepot_init(vat__msgdepot *depot);
+void vat__msgdepot_destroy(vat__msgdepot *depot);
 
 /** A zeroed node. Aborts on out-of-memory. Owner thread only. */
 vat__msg *vat__msg_alloc(vat__msgpool *pool);

@@ -50,6 +50,7 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
   if (host_driven && (rc = vat__host_open(sys)) != VAT_OK)
     return rc;
   vat__inject_init(&sys->inject);
+  vat__msgdepot_init(&sys->depot);
   atomic_init(&sys->state, VAT__RUNNING);
   pthread_mutex_init(&sys->lock, NULL);
   pthread_cond_init(&sys->park_cond, NULL);

@@ -197,6 +197,7 @@ static vat__worker *worker_new(vat_system *sys, unsigned index) {
   memset(w, 0, sizeof *w);
   vat__runq_init(&w->runq);
   w->sys = sys;
+  w->pool.depot = &sys->depot;
   w->index = index;
   w->rng = 2654435761u * (index + 1);
   return w;
