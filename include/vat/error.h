@@ -18,12 +18,10 @@
   X(ETIMEDOUT, -8, "deadline passed")                                         \
   X(ENOMEM, -9, "out of memory")                                              \
   X(EBUSY, -10, "resource busy")                                              \
-  X(EDEAD, -11, "vat is dead")                                                \
-  X(ENOTSUP, -12, "operation not supported in this configuration")            \
-  X(ENOTFOUND, -13, "no such item")                                           \
-  X(ETYPE, -14, "value has the wrong type")                                   \
-  X(ERANGE, -15, "value out of range")                                       \
-  X(EBROKEN, -16, "promise broken")
+  X(ENOTSUP, -11, "operation not supported in this configuration")            \
+  X(ENOTFOUND, -12, "no such item")                                           \
+  X(ETYPE, -13, "value has the wrong type")                                   \
+  X(EBROKEN, -14, "promise broken")
 
 /** Error codes. VAT_OK is success; every error is negative. */
 typedef enum vat_errno {
