@@ -33,8 +33,7 @@ typedef struct watcher {
 
 static void count_ready(_Atomic uint64_t *linked, uint64_t expect,
                         sem_t *ready) {
-  if (atomic_fetch_add_explicit(linked, 1, memory_order_acq_rel) + 1 ==
-      expect)
+  if (atomic_fetch_add_explicit(linked, 1, memory_order_acq_rel) + 1 == expect)
     sem_post(ready);
 }
 
@@ -48,8 +47,7 @@ static void link_next(vat_turn *turn, void *state, void *arg) {
 static void fail_first(vat_turn *turn, void *state, void *arg) {
   (void)state;
   (void)arg;
-  vat_fail(turn, vat_reason_error(vat_atom_intern("chain_broken"),
-                                  vat_null()));
+  vat_fail(turn, vat_reason_error(vat_atom_intern("chain_broken"), vat_null()));
 }
 
 static void last_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
@@ -130,8 +128,7 @@ int main(int argc, char **argv) {
   double seconds = w->finished_at - start;
 
   bench_check(vat_system_shutdown(sys, 30), "shutdown");
-  vat_value why =
-      vat_reason_error(vat_atom_intern("chain_broken"), vat_null());
+  vat_value why = vat_reason_error(vat_atom_intern("chain_broken"), vat_null());
   uint64_t wrong = 0;
   for (uint64_t i = 0; i < n; i++)
     if (!vat_ref_is_dead(chain[i]) ||

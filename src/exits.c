@@ -9,7 +9,10 @@
  *
  *   LINK(a)       sent by A to B when A links B; A records the link at
  *                 commit, B records it when LINK is delivered.
- *   UNLINK(a)     sent by A to B when A unlinks B; both sides forget.
+ *   UNLINK(a, n)  sent by A to B when A unlinks B; A forgets the link at
+ *                 commit but remembers "unlinking B, n"; B forgets.
+ *   ACK(b, n)     B's answer to UNLINK n (or its drop's, if B ended); A
+ *                 then forgets "unlinking" if n is its latest unlink.
  *   EXIT(r)       sent along a link by a dying vat (link = true), or by
  *                 vat_exit (link = false).
  *   MONITOR(w)    sent by A to B; B records the watch.
@@ -29,10 +32,17 @@
  * Stale signals. A side that removed a link (unlink, or an EXIT received)
  * ignores later link EXITs from that vat: Erlang's rule 1. A watcher that
  * demonitored, or already got its DOWN, ignores a later DOWN with that id,
- * so a monitor fires at most once even if DEMONITOR crosses DOWN. Linking
- * again after an unlink while an old EXIT or a noproc is still in flight
- * delivers one of them and drops the other (the link is gone after the
- * first): never two.
+ * so a monitor fires at most once even if DEMONITOR crosses DOWN.
+ * Both sides changing one link at once (OTP 23's link protocol, the same
+ * idea): link and unlink send nothing when they would not change the
+ * caller's own state, and a LINK that reaches A while A's UNLINK is not
+ * yet acknowledged is ignored — B sent it before it saw the UNLINK, which
+ * then removed it at B. So both sides end in the same state whatever the
+ * interleaving of A's unlink and B's link; without the ACK, A could keep a
+ * link B had dropped, and miss B's death.
+ * Relinking. An EXIT removes the link; linking again to a vat that has
+ * ended answers noproc again, as Erlang does: one exit per link made,
+ * never two for one link.
  * Where drops run. A drop may run on another worker (the sender's, when it
  * saw the target dead), on the target's worker (draining the mailbox of a
  * dead vat), on a host thread, or after the system stopped (w NULL). It
@@ -51,7 +61,7 @@
 #include "vat/exits.h"
 #include "vat_gc.h"
 
-/* --- State ------------------------------------------------------------- */
+/* --- State ---------------------------------------------------------------- */
 
 typedef struct stop_cb {
   struct stop_cb *next;
@@ -68,10 +78,11 @@ typedef struct watch {
 } watch;
 
 struct vat__exits {
-  vat__xmap links;    /* peer vat -> a ref of it */
-  vat__xmap watchers; /* monitors on this vat: id -> watch */
-  vat__xmap held;     /* monitors this vat made: id -> watch */
-  vat_ref *trap;      /* NULL: not trapping */
+  vat__xmap links;     /* linked: peer vat -> a ref of it */
+  vat__xmap unlinking; /* unlinked, not yet acknowledged: peer vat -> id */
+  vat__xmap watchers;  /* monitors on this vat: id -> watch */
+  vat__xmap held;      /* monitors this vat made: id -> watch */
+  vat_ref *trap;       /* NULL: not trapping */
   vat_exit_fn trap_fn;
   stop_cb *stops;
 };
@@ -122,7 +133,7 @@ static bool is_kill(vat_value reason) {
   return vat_is_atom(reason, vat__atom_killed);
 }
 
-/* --- Signals --------------------------------------------------------------- */
+/* --- Signals -------------------------------------------------------------- */
 
 typedef struct exit_sig {
   vat__signal base;
@@ -135,6 +146,7 @@ typedef struct exit_sig {
 typedef struct link_sig {
   vat__signal base;
   vat_ref *from;
+  uint64_t id; /* UNLINK and UNLINK_ACK: which unlink */
 } link_sig;
 
 typedef struct watch_sig {
@@ -188,7 +200,10 @@ static void link_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   link_sig *s = (link_sig *)sig;
   struct vat__exits *x = exits_of(turn->vat);
-  vat__xmap_put(&x->links, (uintptr_t)s->from->vat, s->from);
+  /* While our UNLINK is unacknowledged, the peer sent this LINK before it
+   * saw the UNLINK, which will undo it there: ignore it here too. */
+  if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL)
+    vat__xmap_put(&x->links, (uintptr_t)s->from->vat, s->from);
 }
 
 /* The target has ended (or its system stopped): answer through the link A
@@ -198,16 +213,43 @@ static void link_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
   send_exit(w, s->from, target->vat, vat_atom_value(vat__atom_noproc));
 }
 
+static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  link_sig *s = (link_sig *)sig;
+  vat__vat *v = turn->vat;
+  struct vat__exits *x = v->cold ? v->cold->exits : NULL;
+  uintptr_t peer = (uintptr_t)s->from->vat;
+  /* Only the latest unlink's answer ends the unlinking state. */
+  if (x && (uintptr_t)vat__xmap_get(&x->unlinking, peer) == s->id)
+    vat__xmap_remove(&x->unlinking, peer);
+}
+
+static const vat__signal_class ack_class = {ack_deliver, drop_nothing};
+
+static link_sig *new_ack(vat_ref *from, uint64_t id) {
+  link_sig *ack = gc_new(sizeof *ack);
+  *ack = (link_sig){.base = {&ack_class}, .from = from, .id = id};
+  return ack;
+}
+
 static void unlink_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   link_sig *s = (link_sig *)sig;
   vat__vat *v = turn->vat;
   if (v->cold && v->cold->exits)
     vat__xmap_remove(&v->cold->exits->links, (uintptr_t)s->from->vat);
+  vat__send_signal(turn, s->from, &new_ack(turn->self, s->id)->base);
+}
+
+static void unlink_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
+  (void)w;
+  link_sig *s = (link_sig *)sig;
+  vat__deliver_now(s->from, NULL, NULL, vat_null(),
+                   &new_ack(target, s->id)->base);
 }
 
 static const vat__signal_class link_class = {link_deliver, link_drop};
-static const vat__signal_class unlink_class = {unlink_deliver, drop_nothing};
+static const vat__signal_class unlink_class = {unlink_deliver, unlink_drop};
 
 static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   watch_sig *s = (watch_sig *)sig;
@@ -246,18 +288,18 @@ static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
     vat__xmap_remove(&v->cold->exits->watchers, s->w->id);
 }
 
-static const vat__signal_class monitor_class = {monitor_deliver,
-                                                monitor_drop};
+static const vat__signal_class monitor_class = {monitor_deliver, monitor_drop};
 static const vat__signal_class demonitor_class = {demonitor_deliver,
                                                   drop_nothing};
 
-/* --- Effects: what a turn changes at commit -------------------------------- */
+/* --- Effects: what a turn changes at commit ------------------------------- */
 
 typedef struct table_effect {
   vat__effect base;
   enum { LINK, UNLINK, WATCH, UNWATCH, SPAWN_LINK } op;
   vat_ref *ref;
   watch *w;
+  uint64_t id; /* UNLINK */
 } table_effect;
 
 static void table_commit(vat_turn *turn, vat__effect *e) {
@@ -266,6 +308,7 @@ static void table_commit(vat_turn *turn, vat__effect *e) {
   switch (te->op) {
   case LINK:
     vat__xmap_put(&x->links, (uintptr_t)te->ref->vat, te->ref);
+    vat__xmap_remove(&x->unlinking, (uintptr_t)te->ref->vat);
     break;
   case SPAWN_LINK:
     /* The child cannot have run: nothing is delivered before the effects
@@ -276,6 +319,8 @@ static void table_commit(vat_turn *turn, vat__effect *e) {
     break;
   case UNLINK:
     vat__xmap_remove(&x->links, (uintptr_t)te->ref->vat);
+    vat__xmap_put(&x->unlinking, (uintptr_t)te->ref->vat,
+                  (void *)(uintptr_t)te->id);
     break;
   case WATCH:
     vat__xmap_put(&x->held, te->w->id, te->w);
@@ -286,31 +331,54 @@ static void table_commit(vat_turn *turn, vat__effect *e) {
   }
 }
 
-static void defer(vat_turn *turn, int op, vat_ref *ref, watch *w) {
+static table_effect *defer(vat_turn *turn, int op, vat_ref *ref, watch *w) {
   table_effect *te = gc_new(sizeof *te);
   te->base.commit = table_commit;
   te->op = op;
   te->ref = ref;
   te->w = w;
   vat__turn_defer(turn, &te->base);
+  return te;
 }
 
-/* --- Public API -------------------------------------------------------------- */
+/* --- Public API ----------------------------------------------------------- */
 
+/* Whether the calling vat is linked to `peer` as of this point of the turn:
+ * the committed table, then this turn's own link changes in order. */
+static bool linked_now(vat_turn *turn, vat__vat *peer) {
+  vat__vat *v = turn->vat;
+  bool linked = v->cold && v->cold->exits &&
+                vat__xmap_get(&v->cold->exits->links, (uintptr_t)peer);
+  for (vat__effect *e = turn->effects_head; e != NULL; e = e->next) {
+    if (e->commit != table_commit)
+      continue;
+    table_effect *te = (table_effect *)e;
+    if (te->ref != NULL && te->ref->vat == peer && te->w == NULL)
+      linked = te->op != UNLINK;
+  }
+  return linked;
+}
+
+/* A link or unlink that would not change this side's state sends nothing:
+ * a second LINK or a stray UNLINK could otherwise undo, at the peer, a
+ * change the peer made meanwhile. */
 static int link_op(vat_turn *turn, vat_ref *peer, bool link) {
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
     return rc;
   if (peer == NULL)
     return VAT_EINVAL;
-  if (peer->vat == turn->vat)
+  if (peer->vat == turn->vat || linked_now(turn, peer->vat) == link)
     return VAT_OK;
   link_sig *s = gc_new(sizeof *s);
   *s = (link_sig){.base = {link ? &link_class : &unlink_class},
                   .from = turn->self};
+  if (!link)
+    s->id =
+        atomic_fetch_add_explicit(&next_monitor_id, 1, memory_order_relaxed);
   rc = vat__send_signal(turn, peer, &s->base);
   if (rc == VAT_OK)
-    defer(turn, link ? LINK : UNLINK, peer, NULL);
+    defer(turn, link ? LINK : UNLINK, peer, NULL)->id = s->id;
   return rc;
 }
 
@@ -339,8 +407,8 @@ int vat_monitor(vat_turn *turn, vat_ref *target, vat_down_fn on_down,
     return VAT_EINVAL;
   watch *w = gc_new(sizeof *w);
   *w = (watch){
-      .id = atomic_fetch_add_explicit(&next_monitor_id, 1,
-                                      memory_order_relaxed),
+      .id =
+          atomic_fetch_add_explicit(&next_monitor_id, 1, memory_order_relaxed),
       .watcher = turn->self,
       .who = target,
       .fn = on_down,
@@ -426,7 +494,7 @@ int vat_host_exit(vat_ref *target, vat_value reason) {
   return vat__host_send_signal(target, &exit2(NULL, reason)->base);
 }
 
-/* --- Core hooks ------------------------------------------------------------ */
+/* --- Core hooks ----------------------------------------------------------- */
 
 void vat__exits_track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn) {
   struct vat__exits *x = exits_of(v);
@@ -470,6 +538,7 @@ void vat__exits_terminated(vat__worker *w, vat__vat *v, vat_value reason) {
   vat__xmap_each(&x->links, notify_link, args);
   vat__xmap_each(&x->watchers, notify_watch, args);
   vat__xmap_clear(&x->links);
+  vat__xmap_clear(&x->unlinking);
   vat__xmap_clear(&x->watchers);
   vat__xmap_clear(&x->held);
   x->trap = NULL;

@@ -8,6 +8,7 @@
 void vat__mailbox_init(vat__mailbox *mb) {
   atomic_init(&mb->top, NULL);
   mb->seen = NULL;
+  mb->seen_done = false;
   mb->head = NULL;
   mb->tail = NULL;
 }
@@ -54,8 +55,8 @@ static void recycle(vat__msgpool *pool, vat__msg *m) {
 }
 
 /* Takes what was pushed since `seen` and appends it, oldest first, to the
- * private list. The old `seen` is recycled when the list was empty: then
- * every taken node, `seen` included, has been handled. */
+ * private list. The old `seen` is recycled if it was handled; if it is
+ * still queued, it is an ordinary node from now on, recycled when done. */
 static bool take_new(vat__mailbox *mb, vat__msgpool *pool) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
@@ -74,15 +75,20 @@ static bool take_new(vat__mailbox *mb, vat__msgpool *pool) {
     fifo = m;
     m = older;
   }
-  if (mb->head == NULL) {
+  if (mb->seen_done)
     recycle(pool, mb->seen);
+  if (mb->head == NULL)
     mb->head = fifo;
-  } else {
+  else
     atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
-  }
   mb->seen = top;
+  mb->seen_done = false;
   mb->tail = top;
   return true;
+}
+
+void vat__mailbox_take(vat__mailbox *mb, vat__msgpool *pool) {
+  take_new(mb, pool);
 }
 
 vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
@@ -102,7 +108,9 @@ bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
    * schedule it on another worker at once, and the mailbox is that
    * worker's. The CAS's release publishes the cleared field to it. */
   vat__msg *seen = mb->seen;
+  bool seen_done = mb->seen_done;
   mb->seen = NULL;
+  mb->seen_done = false;
   /* Release also makes everything this vat's turns wrote happen-before the
    * next scheduling, which starts with a producer's acquire exchange that
    * finds IDLE — so the next worker to run the vat sees its state. */
@@ -110,10 +118,12 @@ bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
                                                NULL, memory_order_release,
                                                memory_order_relaxed)) {
     mb->seen = seen;
+    mb->seen_done = seen_done;
     return false;
   }
   /* Ours alone now: `top` and the mailbox no longer refer to it. */
-  recycle(pool, seen);
+  if (seen_done)
+    recycle(pool, seen);
   return true;
 }
 

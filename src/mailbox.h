@@ -35,6 +35,7 @@
 typedef struct vat__mailbox {
   _Atomic(vat__msg *) top; /* producers: exchange; consumer: load, CAS */
   vat__msg *seen;          /* consumer: newest node taken from the stack */
+  bool seen_done;          /* consumer: `seen` was handled (recyclable) */
   vat__msg *head;          /* consumer: FIFO of taken messages */
   vat__msg *tail;
 } vat__mailbox;
@@ -56,7 +57,7 @@ static inline bool vat__mailbox_push(vat__mailbox *mb, vat__msg *m) {
 
 /** Consumer: appends a message to the private list without any atomic. Only
  *  for messages the running vat sends to itself (it is the only producer of
- *  that pair, so order is kept). */
+ *  that pair, so order is kept); call vat__mailbox_take first. */
 void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
 
 /** Consumer: the next message, or NULL when nothing is queued now. Nodes
@@ -67,9 +68,17 @@ vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool);
  *  mailbox still needs it. */
 static inline void vat__mailbox_done(vat__mailbox *mb, vat__msgpool *pool,
                                      vat__msg *m) {
-  if (m != mb->seen)
+  if (m == mb->seen)
+    mb->seen_done = true;
+  else
     vat__msg_free(pool, m);
 }
+
+/** Consumer: moves what producers pushed into the private list. Called
+ *  before the vat appends a message to itself, so messages from others
+ *  that arrived first are handled first: a vat that keeps sending to
+ *  itself cannot starve its other senders. */
+void vat__mailbox_take(vat__mailbox *mb, vat__msgpool *pool);
 
 /** Consumer: marks the mailbox idle if nothing is queued. Returns false when
  *  a message arrived meanwhile (the vat stays scheduled). */

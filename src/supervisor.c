@@ -3,13 +3,13 @@
  * A supervisor is one vat that traps exits. OTP's supervisor shuts children
  * down synchronously; a turn must not block, so here shutting children down
  * is an operation that spans turns: a list of children to end, newest
- * first, each monitored and unlinked when the operation starts (so their
- * exits arrive only as down notifications, exactly once), then sent
- * exit(shutdown) one at a time. When the last is down, the operation's
- * follow-up runs: restart the marked children, or end the supervisor.
- * Exits from children outside the operation that arrive meanwhile wait in
- * a queue and are handled after it, against the children as they are then
- * (an exit from a child that was replaced meanwhile is stale: ignored).
+ * first; each in turn is monitored, unlinked (so its end arrives once, as
+ * a down notification) and sent exit(shutdown), and the next waits for its
+ * DOWN. When the last is down, the operation's follow-up runs: restart the
+ * marked children, or end the supervisor. Exits that arrive meanwhile (from
+ * children still linked) wait in a queue and are handled after it, against
+ * the children as they are then: an exit from a child that was replaced or
+ * shut down meanwhile is stale and ignored.
  */
 #include <stdlib.h>
 #include <time.h>
@@ -51,9 +51,9 @@ typedef struct sup {
   bool busy;
   size_t *order; /* kid indices, newest first */
   size_t norder, pos;
-  bool end_after;        /* follow-up: end (else restart the marked kids) */
+  bool end_after; /* follow-up: end (else restart the marked kids) */
   vat_value end_reason;
-  bool stop_asked;       /* a stop arrived while busy */
+  bool stop_asked; /* a stop arrived while busy */
   vat_value stop_reason;
   pending_exit *pending, *pending_tail;
 } sup;
@@ -74,7 +74,7 @@ static double now_s(void) {
 static void begin_shutdown(vat_turn *turn, sup *s, vat_value reason);
 static void step(vat_turn *turn, sup *s);
 
-/* --- Restarts -------------------------------------------------------------- */
+/* --- Restarts ------------------------------------------------------------- */
 
 /* Records a restart; false when it exceeds the intensity. */
 static bool add_restart(sup *s) {
@@ -147,8 +147,7 @@ static void on_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
 
 /* Shuts down, newest first, every running kid with index >= `from` except
  * `skip` (SIZE_MAX: none); then the follow-up. */
-static void begin_terminate(vat_turn *turn, sup *s, size_t from,
-                            size_t skip) {
+static void begin_terminate(vat_turn *turn, sup *s, size_t from, size_t skip) {
   s->busy = true;
   s->norder = s->pos = 0;
   for (size_t i = s->n; i-- > from;) {
@@ -156,10 +155,6 @@ static void begin_terminate(vat_turn *turn, sup *s, size_t from,
     if (i == skip || k->ref == NULL)
       continue;
     k->exit_sent = k->killed = false;
-    /* Monitor, then unlink: from now on its end arrives once, as DOWN. */
-    if (vat_monitor(turn, k->ref, on_down, &k->mon) != VAT_OK ||
-        vat_unlink(turn, k->ref) != VAT_OK)
-      return; /* the turn failed: the supervisor is ending anyway */
     s->order[s->norder++] = i;
   }
   step(turn, s);
@@ -184,9 +179,16 @@ static void finish(vat_turn *turn, sup *s) {
 
 static void deadline(vat_turn *turn, void *state, void *arg);
 
-/* The kid index and its shutdown attempt, as a timer's argument. */
-static void *deadline_arg(size_t i, uint32_t attempt) {
-  return (void *)(((uintptr_t)i << 32) | attempt);
+/* Which kid, and which of its shutdowns, a deadline is for. */
+typedef struct deadline_arg {
+  size_t kid;
+  uint32_t attempt;
+} deadline_arg;
+
+static void *new_deadline_arg(size_t kid, uint32_t attempt) {
+  deadline_arg *d = gc_new(sizeof *d);
+  *d = (deadline_arg){.kid = kid, .attempt = attempt};
+  return d;
 }
 
 /* Sends the current kid its exit, or finishes when none is left. */
@@ -200,6 +202,12 @@ static void step(vat_turn *turn, sup *s) {
     if (k->exit_sent)
       return; /* waiting for its DOWN */
     k->exit_sent = true;
+    /* One child at a time, as OTP does: monitor, then unlink, so its end
+     * arrives once, as DOWN; the others stay linked, so none outlives a
+     * supervisor killed meanwhile. */
+    if (vat_monitor(turn, k->ref, on_down, &k->mon) != VAT_OK ||
+        vat_unlink(turn, k->ref) != VAT_OK)
+      return; /* the turn failed: the supervisor is ending anyway */
     if (k->spec.shutdown_s == 0) {
       k->killed = true;
       vat_kill(turn, k->ref);
@@ -208,7 +216,7 @@ static void step(vat_turn *turn, sup *s) {
     vat_exit(turn, k->ref, vat_atom_value(vat_atom_shutdown()));
     if (k->spec.shutdown_s > 0)
       vat_later(turn, k->spec.shutdown_s, vat_self(turn), deadline,
-                deadline_arg(s->order[s->pos], ++k->attempt), &k->timer);
+                new_deadline_arg(s->order[s->pos], ++k->attempt), &k->timer);
     return;
   }
   finish(turn, s);
@@ -217,13 +225,12 @@ static void step(vat_turn *turn, sup *s) {
 /* A kid's shutdown deadline: kill it if that shutdown is still waiting. */
 static void deadline(vat_turn *turn, void *state, void *arg) {
   sup *s = state;
-  size_t i = (size_t)((uintptr_t)arg >> 32);
-  uint32_t attempt = (uint32_t)(uintptr_t)arg;
-  if (i >= s->n)
-    return;
-  kid *k = &s->kids[i];
+  const deadline_arg *d = arg;
+  kid *k = &s->kids[d->kid];
+  if (k->attempt != d->attempt)
+    return; /* an earlier shutdown's deadline, not cancelled in time */
   k->timer = NULL;
-  if (!s->busy || k->attempt != attempt || k->ref == NULL || k->killed)
+  if (!s->busy || k->ref == NULL || k->killed)
     return;
   k->killed = true;
   vat_kill(turn, k->ref);
@@ -283,7 +290,7 @@ static void begin_shutdown(vat_turn *turn, sup *s, vat_value reason) {
   begin_terminate(turn, s, 0, SIZE_MAX);
 }
 
-/* --- Exits ----------------------------------------------------------------- */
+/* --- Exits ---------------------------------------------------------------- */
 
 static void handle_exit(vat_turn *turn, sup *s, vat_ref *from,
                         vat_value reason) {
@@ -320,10 +327,9 @@ static void handle_exit(vat_turn *turn, sup *s, vat_ref *from,
 }
 
 static void child_exit(vat_turn *turn, void *state, vat_ref *from,
-                    vat_value reason) {
+                       vat_value reason) {
   sup *s = state;
-  if (s->parent != NULL && from != NULL &&
-      vat_ref_same_vat(from, s->parent)) {
+  if (s->parent != NULL && from != NULL && vat_ref_same_vat(from, s->parent)) {
     begin_shutdown(turn, s, reason);
     return;
   }
@@ -340,7 +346,7 @@ static void child_exit(vat_turn *turn, void *state, vat_ref *from,
   handle_exit(turn, s, from, reason);
 }
 
-/* --- Messages -------------------------------------------------------------- */
+/* --- Messages ------------------------------------------------------------- */
 
 static void init(vat_turn *turn, void *state, void *arg) {
   (void)arg;

@@ -26,10 +26,14 @@ static void commit(vat_turn *t) {
     v->rq_next = NULL;
   }
   vat__msg *m = t->out_head;
+  bool took = false;
   while (m != NULL) {
     vat__vat *to = m->target->vat;
     vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
     if (to == t->vat) {
+      if (!took) /* others' messages that came first go first */
+        vat__mailbox_take(&to->mailbox, &w->pool);
+      took = true;
       vat__mailbox_append_local(&to->mailbox, m);
       m = next;
       continue;

@@ -2,6 +2,7 @@
  * Erlang/OTP does in the same scenario; stop callbacks; concurrent stress.
  */
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #define GC_THREADS 1
@@ -13,7 +14,9 @@ static vat_value boom(void) {
   return vat_reason_error(vat_atom_intern("boom"), vat_int(42));
 }
 
-static vat_value atom_v(const vat_atom *a) { return vat_atom_value(a); }
+static vat_value atom_v(const vat_atom *a) {
+  return vat_atom_value(a);
+}
 
 /* Waits (host side) until the ref's vat has ended. */
 static void wait_dead(vat_ref *ref) {
@@ -39,8 +42,8 @@ enum rel {
 };
 static const char *kind_names[] = {"normal", "error", "kill-by-signal",
                                    "kill-by-self-exit"};
-static const char *rel_names[] = {"linked",    "unlinked",  "stale",
-                                  "none",      "monitored", "dead-link",
+static const char *rel_names[] = {"linked",      "unlinked",  "stale",
+                                  "none",        "monitored", "dead-link",
                                   "dead-monitor"};
 
 typedef struct victim {
@@ -205,13 +208,13 @@ START_TEST(matrix) {
   vat_system *sys = test_system(2);
   vat_ref *s, *k, *vref;
   victim *v;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
-                                  &s, NULL));
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
-                                  &k, NULL));
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(victim)}, &vref,
-      (void **)&v));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = 8}, &s, NULL));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = 8}, &k, NULL));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(victim)},
+                     &vref, (void **)&v));
   v->s = s;
   v->killer = k;
   v->kind = kind;
@@ -241,23 +244,22 @@ START_TEST(matrix) {
     ck_assert_msg(vat_equal(vat_ref_exit_reason(vref), o.v_reason),
                   "%s: V's reason", label);
   else
-    ck_assert_msg(vat_is_atom(vat_ref_exit_reason(vref),
-                              vat_atom_shutdown()),
+    ck_assert_msg(vat_is_atom(vat_ref_exit_reason(vref), vat_atom_shutdown()),
                   "%s: a vat alive at shutdown reports shutdown", label);
-  ck_assert_msg(v->exits == o.exits, "%s: %d trapped exits, expected %d",
-                label, v->exits, o.exits);
+  ck_assert_msg(v->exits == o.exits, "%s: %d trapped exits, expected %d", label,
+                v->exits, o.exits);
   if (o.exits) {
     ck_assert_msg(v->exit_from == s, "%s: exit from", label);
-    ck_assert_msg(vat_equal(v->exit_reason, o.exit_reason),
-                  "%s: exit reason", label);
+    ck_assert_msg(vat_equal(v->exit_reason, o.exit_reason), "%s: exit reason",
+                  label);
   }
   ck_assert_msg(v->downs == o.downs, "%s: %d downs, expected %d", label,
                 v->downs, o.downs);
   if (o.downs) {
     ck_assert_msg(v->down_id == v->mon && v->mon != 0, "%s: id", label);
     ck_assert_msg(v->down_who == s, "%s: who", label);
-    ck_assert_msg(vat_equal(v->down_reason, o.down_reason),
-                  "%s: down reason", label);
+    ck_assert_msg(vat_equal(v->down_reason, o.down_reason), "%s: down reason",
+                  label);
   }
 }
 END_TEST
@@ -320,20 +322,20 @@ START_TEST(exit_signal) {
   intptr_t *xr;
   target *t;
   victim *l;
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(intptr_t)}, &xref,
-      (void **)&xr));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(intptr_t)},
+                     &xref, (void **)&xr));
   *xr = r;
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(target)}, &tref,
-      (void **)&t));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(target)},
+                     &tref, (void **)&t));
   t->x = xref;
   t->sender = sender;
   t->reason = r;
   t->v.trap = trap;
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(victim)}, &lref,
-      (void **)&l));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(victim)},
+                     &lref, (void **)&l));
   ck_assert_vat_ok(vat_host_send(lref, l_setup, tref));
   if (sender == FROM_HOST) {
     /* Once t_go ran, the trap is set and the watcher's link recorded. */
@@ -360,8 +362,7 @@ START_TEST(exit_signal) {
                 t->v.exits);
   if (trapped) {
     ck_assert_msg(t->v.exit_from == from, "%s: from", label);
-    ck_assert_msg(vat_equal(t->v.exit_reason, reason2(r)), "%s: reason",
-                  label);
+    ck_assert_msg(vat_equal(t->v.exit_reason, reason2(r)), "%s: reason", label);
   }
   if (dies) {
     /* A deliberate kill ends it with `killed`, and its links see that. */
@@ -377,7 +378,7 @@ START_TEST(exit_signal) {
 }
 END_TEST
 
-/* --- Monitors ------------------------------------------------------------ */
+/* --- Monitors ------------------------------------------------------------- */
 
 typedef struct watcher {
   vat_ref *s;
@@ -428,11 +429,11 @@ START_TEST(monitor_ids_and_demonitor) {
   vat_system *sys = test_system(2);
   vat_ref *s, *wref;
   watcher *w;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
-                                  &s, NULL));
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(watcher)}, &wref,
-      (void **)&w));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = 8}, &s, NULL));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(watcher)},
+                     &wref, (void **)&w));
   w->s = s;
   ck_assert_vat_ok(vat_host_send(wref, w_setup, NULL));
   wait_dead(s);
@@ -471,11 +472,11 @@ START_TEST(one_link_per_pair) {
   vat_system *sys = test_system(2);
   vat_ref *s, *vref;
   victim *v;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
-                                  &s, NULL));
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(victim)}, &vref,
-      (void **)&v));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = 8}, &s, NULL));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(victim)},
+                     &vref, (void **)&v));
   v->s = s;
   ck_assert_vat_ok(vat_host_send(vref, twice_setup, NULL));
   test_quiesce(sys);
@@ -518,12 +519,12 @@ START_TEST(spawn_link_is_atomic) {
   vat_system *sys = test_system(2);
   vat_ref *pref, *p2ref;
   parent *p, *p2;
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(parent)}, &pref,
-      (void **)&p));
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(parent)}, &p2ref,
-      (void **)&p2));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(parent)},
+                     &pref, (void **)&p));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(parent)},
+                     &p2ref, (void **)&p2));
   ck_assert_vat_ok(vat_host_send(pref, p_spawn, NULL));
   ck_assert_vat_ok(vat_host_send(p2ref, p_spawn_fail, NULL));
   test_quiesce(sys);
@@ -537,7 +538,99 @@ START_TEST(spawn_link_is_atomic) {
 }
 END_TEST
 
-/* --- A chain of links carries one failure to the end ----------------------- */
+/* --- One side unlinks while the other links -------------------------------
+ * A links and unlinks B in one turn; B links A either before it sees that
+ * (its link is undone by A's UNLINK: nobody stays linked) or after (both
+ * end linked). Either way both sides agree, so a death is heard or not on
+ * both sides alike. */
+
+typedef struct crosser {
+  victim v;
+  vat_ref *peer;
+  bool b_links_first;
+  _Atomic uint64_t settled;
+} crosser;
+
+static void x_link_back(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_link(turn, arg));
+}
+
+static void x_done(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  crosser *a = state;
+  atomic_store_explicit(&a->settled, 1, memory_order_release);
+}
+
+/* At B: everything A sent is handled; what B sends A comes before this. */
+static void x_sync(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), v_exit));
+  expect_vat_ok(vat_send(turn, arg, x_done, NULL));
+}
+
+/* Links again: A's own view decides whether a LINK goes out, so that view
+ * must match B's. */
+static void x_relink(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  crosser *a = state;
+  expect_vat_ok(vat_link(turn, a->peer));
+  expect_vat_ok(vat_send(turn, a->peer, x_sync, vat_self(turn)));
+}
+
+static void x_setup(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  crosser *a = state;
+  vat_ref *self = vat_self(turn);
+  expect_vat_ok(vat_trap_exit(turn, self, v_exit));
+  if (a->b_links_first)
+    expect_vat_ok(vat_send(turn, a->peer, x_link_back, self));
+  expect_vat_ok(vat_link(turn, a->peer));
+  expect_vat_ok(vat_unlink(turn, a->peer));
+  if (!a->b_links_first)
+    expect_vat_ok(vat_send(turn, a->peer, x_link_back, self));
+  expect_vat_ok(vat_send(turn, a->peer, x_sync, self));
+}
+
+START_TEST(unlink_crossing_link) {
+  bool b_first = _i & 1, crash_a = _i & 2, relink = _i & 4;
+  vat_system *sys = test_system(2);
+  vat_ref *aref, *bref;
+  crosser *a;
+  victim *b;
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(crosser)},
+                     &aref, (void **)&a));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(victim)},
+                     &bref, (void **)&b));
+  a->peer = bref;
+  a->b_links_first = b_first;
+  ck_assert_vat_ok(vat_host_send(aref, x_setup, NULL));
+  ck_assert(test_wait_u64(&a->settled, 1, 30));
+  if (relink) {
+    atomic_store(&a->settled, 0);
+    ck_assert_vat_ok(vat_host_send(aref, x_relink, NULL));
+    ck_assert(test_wait_u64(&a->settled, 1, 30));
+  }
+  ck_assert_vat_ok(vat_host_send(crash_a ? aref : bref, child_crash, NULL));
+  test_quiesce(sys);
+  victim *survivor = crash_a ? b : &a->v;
+  vat_ref *dead = crash_a ? aref : bref;
+  ck_assert(vat_ref_is_dead(dead));
+  int expect = b_first && !relink ? 0 : 1;
+  ck_assert_msg(survivor->exits == expect,
+                "%s links %s; %s crashed: %d exits heard, expected %d", "B",
+                b_first ? "first" : "after", crash_a ? "A" : "B",
+                survivor->exits, expect);
+  if (expect)
+    ck_assert(survivor->exit_from == dead &&
+              vat_equal(survivor->exit_reason, boom()));
+}
+END_TEST
+
+/* --- A chain of links carries one failure to the end ---------------------- */
 
 typedef struct link_node {
   vat_ref *next;
@@ -558,9 +651,9 @@ START_TEST(chain_of_links) {
   vat_ref **refs = GC_MALLOC(N * sizeof *refs);
   link_node *nodes[N];
   for (int i = 0; i < N; i++)
-    ck_assert_vat_ok(vat_host_spawn(
-        sys, &(vat_entity_def){.state_size = sizeof(link_node)}, &refs[i],
-        (void **)&nodes[i]));
+    ck_assert_vat_ok(
+        vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(link_node)},
+                       &refs[i], (void **)&nodes[i]));
   for (int i = 0; i + 1 < N; i++) {
     nodes[i]->next = refs[i + 1];
     ck_assert_vat_ok(vat_host_send(refs[i], ln_link, NULL));
@@ -576,7 +669,7 @@ START_TEST(chain_of_links) {
 }
 END_TEST
 
-/* --- Stop callbacks --------------------------------------------------------- */
+/* --- Stop callbacks ------------------------------------------------------- */
 
 typedef struct stopped {
   int calls;
@@ -602,11 +695,10 @@ static void make_extra(vat_turn *turn, void *state, void *arg) {
   (void)state;
   (void)arg;
   vat_ref *e;
-  expect_vat_ok(vat_entity_new(
-      turn,
-      &(vat_entity_def){.state_size = sizeof(stopped),
-                        .on_stop = on_stop_extra},
-      &e, NULL));
+  expect_vat_ok(vat_entity_new(turn,
+                               &(vat_entity_def){.state_size = sizeof(stopped),
+                                                 .on_stop = on_stop_extra},
+                               &e, NULL));
   expect_vat_ok(vat_send(turn, vat_self(turn), child_crash, NULL));
 }
 
@@ -614,8 +706,8 @@ START_TEST(stop_callbacks_run_once) {
   vat_system *sys = test_system(2);
   vat_ref *ref;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = 8, .on_stop = on_stop_first},
-      &ref, NULL));
+      sys, &(vat_entity_def){.state_size = 8, .on_stop = on_stop_first}, &ref,
+      NULL));
   ck_assert_vat_ok(vat_host_send(ref, make_extra, NULL));
   ck_assert_vat_ok(vat_host_send(ref, make_extra, NULL)); /* dead letter */
   test_quiesce(sys);
@@ -650,8 +742,8 @@ START_TEST(bad_calls) {
   vat_system *sys = test_system(1);
   vat_ref *ref, *other;
   bad *b;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
-                                  &other, NULL));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = 8}, &other, NULL));
   ck_assert_vat_ok(vat_host_spawn(
       sys, &(vat_entity_def){.state_size = sizeof(bad)}, &ref, (void **)&b));
   b->foreign = other;
@@ -668,13 +760,13 @@ START_TEST(bad_calls) {
   ck_assert_int_eq(b->trap_nofn, VAT_EINVAL);
   ck_assert_int_eq(b->host_exit_in_turn, VAT_EINTURN);
   ck_assert(vat_reason_is_orderly(atom_v(vat_atom_shutdown())));
-  ck_assert(vat_reason_is_orderly(
-      vat_reason_error(vat_atom_shutdown(), vat_int(1))));
+  ck_assert(
+      vat_reason_is_orderly(vat_reason_error(vat_atom_shutdown(), vat_int(1))));
   ck_assert(!vat_reason_is_orderly(boom()));
 }
 END_TEST
 
-/* --- Stress: links, monitors and deaths racing on both workers ------------- */
+/* --- Stress: links, monitors and deaths racing on both workers ------------ */
 
 enum { ST_LINKS = 2, ST_MONS = 3 };
 
@@ -696,7 +788,32 @@ typedef struct st_vat {
   vat_value mon_reason[ST_MONS + 1];
   size_t nmons;
   bool demonitored; /* the extra monitor was removed before it fired */
+  bool trap;
+  /* Trapping vats: exits received, by sender index; those with noproc. */
+  uint16_t *exits_from, *noproc_from;
+  uint64_t bad_exits; /* from a vat that is not a world vat */
 } st_vat;
+
+static void st_exit(vat_turn *turn, void *state, vat_ref *from,
+                    vat_value reason) {
+  (void)turn;
+  st_vat *v = state;
+  for (size_t i = 0; i < v->world->n; i++) {
+    if (v->world->refs[i] == from) {
+      v->exits_from[i]++;
+      if (vat_is_atom(reason, vat_atom_noproc()))
+        v->noproc_from[i]++;
+      return;
+    }
+  }
+  v->bad_exits++;
+}
+
+static void st_trap(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  (void)state;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), st_exit));
+}
 
 static void st_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
                     vat_value reason) {
@@ -735,8 +852,7 @@ static void st_setup(vat_turn *turn, void *state, void *arg) {
   for (int i = 0; i <= ST_MONS; i++) {
     size_t j = (size_t)test_rand(&v->rng) % w->n;
     v->mon_target[v->nmons] = j;
-    expect_vat_ok(vat_monitor(turn, w->refs[j], st_down,
-                              &v->mon_id[v->nmons]));
+    expect_vat_ok(vat_monitor(turn, w->refs[j], st_down, &v->mon_id[v->nmons]));
     v->nmons++;
     atomic_fetch_add_explicit(&w->monitors_made, 1, memory_order_relaxed);
   }
@@ -755,6 +871,35 @@ static void st_kill(vat_turn *turn, void *state, void *arg) {
   expect_vat_ok(vat_kill(turn, arg));
 }
 
+/* A trapping vat `t` (index ti) linked with vat `o` (index oi): it hears
+ * of o's death at least once; o's own reason at most once (o's links fire
+ * once); and one noproc at most for each link t made after o died (as in
+ * Erlang, linking again to a dead vat answers again). A vat that died of
+ * a noproc itself sends noproc along its links: then only the total is
+ * bounded. */
+static void check_heard(const st_vat *t, size_t ti, size_t oi, bool odead,
+                        vat_value oreason) {
+  size_t own_links = 0;
+  for (size_t k = 0; k < t->nlinks; k++)
+    own_links += t->links[k] == oi;
+  int all = t->exits_from[oi], noproc = t->noproc_from[oi];
+  if (!odead) {
+    ck_assert_msg(all == 0, "%zu heard %d exits from live %zu", ti, all, oi);
+    return;
+  }
+  ck_assert_msg(all >= 1, "%zu never heard of %zu", ti, oi);
+  if (vat_is_atom(oreason, vat_atom_noproc())) {
+    /* o itself died of a noproc: both kinds look alike. */
+    ck_assert_msg((size_t)all <= own_links + 1, "%zu heard %d from %zu", ti,
+                  all, oi);
+    return;
+  }
+  ck_assert_msg(all - noproc <= 1, "%zu heard %zu's reason %d times", ti, oi,
+                all - noproc);
+  ck_assert_msg((size_t)noproc <= own_links, "%zu heard %d noproc from %zu", ti,
+                noproc, oi);
+}
+
 static void stress_round(uint64_t *rng, size_t n) {
   vat_system *sys = test_system(2);
   st_world *w = GC_MALLOC(sizeof *w);
@@ -762,12 +907,21 @@ static void stress_round(uint64_t *rng, size_t n) {
   w->refs = GC_MALLOC(n * sizeof *w->refs);
   st_vat **vs = GC_MALLOC(n * sizeof *vs);
   for (size_t i = 0; i < n; i++) {
-    ck_assert_vat_ok(vat_host_spawn(
-        sys, &(vat_entity_def){.state_size = sizeof(st_vat)}, &w->refs[i],
-        (void **)&vs[i]));
+    ck_assert_vat_ok(
+        vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(st_vat)},
+                       &w->refs[i], (void **)&vs[i]));
     vs[i]->world = w;
     vs[i]->index = i;
     vs[i]->rng = test_rand(rng) | 1;
+    if (test_rand(rng) % 8 == 0) {
+      vs[i]->trap = true;
+      vs[i]->exits_from = GC_MALLOC_ATOMIC(n * sizeof(uint16_t));
+      memset(vs[i]->exits_from, 0, n * sizeof(uint16_t));
+      vs[i]->noproc_from = GC_MALLOC_ATOMIC(n * sizeof(uint16_t));
+      memset(vs[i]->noproc_from, 0, n * sizeof(uint16_t));
+      /* Before any set-up message: no peer's LINK can overtake it. */
+      ck_assert_vat_ok(vat_host_send(w->refs[i], st_trap, NULL));
+    }
   }
   /* Set-up and deaths interleave: some vats die before, during or after
    * others link to and monitor them. */
@@ -779,8 +933,8 @@ static void stress_round(uint64_t *rng, size_t n) {
       if (test_rand(rng) % 2)
         ck_assert_vat_ok(vat_host_send(w->refs[victim], st_crash, NULL));
       else
-        ck_assert_vat_ok(vat_host_send(w->refs[(victim + 1) % n], st_kill,
-                                       w->refs[victim]));
+        ck_assert_vat_ok(
+            vat_host_send(w->refs[(victim + 1) % n], st_kill, w->refs[victim]));
     }
   }
   test_quiesce(sys);
@@ -791,18 +945,29 @@ static void stress_round(uint64_t *rng, size_t n) {
     st_vat *v = vs[i];
     bool dead = vat_ref_is_dead(w->refs[i]);
     vat_value why = vat_ref_exit_reason(w->refs[i]);
-    /* Nobody traps and nobody ends normally: every link is honoured, so
-     * linked vats share one fate. */
-    for (size_t k = 0; k < v->nlinks; k++)
-      ck_assert_msg(vat_ref_is_dead(w->refs[v->links[k]]) == dead,
-                    "link %zu-%zu not honoured", i, v->links[k]);
+    /* Nobody ends normally: a vat that does not trap dies with any vat it
+     * is linked to; one that traps hears of each linked death once. */
+    for (size_t k = 0; k < v->nlinks; k++) {
+      size_t j = v->links[k];
+      if (j == i)
+        continue;
+      bool jdead = vat_ref_is_dead(w->refs[j]);
+      if (!v->trap)
+        ck_assert_msg(!jdead || dead, "link %zu-%zu not honoured", i, j);
+      if (!vs[j]->trap)
+        ck_assert_msg(!dead || jdead, "link %zu-%zu not honoured", j, i);
+      if (v->trap && !dead)
+        check_heard(v, i, j, jdead, vat_ref_exit_reason(w->refs[j]));
+      if (vs[j]->trap && !jdead)
+        check_heard(vs[j], j, i, dead, why);
+    }
+    ck_assert_uint_eq(v->bad_exits, 0);
     for (size_t k = 0; k < v->nmons; k++) {
       ck_assert_msg(v->mon_fired[k] <= 1, "monitor fired twice");
       bool target_dead = vat_ref_is_dead(w->refs[v->mon_target[k]]);
       bool removed = k == ST_MONS && v->demonitored;
       if (!dead && target_dead && !removed) {
-        ck_assert_msg(v->mon_fired[k] == 1, "monitor %zu of %zu lost", k,
-                      i);
+        ck_assert_msg(v->mon_fired[k] == 1, "monitor %zu of %zu lost", k, i);
         vat_value tr = vat_ref_exit_reason(w->refs[v->mon_target[k]]);
         ck_assert(vat_equal(v->mon_reason[k], tr) ||
                   vat_is_atom(v->mon_reason[k], vat_atom_noproc()));
@@ -874,12 +1039,12 @@ START_TEST(every_monitor_fires_once) {
     mw **ms = GC_MALLOC(TARGETS * WATCHERS * sizeof *ms);
     vat_ref **wrefs = GC_MALLOC(TARGETS * WATCHERS * sizeof *wrefs);
     for (int t = 0; t < TARGETS; t++)
-      ck_assert_vat_ok(vat_host_spawn(
-          sys, &(vat_entity_def){.state_size = 8}, &targets[t], NULL));
+      ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 8},
+                                      &targets[t], NULL));
     for (int i = 0; i < TARGETS * WATCHERS; i++) {
-      ck_assert_vat_ok(vat_host_spawn(
-          sys, &(vat_entity_def){.state_size = sizeof(mw)}, &wrefs[i],
-          (void **)&ms[i]));
+      ck_assert_vat_ok(
+          vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(mw)},
+                         &wrefs[i], (void **)&ms[i]));
       ms[i]->target = targets[test_rand(&rng) % TARGETS];
     }
     for (int i = 0; i < TARGETS * WATCHERS; i++) {
@@ -904,6 +1069,7 @@ Suite *test_exits_suite(void) {
   tcase_add_test(tc, monitor_ids_and_demonitor);
   tcase_add_test(tc, one_link_per_pair);
   tcase_add_test(tc, spawn_link_is_atomic);
+  tcase_add_loop_test(tc, unlink_crossing_link, 0, 8);
   tcase_add_test(tc, chain_of_links);
   tcase_add_test(tc, stop_callbacks_run_once);
   tcase_add_test(tc, bad_calls);

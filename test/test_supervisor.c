@@ -9,7 +9,7 @@
 
 #include "support.h"
 
-/* --- A log of child starts and ends, in the order they happened ---------- */
+/* --- A log of child starts and ends, in the order they happened ----------- */
 
 enum { MAX_KIDS = 8, MAX_EVENTS = 256 };
 
@@ -46,12 +46,15 @@ static void kid_stopped(void *state, vat_value reason) {
   atomic_fetch_add(&total_ends, 1);
 }
 
+static _Atomic uint64_t ignored_exits;
+
 static void ignore_exit(vat_turn *turn, void *state, vat_ref *from,
                         vat_value reason) {
   (void)turn;
   (void)state;
   (void)from;
   (void)reason;
+  atomic_fetch_add(&ignored_exits, 1);
 }
 
 static void kid_trap(vat_turn *turn, void *state, void *arg) {
@@ -60,31 +63,42 @@ static void kid_trap(vat_turn *turn, void *state, void *arg) {
   expect_vat_ok(vat_trap_exit(turn, vat_self(turn), ignore_exit));
 }
 
+static bool fail_start[MAX_KIDS];
+
+static void kid_hello(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  kid_state *k = state;
+  atomic_store(&current[k->kid], vat_self(turn));
+  atomic_fetch_add(&starts[k->kid], 1);
+  atomic_fetch_add(&total_starts, 1);
+}
+
 static int start_kid(vat_turn *turn, void *arg, vat_ref **out) {
   kid_arg *a = arg;
   kid_state *k;
-  int rc = vat_spawn_link(
-      turn,
-      &(vat_entity_def){.state_size = sizeof(kid_state),
-                        .on_stop = kid_stopped},
-      out, (void **)&k);
+  if (fail_start[a->kid])
+    return VAT_EINVAL;
+  int rc = vat_spawn_link(turn,
+                          &(vat_entity_def){.state_size = sizeof(kid_state),
+                                            .on_stop = kid_stopped},
+                          out, (void **)&k);
   if (rc != VAT_OK)
     return rc;
   k->kid = a->kid;
+  /* The ref is published from the child's own first turn: nothing may
+   * send to a vat before the turn that spawned it commits. */
+  expect_vat_ok(vat_send(turn, *out, kid_hello, NULL));
   if (a->trap)
     expect_vat_ok(vat_send(turn, *out, kid_trap, NULL));
-  atomic_store(&current[a->kid], *out);
   log_event('S', a->kid, vat_null());
-  atomic_fetch_add(&starts[a->kid], 1);
-  atomic_fetch_add(&total_starts, 1);
   return VAT_OK;
 }
 
 static void kid_crash(vat_turn *turn, void *state, void *arg) {
   (void)state;
   (void)arg;
-  expect_vat_ok(vat_fail(
-      turn, vat_reason_error(vat_atom_intern("crash"), vat_null())));
+  expect_vat_ok(
+      vat_fail(turn, vat_reason_error(vat_atom_intern("crash"), vat_null())));
 }
 
 static void kid_stop(vat_turn *turn, void *state, void *arg) {
@@ -113,7 +127,9 @@ static vat_sup_spec make_spec(vat_sup_strategy strategy, int n,
                         .nchildren = (size_t)n};
 }
 
-static vat_ref *kid_ref(int i) { return atomic_load(&current[i]); }
+static vat_ref *kid_ref(int i) {
+  return atomic_load(&current[i]);
+}
 
 static void send_kid(int i, vat_fn fn) {
   ck_assert_vat_ok(vat_host_send(kid_ref(i), fn, NULL));
@@ -149,11 +165,10 @@ static const char *trace(uint64_t from) {
 }
 
 static bool is_crash(vat_value v) {
-  return v.type == VAT_T_ERROR &&
-         vat_error_code(v) == vat_atom_intern("crash");
+  return v.type == VAT_T_ERROR && vat_error_code(v) == vat_atom_intern("crash");
 }
 
-/* --- Strategies ---------------------------------------------------------- */
+/* --- Strategies ----------------------------------------------------------- */
 
 START_TEST(one_for_one_restarts_only_the_child) {
   vat_system *sys = test_system(2);
@@ -203,7 +218,7 @@ START_TEST(rest_for_one_restarts_the_rest) {
 }
 END_TEST
 
-/* --- Restart types ------------------------------------------------------- */
+/* --- Restart types -------------------------------------------------------- */
 
 START_TEST(restart_types) {
   vat_system *sys = test_system(2);
@@ -270,7 +285,7 @@ START_TEST(intensity_window_slides) {
 }
 END_TEST
 
-/* --- Shutdown ----------------------------------------------------------- */
+/* --- Shutdown ------------------------------------------------------------- */
 
 START_TEST(shutdown_timeout_then_kill) {
   vat_system *sys = test_system(2);
@@ -297,6 +312,28 @@ START_TEST(shutdown_timeout_then_kill) {
 }
 END_TEST
 
+/* Killed while it waits for a child: the children it has not reached are
+ * still linked, so they die with it. */
+START_TEST(killed_while_shutting_down) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 3, 5);
+  kid_args[2].trap = true;
+  specs[2].shutdown_s = 30;
+  vat_ref *sup = start_sup(sys, &spec, 3);
+  ck_assert_vat_ok(vat_host_supervisor_stop(sup));
+  ck_assert(test_wait_u64(&ignored_exits, 1, 30));
+  ck_assert_vat_ok(vat_host_exit(sup, vat_atom_value(vat_atom_killed())));
+  ck_assert(test_wait_u64(&total_ends, 2, 30));
+  vat_ref *kid2 = kid_ref(2);
+  test_quiesce(sys);
+  ck_assert(vat_is_atom(vat_ref_exit_reason(sup), vat_atom_killed()));
+  for (int i = 0; i < 2; i++)
+    ck_assert(vat_is_atom(vat_ref_exit_reason(kid_ref(i)), vat_atom_killed()));
+  /* The one it had unlinked traps exits and outlives it, as in OTP. */
+  ck_assert(!vat_ref_is_dead(kid2));
+}
+END_TEST
+
 typedef struct owner {
   vat_ref *sup;
   const vat_sup_spec *spec;
@@ -320,8 +357,7 @@ START_TEST(parent_exit_shuts_down) {
   vat_ref *oref;
   owner *o;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(owner)}, &oref,
-      (void **)&o));
+      sys, &(vat_entity_def){.state_size = sizeof(owner)}, &oref, (void **)&o));
   o->spec = &spec;
   ck_assert_vat_ok(vat_host_send(oref, owner_start, NULL));
   ck_assert(test_wait_u64(&total_starts, 3, 30));
@@ -330,12 +366,72 @@ START_TEST(parent_exit_shuts_down) {
   ck_assert(test_wait_u64(&total_ends, 3, 30));
   test_quiesce(sys);
   ck_assert_str_eq(trace(mark), "E2 E1 E0");
-  ck_assert(vat_is_atom(vat_ref_exit_reason(o->sup),
-                        vat_atom_intern("owner_gone")));
+  ck_assert(
+      vat_is_atom(vat_ref_exit_reason(o->sup), vat_atom_intern("owner_gone")));
 }
 END_TEST
 
-/* --- which_children ---------------------------------------------------- */
+START_TEST(failed_start_at_init) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 3, 5);
+  fail_start[2] = true;
+  vat_ref *sup;
+  ck_assert_vat_ok(vat_host_supervisor_start(sys, &spec, &sup));
+  ck_assert(test_wait_u64(&total_ends, 2, 30));
+  test_quiesce(sys);
+  /* The children started so far are shut down, newest first. */
+  ck_assert_str_eq(trace(0), "S0 S1 E1 E0");
+  ck_assert(vat_is_atom(vat_ref_exit_reason(sup), vat_atom_shutdown()));
+}
+END_TEST
+
+/* A supervisor as a child: given for ever to shut down, it shuts its own
+ * children down first. */
+static vat_child_spec inner_specs[2];
+static vat_sup_spec inner_spec;
+static _Atomic(vat_ref *) inner_ref;
+
+static int start_inner(vat_turn *turn, void *arg, vat_ref **out) {
+  (void)arg;
+  int rc = vat_supervisor_start_link(turn, &inner_spec, out);
+  if (rc == VAT_OK)
+    atomic_store(&inner_ref, *out);
+  return rc;
+}
+
+START_TEST(nested_supervisors_shut_down_in_order) {
+  vat_system *sys = test_system(2);
+  inner_spec = make_spec(VAT_ONE_FOR_ONE, 3, 5);
+  for (int i = 0; i < 2; i++)
+    inner_specs[i] = specs[i + 1]; /* kids 1 and 2 */
+  inner_spec.children = inner_specs;
+  inner_spec.nchildren = 2;
+  vat_child_spec top_specs[2] = {
+      specs[0], /* kid 0 */
+      {.id = "inner",
+       .start = start_inner,
+       .restart = VAT_PERMANENT,
+       .shutdown_s = -1},
+  };
+  vat_sup_spec top = {.strategy = VAT_ONE_FOR_ONE,
+                      .max_restarts = 5,
+                      .max_seconds = 10,
+                      .children = top_specs,
+                      .nchildren = 2};
+  vat_ref *sup = start_sup(sys, &top, 3);
+  ck_assert_str_eq(trace(0), "S0 S1 S2");
+  /* A crash inside is handled inside. */
+  send_kid(2, kid_crash);
+  ck_assert(test_wait_u64(&total_starts, 4, 30));
+  uint64_t mark = atomic_load(&nevents);
+  stop_and_quiesce(sys, sup, 4);
+  ck_assert_str_eq(trace(mark), "E2 E1 E0");
+  vat_ref *inner = atomic_load(&inner_ref);
+  ck_assert(vat_is_atom(vat_ref_exit_reason(inner), vat_atom_shutdown()));
+}
+END_TEST
+
+/* --- which_children ------------------------------------------------------- */
 
 typedef struct asker {
   _Atomic uint64_t answered;
@@ -360,10 +456,8 @@ START_TEST(which_children) {
   vat_ref *aref;
   asker *a;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(asker)}, &aref,
-      (void **)&a));
-  ck_assert_vat_ok(vat_host_supervisor_which_children(sup, aref,
-                                                      got_children));
+      sys, &(vat_entity_def){.state_size = sizeof(asker)}, &aref, (void **)&a));
+  ck_assert_vat_ok(vat_host_supervisor_which_children(sup, aref, got_children));
   ck_assert(test_wait_u64(&a->answered, 1, 30));
   ck_assert_uint_eq(a->n, 3);
   for (int i = 0; i < 3; i++)
@@ -384,6 +478,9 @@ Suite *test_supervisor_suite(void) {
   tcase_add_test(tc, intensity_window_slides);
   tcase_add_test(tc, shutdown_timeout_then_kill);
   tcase_add_test(tc, parent_exit_shuts_down);
+  tcase_add_test(tc, killed_while_shutting_down);
+  tcase_add_test(tc, failed_start_at_init);
+  tcase_add_test(tc, nested_supervisors_shut_down_in_order);
   tcase_add_test(tc, which_children);
   suite_add_tcase(s, tc);
   return s;

@@ -18,10 +18,15 @@
  * notification with reason `noproc`. Each link and each monitor fires at
  * most once, and a monitor that was not removed fires exactly once.
  *
- * Every change to a vat's links, monitors and trap setting made in a turn
- * takes effect when that turn commits, in call order with its sends; a
- * failed turn changes nothing. Signals from one vat to another arrive in
- * the order they were committed, with its messages.
+ * Stop callbacks (vat_entity_def.on_stop) run when their vat ends, before
+ * its links and monitors fire, so whoever hears of the end sees their work
+ * done. They do not run for vats still alive when their system stops.
+ *
+ * Every change to a vat's links and monitors made in a turn takes effect
+ * when that turn commits, in call order with its sends; a failed turn
+ * changes nothing. (vat_trap_exit applies at once: a failed turn ends the
+ * vat anyway.) Signals from one vat to another arrive in the order they
+ * were committed, with its messages.
  *
  * Who may call: the functions taking a vat_turn are "inside a turn" (see
  * vat/core.h): VAT_ENOTINTURN outside one, VAT_ETURNFAILED once the turn
@@ -86,8 +91,10 @@ typedef void (*vat_down_fn)(vat_turn *turn, void *state, uint64_t monitor,
  *  Errors: VAT_EINVAL (NULL peer), VAT_ENOTINTURN, VAT_ETURNFAILED. */
 int vat_link(vat_turn *turn, vat_ref *peer);
 
-/** Removes the link with `peer`'s vat, if any, on both sides. No exit
- *  signal travelling along the removed link is acted on afterwards.
+/** Removes the link with `peer`'s vat, if any, on both sides (nothing
+ *  happens if the caller is not linked to it). No exit signal travelling
+ *  along the removed link is acted on afterwards, and when both sides
+ *  change the link at once they still end up agreeing.
  *  Inside a turn. Errors: as vat_link. */
 int vat_unlink(vat_turn *turn, vat_ref *peer);
 
