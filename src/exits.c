@@ -105,12 +105,13 @@ static _Atomic uint64_t next_monitor_id = 1;
 static _Atomic(const vat_atom *) atom_shutdown;
 
 const vat_atom *vat_atom_shutdown(void) {
-  /* Interning is idempotent: racing first calls store the same pointer. */
+  /* Interning is idempotent: racing first calls store the same pointer.
+   * Acquire/release: a thread that sees the pointer sees the atom. */
   const vat_atom *a =
-      atomic_load_explicit(&atom_shutdown, memory_order_relaxed);
+      atomic_load_explicit(&atom_shutdown, memory_order_acquire);
   if (a == NULL) {
     a = vat_atom_intern("shutdown");
-    atomic_store_explicit(&atom_shutdown, a, memory_order_relaxed);
+    atomic_store_explicit(&atom_shutdown, a, memory_order_release);
   }
   return a;
 }
