@@ -39,8 +39,12 @@ static void on_readable(uv_poll_t *h, int status, int events) {
   (void)events;
   drive(h->data);
 }
-static void on_timer(uv_timer_t *h) { drive(h->data); }
-static void on_again(uv_idle_t *h) { drive(h->data); }
+static void on_timer(uv_timer_t *h) {
+  drive(h->data);
+}
+static void on_again(uv_idle_t *h) {
+  drive(h->data);
+}
 
 /* Runs what is ready, then tells libuv when to call again. */
 static void drive(driver *d) {
@@ -53,8 +57,7 @@ static void drive(driver *d) {
   else
     uv_idle_stop(&d->again);
   if (ns >= 0)
-    uv_timer_start(&d->timer, on_timer, (uint64_t)((ns + 999999) / 1000000),
-                   0);
+    uv_timer_start(&d->timer, on_timer, (uint64_t)((ns + 999999) / 1000000), 0);
   else
     uv_timer_stop(&d->timer);
   if (!r.more && ns < 0) { /* nothing left to do: let uv_run return */

@@ -3,13 +3,13 @@
 #ifndef VAT_H
 #define VAT_H
 
-#include "vat/error.h"
-#include "vat/value.h"
 #include "vat/core.h"
-#include "vat/promise.h"
-#include "vat/timer.h"
+#include "vat/error.h"
 #include "vat/exits.h"
-#include "vat/supervisor.h"
 #include "vat/host.h"
+#include "vat/promise.h"
+#include "vat/supervisor.h"
+#include "vat/timer.h"
+#include "vat/value.h"
 
 #endif

@@ -5,7 +5,7 @@ const char *vat_strerror(int err) {
   switch (err) {
   case VAT_OK:
     return "success";
-#define VAT__ERRNO_TEXT(name, value, text)                                      \
+#define VAT__ERRNO_TEXT(name, value, text)                                     \
   case VAT_##name:                                                             \
     return text;
     VAT_ERRNO_MAP(VAT__ERRNO_TEXT)
@@ -18,7 +18,7 @@ const char *vat_err_name(int err) {
   switch (err) {
   case VAT_OK:
     return "VAT_OK";
-#define VAT__ERRNO_NAME(name, value, text)                                      \
+#define VAT__ERRNO_NAME(name, value, text)                                     \
   case VAT_##name:                                                             \
     return "VAT_" #name;
     VAT_ERRNO_MAP(VAT__ERRNO_NAME)

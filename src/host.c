@@ -42,8 +42,7 @@ void vat__host_close(vat_system *sys) {
 void vat__host_wake(vat_system *sys) {
   /* One write per run call at most: the flag is cleared by the run call
    * before it looks for work, so a push after that look writes again. */
-  if (atomic_exchange_explicit(&sys->wake_pending, true,
-                               memory_order_acq_rel))
+  if (atomic_exchange_explicit(&sys->wake_pending, true, memory_order_acq_rel))
     return;
   uint64_t one = 1;
   ssize_t n;
@@ -217,22 +216,21 @@ int vat_system_run_until_quiescent(vat_system *sys, uint64_t max_turns,
 
 bool vat__host_drain(vat_system *sys, double timeout_s) {
   /* Wait out a run call on another thread: it sees CLOSING and returns. */
-  while (atomic_exchange_explicit(&sys->host_running, true,
-                                  memory_order_acquire))
+  while (
+      atomic_exchange_explicit(&sys->host_running, true, memory_order_acquire))
     sched_yield();
-  uint64_t deadline = monotonic_ns() + (uint64_t)(timeout_s > 0
-                                                      ? timeout_s * 1e9
-                                                      : 0);
+  uint64_t deadline =
+      monotonic_ns() + (uint64_t)(timeout_s > 0 ? timeout_s * 1e9 : 0);
   vat_run_result res = {0};
   do {
     run_ready(sys, 0, 1000000, &res);
   } while ((res.more ||
             atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst)) &&
            monotonic_ns() < deadline);
-  bool quiet = !res.more &&
-               atomic_load_explicit(&sys->host_inflight,
-                                    memory_order_seq_cst) == 0 &&
-               !ready(sys->workers[0]);
+  bool quiet =
+      !res.more &&
+      atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) == 0 &&
+      !ready(sys->workers[0]);
   leave(sys);
   return quiet;
 }

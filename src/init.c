@@ -33,7 +33,9 @@ int vat_init(void) {
   return VAT_OK;
 }
 
-void vat__mark_thread_registered(void) { thread_registered = true; }
+void vat__mark_thread_registered(void) {
+  thread_registered = true;
+}
 
 static bool initialised(void) {
   return atomic_load_explicit(&initialized, memory_order_acquire);
@@ -90,6 +92,12 @@ int vat__check_turn(vat_turn *turn) {
   return VAT_OK;
 }
 
-const vat_atom *vat_atom_normal(void) { return vat__atom_normal; }
-const vat_atom *vat_atom_killed(void) { return vat__atom_killed; }
-const vat_atom *vat_atom_noproc(void) { return vat__atom_noproc; }
+const vat_atom *vat_atom_normal(void) {
+  return vat__atom_normal;
+}
+const vat_atom *vat_atom_killed(void) {
+  return vat__atom_killed;
+}
+const vat_atom *vat_atom_noproc(void) {
+  return vat__atom_noproc;
+}

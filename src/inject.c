@@ -8,7 +8,9 @@ void vat__inject_init(vat__inject *q) {
   atomic_init(&q->size, 0);
 }
 
-void vat__inject_destroy(vat__inject *q) { pthread_mutex_destroy(&q->lock); }
+void vat__inject_destroy(vat__inject *q) {
+  pthread_mutex_destroy(&q->lock);
+}
 
 void vat__inject_push(vat__inject *q, vat__vat *first, vat__vat *last,
                       uint32_t n) {

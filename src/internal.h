@@ -70,7 +70,9 @@ struct vat_entity {
   vat_receive_fn receive;
 };
 
-static inline void *vat__state(vat_ref *e) { return e + 1; }
+static inline void *vat__state(vat_ref *e) {
+  return e + 1;
+}
 
 struct vat__vat {
   /* Hot: touched by every message. */
@@ -131,10 +133,10 @@ struct vat_system {
   vat__worker **workers;
   unsigned nworkers;
   bool host_driven;
-  int wake_fd;                /* host-driven: eventfd, readable on work */
-  _Atomic bool wake_pending;  /* an unread write is on wake_fd */
-  _Atomic bool host_running;  /* a thread is inside vat_system_run() */
-  uint64_t det_rng;           /* deterministic mode's generator */
+  int wake_fd;               /* host-driven: eventfd, readable on work */
+  _Atomic bool wake_pending; /* an unread write is on wake_fd */
+  _Atomic bool host_running; /* a thread is inside vat_system_run() */
+  uint64_t det_rng;          /* deterministic mode's generator */
   vat__inject inject;
   vat__msgdepot depot; /* free message nodes shared by the workers */
   _Atomic int state;
@@ -178,8 +180,7 @@ extern VAT__TLS vat_turn *vat__current_turn;
 extern VAT__TLS vat__worker *vat__current_worker;
 
 /* init.c */
-extern const vat_atom *vat__atom_normal, *vat__atom_killed,
-    *vat__atom_noproc;
+extern const vat_atom *vat__atom_normal, *vat__atom_killed, *vat__atom_noproc;
 int vat__check_host(void);
 int vat__check_turn(vat_turn *turn);
 void vat__mark_thread_registered(void);

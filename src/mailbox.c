@@ -32,8 +32,8 @@ bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
    * to the consumer's acquire load of `top`; acquire orders this push after
    * the previous owner of `top` — the consumer's CAS to IDLE included — so
    * the vat is scheduled at most once per IDLE. */
-  vat__msg *below = atomic_exchange_explicit(&mb->top, last,
-                                             memory_order_acq_rel);
+  vat__msg *below =
+      atomic_exchange_explicit(&mb->top, last, memory_order_acq_rel);
   /* Release pairs with the consumer's acquire load while it waits for this
    * link. */
   atomic_store_explicit(&first->next, below, memory_order_release);

@@ -7,10 +7,10 @@
 #include "vat_gc.h"
 
 enum {
-  SLAB_NODES = 256,   /* ~12 KiB: one collector allocation per refill */
-  BATCH = 1024,       /* nodes moved to or from the depot at once */
+  SLAB_NODES = 256,     /* ~12 KiB: one collector allocation per refill */
+  BATCH = 1024,         /* nodes moved to or from the depot at once */
   POOL_CAP = 2 * BATCH, /* a worker keeps at most this many free nodes */
-  DEPOT_CAP = 64,     /* batches the depot keeps at most (~3 MiB) */
+  DEPOT_CAP = 64,       /* batches the depot keeps at most (~3 MiB) */
 };
 
 void vat__msgdepot_init(vat__msgdepot *depot) {

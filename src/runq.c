@@ -84,8 +84,7 @@ vat__vat *vat__runq_steal(vat__runq *into, vat__runq *from) {
     for (uint32_t i = 0; i < n; i++) {
       vat__vat *v =
           atomic_load_explicit(SLOT(from, head + i), memory_order_relaxed);
-      atomic_store_explicit(SLOT(into, into_tail + i), v,
-                            memory_order_relaxed);
+      atomic_store_explicit(SLOT(into, into_tail + i), v, memory_order_relaxed);
     }
     /* acq_rel: acquire the victim's state; release tells the victim (and
      * other thieves) these slots are ours. */
@@ -94,11 +93,10 @@ vat__vat *vat__runq_steal(vat__runq *into, vat__runq *from) {
                                                 memory_order_relaxed)) {
       /* Keep the newest stolen vat to run now; publish the rest. */
       n--;
-      vat__vat *run = atomic_load_explicit(SLOT(into, into_tail + n),
-                                           memory_order_relaxed);
+      vat__vat *run =
+          atomic_load_explicit(SLOT(into, into_tail + n), memory_order_relaxed);
       if (n > 0)
-        atomic_store_explicit(&into->tail, into_tail + n,
-                              memory_order_release);
+        atomic_store_explicit(&into->tail, into_tail + n, memory_order_release);
       return run;
     }
   }

@@ -82,8 +82,7 @@ void vat__dead_letter(vat__worker *w, vat__msg *m) {
   if (w != NULL && w->sys == sys)
     vat__count(&w->dead_letters, 1);
   else
-    atomic_fetch_add_explicit(&sys->ext_dead_letters, 1,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&sys->ext_dead_letters, 1, memory_order_relaxed);
   call_hook(sys, m);
 }
 
@@ -125,8 +124,8 @@ static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
     drop_chain(w, first, last);
   else if (vat__mailbox_push_chain(&to->mailbox, first, last))
     vat__schedule_external(sys, to);
-  if (atomic_fetch_sub_explicit(&sys->host_inflight, 1,
-                                memory_order_seq_cst) == 1 &&
+  if (atomic_fetch_sub_explicit(&sys->host_inflight, 1, memory_order_seq_cst) ==
+          1 &&
       vat__system_state(sys) == VAT__CLOSING)
     vat__notify_quiet(sys);
   return rc;

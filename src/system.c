@@ -74,8 +74,7 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
 bool vat__quiescent_locked(vat_system *sys) {
   return atomic_load_explicit(&sys->parked, memory_order_seq_cst) ==
              sys->nworkers &&
-         atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) ==
-             0 &&
+         atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) == 0 &&
          vat__inject_size(&sys->inject) == 0;
 }
 

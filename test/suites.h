@@ -4,7 +4,7 @@
 
 #include <check.h>
 
-#define VAT_TEST_SUITES(X)                                                      \
+#define VAT_TEST_SUITES(X)                                                     \
   X(error)                                                                     \
   X(value)                                                                     \
   X(mailbox)                                                                   \

@@ -14,9 +14,13 @@ void test_record_bad_call(const char *expr, int rc, const char *file,
             vat_err_name(rc), vat_strerror(rc));
 }
 
-uint64_t test_bad_calls(void) { return atomic_load(&bad_calls); }
+uint64_t test_bad_calls(void) {
+  return atomic_load(&bad_calls);
+}
 
-void test_init(void) { ck_assert_vat_ok(vat_init()); }
+void test_init(void) {
+  ck_assert_vat_ok(vat_init());
+}
 
 TCase *test_case(const char *name, double timeout_s) {
   TCase *tc = tcase_create(name);
@@ -62,8 +66,8 @@ uint64_t test_seed(const char *test_name) {
   }
   if (seed == 0)
     seed = 1;
-  fprintf(stderr, "%s: seed %" PRIu64 " (replay with VAT_TEST_SEED=%" PRIu64
-                  ")\n",
+  fprintf(stderr,
+          "%s: seed %" PRIu64 " (replay with VAT_TEST_SEED=%" PRIu64 ")\n",
           test_name, seed, seed);
   return seed;
 }

@@ -24,7 +24,7 @@ void test_init(void);
 TCase *test_case(const char *name, double timeout_s);
 
 /** Asserts a libvat call returned VAT_OK, printing the code's name if not. */
-#define ck_assert_vat_ok(expr)                                                  \
+#define ck_assert_vat_ok(expr)                                                 \
   do {                                                                         \
     int vat__rc = (expr);                                                      \
     ck_assert_msg(vat__rc == VAT_OK, "%s returned %s (%s)", #expr,             \
@@ -32,7 +32,7 @@ TCase *test_case(const char *name, double timeout_s);
   } while (0)
 
 /** Asserts a libvat call returned the error `code`. */
-#define ck_assert_vat_err(expr, code)                                           \
+#define ck_assert_vat_err(expr, code)                                          \
   do {                                                                         \
     int vat__rc = (expr);                                                      \
     ck_assert_msg(vat__rc == (code), "%s returned %s, expected %s", #expr,     \
@@ -43,15 +43,14 @@ TCase *test_case(const char *name, double timeout_s);
  *  are too slow for hot loops (each one writes to a file) and would end the
  *  test from a worker thread. A failure is counted and the first few are
  *  printed; test_quiesce() asserts the count is zero. */
-#define expect_vat_ok(expr)                                                     \
+#define expect_vat_ok(expr)                                                    \
   do {                                                                         \
     int vat__rc = (expr);                                                      \
     if (vat__rc != VAT_OK)                                                     \
       test_record_bad_call(#expr, vat__rc, __FILE__, __LINE__);                \
   } while (0)
 
-void test_record_bad_call(const char *expr, int rc, const char *file,
-                          int line);
+void test_record_bad_call(const char *expr, int rc, const char *file, int line);
 /** How many expect_vat_ok checks failed so far in this test process. */
 uint64_t test_bad_calls(void);
 

@@ -35,9 +35,9 @@ static vat_system *host_system(bool deterministic, uint64_t seed) {
 
 static vat_ref *spawn_counter(vat_system *sys, counter **state) {
   vat_ref *ref;
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(counter)}, &ref,
-      (void **)state));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(counter)},
+                     &ref, (void **)state));
   return ref;
 }
 
@@ -155,7 +155,8 @@ START_TEST(idle_embedded_host_does_not_spin) {
 }
 END_TEST
 
-/* --- Mixed use ------------------------------------------------------------- */
+/* --- Mixed use -------------------------------------------------------------
+ */
 
 typedef struct relay {
   vat_ref *peer;
@@ -176,9 +177,9 @@ START_TEST(host_driven_and_threaded_systems_talk) {
   relay *ra, *rb;
   ck_assert_vat_ok(vat_host_spawn(
       host, &(vat_entity_def){.state_size = sizeof(relay)}, &a, (void **)&ra));
-  ck_assert_vat_ok(vat_host_spawn(threaded,
-                                  &(vat_entity_def){.state_size = sizeof(relay)},
-                                  &b, (void **)&rb));
+  ck_assert_vat_ok(
+      vat_host_spawn(threaded, &(vat_entity_def){.state_size = sizeof(relay)},
+                     &b, (void **)&rb));
   ra->peer = b;
   rb->peer = a;
   ck_assert_vat_ok(vat_host_send(a, relay_back, (void *)(uintptr_t)100));
@@ -198,7 +199,8 @@ START_TEST(host_driven_and_threaded_systems_talk) {
 }
 END_TEST
 
-/* --- Errors ---------------------------------------------------------------- */
+/* --- Errors ----------------------------------------------------------------
+ */
 
 typedef struct in_turn {
   vat_system *sys;
@@ -223,9 +225,9 @@ START_TEST(run_errors) {
   ck_assert_vat_err(vat_system_next_timer(host, NULL), VAT_EINVAL);
   vat_ref *ref;
   in_turn *t;
-  ck_assert_vat_ok(vat_host_spawn(
-      host, &(vat_entity_def){.state_size = sizeof(in_turn)}, &ref,
-      (void **)&t));
+  ck_assert_vat_ok(
+      vat_host_spawn(host, &(vat_entity_def){.state_size = sizeof(in_turn)},
+                     &ref, (void **)&t));
   t->sys = host;
   ck_assert_vat_ok(vat_host_send(ref, run_from_turn, NULL));
   ck_assert_vat_ok(vat_system_run(host, 0, 0, NULL));
@@ -264,9 +266,9 @@ START_TEST(one_runner_at_a_time) {
   sem_init(&release, 0, 0);
   vat_ref *ref;
   blocker *b;
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(blocker)}, &ref,
-      (void **)&b));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(blocker)},
+                     &ref, (void **)&b));
   b->entered = &entered;
   b->release = &release;
   ck_assert_vat_ok(vat_host_send(ref, block_in_turn, NULL));
@@ -291,7 +293,8 @@ START_TEST(shutdown_runs_a_host_driven_system_dry) {
 }
 END_TEST
 
-/* --- Deterministic mode ----------------------------------------------------- */
+/* --- Deterministic mode -----------------------------------------------------
+ */
 
 enum { PRODUCERS = 6, ROUNDS = 12, TRACE_MAX = PRODUCERS * ROUNDS * 2 };
 
@@ -329,14 +332,13 @@ static void trace_with_seed(uint64_t seed, logger *out) {
   vat_ref *log;
   logger *l;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(logger)}, &log,
-      (void **)&l));
+      sys, &(vat_entity_def){.state_size = sizeof(logger)}, &log, (void **)&l));
   for (int i = 0; i < PRODUCERS; i++) {
     vat_ref *ref;
     producer *p;
-    ck_assert_vat_ok(vat_host_spawn(
-        sys, &(vat_entity_def){.state_size = sizeof(producer)}, &ref,
-        (void **)&p));
+    ck_assert_vat_ok(
+        vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(producer)},
+                       &ref, (void **)&p));
     p->log = log;
     p->id = (uint8_t)i;
     ck_assert_vat_ok(vat_host_send(ref, produce, NULL));

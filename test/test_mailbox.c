@@ -252,8 +252,7 @@ static uint32_t below(uint64_t *s, uint32_t n) {
 
 /* Records the first failure; threads other than the test's own cannot
  * use ck_assert. */
-static void fail_at(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
+static void fail_at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 static void fail_at(const char *fmt, ...) {
   int was = 0;

@@ -30,8 +30,8 @@ START_TEST(million_short_lived_vats_leave_heap_bounded) {
     for (int i = 0; i < BATCH; i++) {
       vat_ref *ref;
       /* Check's assertions cost a file write each: too slow for 2M calls. */
-      expect_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 64},
-                                   &ref, NULL));
+      expect_vat_ok(
+          vat_host_spawn(sys, &(vat_entity_def){.state_size = 64}, &ref, NULL));
       expect_vat_ok(vat_host_send(ref, run_once_and_stop, t));
     }
     ck_assert(test_wait_u64(&t->finished, (b + 1) * BATCH, 60));
@@ -51,8 +51,7 @@ START_TEST(million_short_lived_vats_leave_heap_bounded) {
   fprintf(stderr,
           "million_short_lived_vats: live heap %zu KiB after 100k vats, "
           "at most %zu KiB over 1M; heap size %zu KiB\n",
-          heap_after_warmup / 1024, heap_max / 1024,
-          GC_get_heap_size() / 1024);
+          heap_after_warmup / 1024, heap_max / 1024, GC_get_heap_size() / 1024);
   /* A million vats of ~150 bytes would be ~150 MB if any registry pinned
    * them; reclaimed, the live heap stays near one batch's worth. */
   ck_assert_uint_lt(heap_max, 16u << 20);
@@ -71,8 +70,8 @@ START_TEST(unreferenced_idle_vat_is_collected) {
   void **links = GC_MALLOC_ATOMIC(N * sizeof *links);
   for (int i = 0; i < N; i++) {
     vat_ref *ref;
-    ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = 16},
-                                    &ref, NULL));
+    ck_assert_vat_ok(
+        vat_host_spawn(sys, &(vat_entity_def){.state_size = 16}, &ref, NULL));
     links[i] = ref; /* atomic memory: this does not keep it alive */
     ck_assert_int_eq(GC_general_register_disappearing_link(&links[i], ref), 0);
   }

@@ -39,7 +39,7 @@ static void send_burst(vat_turn *turn, void *state, void *arg) {
   sender *s = state;
   for (int i = 0; i < BURST && s->sent < PER_SENDER; i++, s->sent++)
     expect_vat_ok(vat_send(turn, s->to, receive_seq,
-                              (void *)(uintptr_t)(s->index << 32 | s->sent)));
+                           (void *)(uintptr_t)(s->index << 32 | s->sent)));
   if (s->sent < PER_SENDER)
     expect_vat_ok(vat_send(turn, vat_self(turn), send_burst, NULL));
 }
@@ -49,12 +49,14 @@ START_TEST(per_pair_order_between_vats) {
   vat_ref *rref;
   receiver *r;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL}, &rref, (void **)&r));
+      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL},
+      &rref, (void **)&r));
   for (uint64_t i = 0; i < SENDERS; i++) {
     vat_ref *sref;
     sender *s;
     ck_assert_vat_ok(vat_host_spawn(
-        sys, &(vat_entity_def){.state_size = sizeof(sender), .receive = NULL}, &sref, (void **)&s));
+        sys, &(vat_entity_def){.state_size = sizeof(sender), .receive = NULL},
+        &sref, (void **)&s));
     s->to = rref;
     s->index = i;
     ck_assert_vat_ok(vat_host_send(sref, send_burst, NULL));
@@ -96,7 +98,8 @@ START_TEST(host_threads_send_concurrently_in_order) {
   vat_ref *rref;
   receiver *r;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL}, &rref, (void **)&r));
+      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL},
+      &rref, (void **)&r));
   pthread_t threads[HOST_THREADS];
   host_job jobs[HOST_THREADS];
   for (uint64_t i = 0; i < HOST_THREADS; i++) {
@@ -128,7 +131,8 @@ START_TEST(unregistered_thread_is_refused) {
   vat_ref *rref;
   receiver *r;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL}, &rref, (void **)&r));
+      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL},
+      &rref, (void **)&r));
   host_job job = {.to = rref};
   pthread_t t;
   ck_assert_int_eq(pthread_create(&t, NULL, unregistered_send, &job), 0);
@@ -144,7 +148,8 @@ START_TEST(host_send_bad_arguments) {
   vat_system *sys = test_system(1);
   vat_ref *rref;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL}, &rref, NULL));
+      sys, &(vat_entity_def){.state_size = sizeof(receiver), .receive = NULL},
+      &rref, NULL));
   ck_assert_vat_err(vat_host_send(NULL, receive_seq, NULL), VAT_EINVAL);
   ck_assert_vat_err(vat_host_send(rref, NULL, NULL), VAT_EINVAL);
   ck_assert_vat_err(vat_host_send_msg(NULL, vat_atom_intern("x"), vat_null()),
@@ -180,8 +185,7 @@ static void dyn_receive(vat_turn *turn, void *state, const vat_atom *selector,
     d->total += n;
   else if (selector == d->get)
     expect_vat_ok(vat_send_msg(turn, vat_value_ref(value),
-                                  vat_atom_intern("total"),
-                                  vat_int(d->total)));
+                               vat_atom_intern("total"), vat_int(d->total)));
   else
     d->unknown++;
 }
@@ -190,10 +194,12 @@ START_TEST(dynamic_messages_dispatch_by_selector) {
   vat_system *sys = test_system(2);
   vat_ref *acc, *asker, *plain;
   dyn *a, *q;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(dyn), .receive = dyn_receive},
-                                  &acc, (void **)&a));
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(dyn), .receive = on_total},
-                                  &asker, (void **)&q));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(dyn), .receive = dyn_receive},
+      &acc, (void **)&a));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(dyn), .receive = on_total},
+      &asker, (void **)&q));
   ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){0}, &plain, NULL));
   a->add = vat_atom_intern("add");
   a->get = vat_atom_intern("get");
@@ -211,7 +217,8 @@ START_TEST(dynamic_messages_dispatch_by_selector) {
 }
 END_TEST
 
-/* --- Dead letters ---------------------------------------------------------- */
+/* --- Dead letters ----------------------------------------------------------
+ */
 
 typedef struct hook_log {
   _Atomic uint64_t calls;
@@ -257,8 +264,9 @@ START_TEST(dead_letters_counted_and_hooked) {
   vat_ref *victim, *pref;
   poker *p;
   ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){0}, &victim, NULL));
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(poker), .receive = NULL},
-                                  &pref, (void **)&p));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(poker), .receive = NULL},
+      &pref, (void **)&p));
   p->target = victim;
   ck_assert_vat_ok(vat_host_send(victim, stop_now, NULL));
   vat_stats st;
@@ -268,8 +276,8 @@ START_TEST(dead_letters_counted_and_hooked) {
   ck_assert(vat_ref_is_dead(victim));
   for (int i = 0; i < 5; i++)
     ck_assert_vat_ok(vat_host_send(victim, stop_now, NULL));
-  ck_assert_vat_ok(vat_host_send_msg(victim, vat_atom_intern("late"),
-                                     vat_int(1)));
+  ck_assert_vat_ok(
+      vat_host_send_msg(victim, vat_atom_intern("late"), vat_int(1)));
   ck_assert_vat_ok(vat_host_send(pref, poke_from_turn, NULL));
   test_quiesce(sys);
   st = test_stats(sys);
@@ -280,7 +288,8 @@ START_TEST(dead_letters_counted_and_hooked) {
 }
 END_TEST
 
-/* --- Between systems ------------------------------------------------------- */
+/* --- Between systems -------------------------------------------------------
+ */
 
 typedef struct pinger {
   vat_ref *peer;
@@ -309,8 +318,9 @@ START_TEST(sends_between_systems) {
   vat_system *a = test_system(1), *b = test_system(2);
   vat_ref *pinger_ref, *ponger;
   pinger *p;
-  ck_assert_vat_ok(vat_host_spawn(a, &(vat_entity_def){.state_size = sizeof(pinger), .receive = NULL},
-                                  &pinger_ref, (void **)&p));
+  ck_assert_vat_ok(vat_host_spawn(
+      a, &(vat_entity_def){.state_size = sizeof(pinger), .receive = NULL},
+      &pinger_ref, (void **)&p));
   ck_assert_vat_ok(vat_host_spawn(b, &(vat_entity_def){0}, &ponger, NULL));
   p->peer = ponger;
   p->rounds_left = 10000 / TEST_SCALE;

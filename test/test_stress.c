@@ -33,10 +33,10 @@ static void hop(vat_turn *turn, void *state, void *arg) {
      * zero-hop messages that end where they land. */
     unsigned extra = (unsigned)(test_rand(&h->rng) % 3);
     for (unsigned i = 0; i < extra; i++)
-      expect_vat_ok(vat_send(turn, h->all[test_rand(&h->rng) % h->count],
-                                hop, (void *)0));
-    expect_vat_ok(vat_send(turn, h->all[test_rand(&h->rng) % h->count],
-                              hop, (void *)(left - 1)));
+      expect_vat_ok(vat_send(turn, h->all[test_rand(&h->rng) % h->count], hop,
+                             (void *)0));
+    expect_vat_ok(vat_send(turn, h->all[test_rand(&h->rng) % h->count], hop,
+                           (void *)(left - 1)));
   }
   atomic_store_explicit(&h->busy, 0, memory_order_release);
 }
@@ -74,9 +74,9 @@ static void one_round(uint64_t *rng, int round) {
   vat_ref **all = GC_MALLOC(vats * sizeof *all);
   hopper **states = GC_MALLOC(vats * sizeof *states);
   for (uint64_t i = 0; i < vats; i++) {
-    ck_assert_vat_ok(vat_host_spawn(
-        sys, &(vat_entity_def){.state_size = sizeof(hopper)}, &all[i],
-        (void **)&states[i]));
+    ck_assert_vat_ok(
+        vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(hopper)},
+                       &all[i], (void **)&states[i]));
     states[i]->all = all;
     states[i]->count = vats;
     states[i]->rng = test_rand(rng) | 1;
@@ -85,8 +85,8 @@ static void one_round(uint64_t *rng, int round) {
   pthread_t threads[INJECTORS];
   injector jobs[INJECTORS];
   for (int i = 0; i < INJECTORS; i++) {
-    jobs[i] = (injector){all, vats, tokens / INJECTORS, hops,
-                         test_rand(rng) | 1, 0};
+    jobs[i] =
+        (injector){all, vats, tokens / INJECTORS, hops, test_rand(rng) | 1, 0};
     ck_assert_int_eq(pthread_create(&threads[i], NULL, inject_tokens, &jobs[i]),
                      0);
   }

@@ -99,10 +99,12 @@ START_TEST(shutdown_waits_for_work_in_flight) {
   bouncer *states[2 * PAIRS];
   for (int i = 0; i < PAIRS; i++) {
     vat_ref *a, *b;
-    ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(bouncer)},
-                                    &a, (void **)&states[2 * i]));
-    ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(bouncer)},
-                                    &b, (void **)&states[2 * i + 1]));
+    ck_assert_vat_ok(
+        vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(bouncer)},
+                       &a, (void **)&states[2 * i]));
+    ck_assert_vat_ok(
+        vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(bouncer)},
+                       &b, (void **)&states[2 * i + 1]));
     states[2 * i]->peer = b;
     states[2 * i + 1]->peer = a;
     ck_assert_vat_ok(vat_host_send(a, bounce, (void *)(uintptr_t)BOUNCES));
@@ -169,12 +171,12 @@ START_TEST(several_systems_coexist) {
     systems[s] = test_system(1 + s % 2);
     for (int i = 0; i < PAIRS; i++) {
       vat_ref *a, *b;
-      ck_assert_vat_ok(vat_host_spawn(systems[s],
-                                      &(vat_entity_def){.state_size = sizeof(bouncer)}, &a,
-                                      (void **)&states[s][2 * i]));
-      ck_assert_vat_ok(vat_host_spawn(systems[s],
-                                      &(vat_entity_def){.state_size = sizeof(bouncer)}, &b,
-                                      (void **)&states[s][2 * i + 1]));
+      ck_assert_vat_ok(vat_host_spawn(
+          systems[s], &(vat_entity_def){.state_size = sizeof(bouncer)}, &a,
+          (void **)&states[s][2 * i]));
+      ck_assert_vat_ok(vat_host_spawn(
+          systems[s], &(vat_entity_def){.state_size = sizeof(bouncer)}, &b,
+          (void **)&states[s][2 * i + 1]));
       states[s][2 * i]->peer = b;
       states[s][2 * i + 1]->peer = a;
       ck_assert_vat_ok(vat_host_send(a, bounce, (void *)(uintptr_t)BOUNCES));

@@ -17,9 +17,9 @@ static void hit(vat_turn *turn, void *state, void *arg) {
 
 static vat_ref *spawn_counter(vat_system *sys, counter **state) {
   vat_ref *ref;
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(counter)}, &ref,
-      (void **)state));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(counter)},
+                     &ref, (void **)state));
   return ref;
 }
 
@@ -38,8 +38,9 @@ static void send_then_fail(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   failer *f = state;
   expect_vat_ok(vat_send(turn, f->peer, hit, NULL));
-  expect_vat_ok(vat_spawn(turn, &(vat_entity_def){.state_size = sizeof(counter), .receive = NULL},
-                             &f->child, NULL));
+  expect_vat_ok(vat_spawn(
+      turn, &(vat_entity_def){.state_size = sizeof(counter), .receive = NULL},
+      &f->child, NULL));
   expect_vat_ok(vat_send(turn, f->child, hit, NULL));
   f->fail_null = vat_fail(turn, vat_null());
   expect_vat_ok(vat_fail(turn, vat_atom_named("boom")));
@@ -54,8 +55,9 @@ START_TEST(failed_turn_commits_nothing) {
   vat_ref *peer = spawn_counter(sys, &peer_state);
   vat_ref *ref;
   failer *f;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(failer), .receive = NULL},
-                                  &ref, (void **)&f));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(failer), .receive = NULL},
+      &ref, (void **)&f));
   f->peer = peer;
   ck_assert_vat_ok(vat_host_send(ref, send_then_fail, NULL));
   /* A later message to the dead vat is a dead letter. */
@@ -71,8 +73,8 @@ START_TEST(failed_turn_commits_nothing) {
   ck_assert(vat_is_atom(vat_ref_exit_reason(ref), vat_atom_intern("boom")));
   /* The vat spawned by the failed turn never ran and died with its reason. */
   ck_assert(vat_ref_is_dead(f->child));
-  ck_assert(vat_is_atom(vat_ref_exit_reason(f->child),
-                        vat_atom_intern("boom")));
+  ck_assert(
+      vat_is_atom(vat_ref_exit_reason(f->child), vat_atom_intern("boom")));
   vat_stats st = test_stats(sys);
   ck_assert_uint_eq(st.delivered, 1);
   ck_assert_uint_eq(st.dead_letters, 1);
@@ -104,7 +106,8 @@ START_TEST(stop_commits_then_ends_normally) {
   vat_ref *ref;
   stopper *s;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(stopper), .receive = NULL}, &ref, (void **)&s));
+      sys, &(vat_entity_def){.state_size = sizeof(stopper), .receive = NULL},
+      &ref, (void **)&s));
   s->peer = peer;
   ck_assert(!vat_ref_is_dead(ref));
   ck_assert(vat_is_null(vat_ref_exit_reason(ref)));
@@ -147,8 +150,9 @@ START_TEST(host_calls_refused_inside_a_turn) {
   vat_system *sys = test_system(1);
   vat_ref *ref;
   misuse *m;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(misuse), .receive = NULL},
-                                  &ref, (void **)&m));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(misuse), .receive = NULL},
+      &ref, (void **)&m));
   ck_assert_vat_ok(vat_host_send(ref, try_host_calls, sys));
   test_quiesce(sys);
   ck_assert_int_eq(m->host_send, VAT_EINTURN);
@@ -209,7 +213,8 @@ START_TEST(bad_arguments_in_a_turn) {
   vat_ref *ref;
   bad_args *b;
   ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(bad_args), .receive = NULL}, &ref, (void **)&b));
+      sys, &(vat_entity_def){.state_size = sizeof(bad_args), .receive = NULL},
+      &ref, (void **)&b));
   ck_assert_vat_ok(vat_host_send(ref, try_bad_args, NULL));
   test_quiesce(sys);
   ck_assert_int_eq(b->send_null_to, VAT_EINVAL);
@@ -236,9 +241,9 @@ static void make_entities(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   owner *o = state;
   for (int i = 0; i < ENTITIES; i++)
-    expect_vat_ok(vat_entity_new(
-        turn, &(vat_entity_def){.state_size = sizeof(counter)},
-        &o->entities[i], (void **)&o->states[i]));
+    expect_vat_ok(
+        vat_entity_new(turn, &(vat_entity_def){.state_size = sizeof(counter)},
+                       &o->entities[i], (void **)&o->states[i]));
   atomic_store_explicit(&o->ready, 1, memory_order_release);
 }
 
@@ -246,8 +251,9 @@ START_TEST(many_entities_per_vat) {
   vat_system *sys = test_system(2);
   vat_ref *ref;
   owner *o;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(owner), .receive = NULL},
-                                  &ref, (void **)&o));
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(owner), .receive = NULL},
+      &ref, (void **)&o));
   ck_assert_vat_ok(vat_host_send(ref, make_entities, NULL));
   ck_assert(test_wait_u64(&o->ready, 1, 30));
   for (int r = 0; r < HITS_EACH; r++)

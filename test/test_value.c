@@ -24,7 +24,9 @@ static const char *fmt(vat_value v) {
   return buf;
 }
 
-static int sign(int c) { return (c > 0) - (c < 0); }
+static int sign(int c) {
+  return (c > 0) - (c < 0);
+}
 
 /* --- Atoms ------------------------------------------------------------- */
 

@@ -7,20 +7,20 @@
 #ifndef VAT_ERROR_H
 #define VAT_ERROR_H
 
-#define VAT_ERRNO_MAP(X)                                                        \
-  X(EINVAL, -1, "invalid argument")                                           \
-  X(ENOTINTURN, -2, "call is only valid inside a turn of the calling vat")    \
-  X(EINTURN, -3, "call may not be made from inside a turn")                   \
-  X(ENOTREGISTERED, -4, "calling thread is not registered with the library")  \
-  X(ENOTINIT, -5, "vat_init() has not been called")                           \
-  X(ECLOSED, -6, "system is shutting down or destroyed")                      \
-  X(ETURNFAILED, -7, "the current turn has already failed")                   \
-  X(ETIMEDOUT, -8, "deadline passed")                                         \
-  X(ENOMEM, -9, "out of memory")                                              \
-  X(EBUSY, -10, "resource busy")                                              \
-  X(ENOTSUP, -11, "operation not supported in this configuration")            \
-  X(ENOTFOUND, -12, "no such item")                                           \
-  X(ETYPE, -13, "value has the wrong type")                                   \
+#define VAT_ERRNO_MAP(X)                                                       \
+  X(EINVAL, -1, "invalid argument")                                            \
+  X(ENOTINTURN, -2, "call is only valid inside a turn of the calling vat")     \
+  X(EINTURN, -3, "call may not be made from inside a turn")                    \
+  X(ENOTREGISTERED, -4, "calling thread is not registered with the library")   \
+  X(ENOTINIT, -5, "vat_init() has not been called")                            \
+  X(ECLOSED, -6, "system is shutting down or destroyed")                       \
+  X(ETURNFAILED, -7, "the current turn has already failed")                    \
+  X(ETIMEDOUT, -8, "deadline passed")                                          \
+  X(ENOMEM, -9, "out of memory")                                               \
+  X(EBUSY, -10, "resource busy")                                               \
+  X(ENOTSUP, -11, "operation not supported in this configuration")             \
+  X(ENOTFOUND, -12, "no such item")                                            \
+  X(ETYPE, -13, "value has the wrong type")                                    \
   X(EBROKEN, -14, "promise broken")
 
 /** Error codes. VAT_OK is success; every error is negative. */

@@ -9,8 +9,9 @@
  *     vat_system_run(sys, 0, 0, &r);            // run what is ready
  *     int64_t ns;
  *     vat_system_next_timer(sys, &ns);          // -1: no timer pending
- *     int timeout_ms = r.more ? 0 : ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
- *     poll(&(struct pollfd){fd, POLLIN, 0}, 1, timeout_ms);  // fd: vat_system_fd
+ *     int timeout_ms = r.more ? 0 : ns < 0 ? -1 : (int)((ns + 999999) /
+ * 1000000); poll(&(struct pollfd){fd, POLLIN, 0}, 1, timeout_ms);  // fd:
+ * vat_system_fd
  *   }
  *
  * The descriptor becomes readable when work arrives from outside a run

@@ -24,23 +24,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct vat_atom vat_atom;     /* interned name; compare by pointer */
-typedef struct vat_entity vat_ref;    /* see vat/core.h */
+typedef struct vat_atom vat_atom;       /* interned name; compare by pointer */
+typedef struct vat_entity vat_ref;      /* see vat/core.h */
 typedef struct vat_promise vat_promise; /* see vat/promise.h */
 
 typedef enum vat_type {
   VAT_T_NULL = 0, /* the zero-initialised value is null */
   VAT_T_BOOL,
-  VAT_T_INT,    /* int64_t */
-  VAT_T_FLOAT,  /* double */
+  VAT_T_INT,   /* int64_t */
+  VAT_T_FLOAT, /* double */
   VAT_T_ATOM,
   VAT_T_STRING, /* UTF-8 bytes, length-counted, NUL-terminated copy */
   VAT_T_BYTES,
-  VAT_T_LIST,   /* immutable array of values */
-  VAT_T_RECORD, /* tagged tuple: an atom label and fields */
-  VAT_T_MAP,    /* immutable map from values to values */
-  VAT_T_REF,    /* a ref to an entity */
-  VAT_T_ERROR,  /* an error: an atom code and an optional payload value */
+  VAT_T_LIST,    /* immutable array of values */
+  VAT_T_RECORD,  /* tagged tuple: an atom label and fields */
+  VAT_T_MAP,     /* immutable map from values to values */
+  VAT_T_REF,     /* a ref to an entity */
+  VAT_T_ERROR,   /* an error: an atom code and an optional payload value */
   VAT_T_PROMISE, /* a promise (vat/promise.h); compared by identity */
 } vat_type;
 
@@ -98,8 +98,12 @@ vat_value vat_error(const vat_atom *code, vat_value payload);
 /* Accessors of the wrong type return a neutral result (0, NULL, false, a
  * null value); the vat_get_* forms report VAT_ETYPE instead. */
 
-static inline vat_type vat_type_of(vat_value v) { return v.type; }
-static inline bool vat_is_null(vat_value v) { return v.type == VAT_T_NULL; }
+static inline vat_type vat_type_of(vat_value v) {
+  return v.type;
+}
+static inline bool vat_is_null(vat_value v) {
+  return v.type == VAT_T_NULL;
+}
 /** True when v is the atom `atom`. */
 static inline bool vat_is_atom(vat_value v, const vat_atom *atom) {
   return v.type == VAT_T_ATOM && v.as.atom == atom;
@@ -109,7 +113,8 @@ int vat_get_int(vat_value v, int64_t *out);
 int vat_get_float(vat_value v, double *out);
 int vat_get_bool(vat_value v, bool *out);
 
-const char *vat_string_data(vat_value v); /* NUL-terminated; NULL if not a string */
+const char *
+vat_string_data(vat_value v); /* NUL-terminated; NULL if not a string */
 size_t vat_string_len(vat_value v);
 const void *vat_bytes_data(vat_value v);
 size_t vat_bytes_len(vat_value v);

@@ -17,7 +17,9 @@
 
 #include "value/value_internal.h"
 
-static int sign_of(int c) { return (c > 0) - (c < 0); }
+static int sign_of(int c) {
+  return (c > 0) - (c < 0);
+}
 
 static int compare_float(double a, double b) {
   int a_nan = isnan(a), b_nan = isnan(b);

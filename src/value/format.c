@@ -36,7 +36,9 @@ static void put_n(out *o, const char *s, size_t n) {
   }
 }
 
-static void put(out *o, const char *s) { put_n(o, s, strlen(s)); }
+static void put(out *o, const char *s) {
+  put_n(o, s, strlen(s));
+}
 
 static void put_escaped(out *o, const char *s, size_t n) {
   put(o, "\"");

@@ -6,7 +6,9 @@
 #include "vat_gc.h"
 
 /* Null is also what a constructor returns when it fails. */
-static vat_value null_value(void) { return (vat_value){.type = VAT_T_NULL}; }
+static vat_value null_value(void) {
+  return (vat_value){.type = VAT_T_NULL};
+}
 
 static vat_value heap_value(vat_type type, const void *obj) {
   return (vat_value){.type = type, .as.obj = obj};
@@ -22,7 +24,9 @@ static size_t object_size(size_t header, size_t n, size_t size) {
 
 /* --- Constructors ------------------------------------------------------ */
 
-vat_value vat_null(void) { return null_value(); }
+vat_value vat_null(void) {
+  return null_value();
+}
 
 vat_value vat_bool(bool b) {
   return (vat_value){.type = VAT_T_BOOL, .as.b = b};
