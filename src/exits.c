@@ -87,17 +87,10 @@ struct vat__exits {
   stop_cb *stops;
 };
 
-static void *gc_new(size_t size) {
-  void *p = GC_MALLOC(size);
-  if (p == NULL)
-    abort();
-  return p;
-}
-
 static struct vat__exits *exits_of(vat__vat *v) {
   vat__cold *c = vat__cold_of(v);
   if (c->exits == NULL)
-    c->exits = gc_new(sizeof *c->exits);
+    c->exits = vat__gc_alloc(sizeof *c->exits);
   return c->exits;
 }
 
@@ -167,7 +160,7 @@ static const vat__signal_class exit_class = {exit_deliver, drop_nothing};
 
 static void send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
                       vat_value reason) {
-  exit_sig *s = gc_new(sizeof *s);
+  exit_sig *s = vat__gc_alloc(sizeof *s);
   *s = (exit_sig){.base = {&exit_class},
                   .from_vat = from_vat,
                   .from = &from_vat->first,
@@ -228,7 +221,7 @@ static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 static const vat__signal_class ack_class = {ack_deliver, drop_nothing};
 
 static link_sig *new_ack(vat_ref *from, uint64_t id) {
-  link_sig *ack = gc_new(sizeof *ack);
+  link_sig *ack = vat__gc_alloc(sizeof *ack);
   *ack = (link_sig){.base = {&ack_class}, .from = from, .id = id};
   return ack;
 }
@@ -264,7 +257,7 @@ static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 static const vat__signal_class down_class = {down_deliver, drop_nothing};
 
 static void send_down(vat__worker *w, watch *wa, vat_value reason) {
-  watch_sig *s = gc_new(sizeof *s);
+  watch_sig *s = vat__gc_alloc(sizeof *s);
   *s = (watch_sig){.base = {&down_class}, .w = wa, .reason = reason};
   (void)w;
   vat__deliver_now(wa->watcher, NULL, NULL, vat_null(), &s->base);
@@ -333,7 +326,7 @@ static void table_commit(vat_turn *turn, vat__effect *e) {
 }
 
 static table_effect *defer(vat_turn *turn, int op, vat_ref *ref, watch *w) {
-  table_effect *te = gc_new(sizeof *te);
+  table_effect *te = vat__gc_alloc(sizeof *te);
   te->base.commit = table_commit;
   te->op = op;
   te->ref = ref;
@@ -371,7 +364,7 @@ static int link_op(vat_turn *turn, vat_ref *peer, bool link) {
     return VAT_EINVAL;
   if (peer->vat == turn->vat || linked_now(turn, peer->vat) == link)
     return VAT_OK;
-  link_sig *s = gc_new(sizeof *s);
+  link_sig *s = vat__gc_alloc(sizeof *s);
   *s = (link_sig){.base = {link ? &link_class : &unlink_class},
                   .from = turn->self};
   if (!link)
@@ -406,7 +399,7 @@ int vat_monitor(vat_turn *turn, vat_ref *target, vat_down_fn on_down,
     return rc;
   if (target == NULL || on_down == NULL || id == NULL)
     return VAT_EINVAL;
-  watch *w = gc_new(sizeof *w);
+  watch *w = vat__gc_alloc(sizeof *w);
   *w = (watch){
       .id =
           atomic_fetch_add_explicit(&next_monitor_id, 1, memory_order_relaxed),
@@ -414,7 +407,7 @@ int vat_monitor(vat_turn *turn, vat_ref *target, vat_down_fn on_down,
       .who = target,
       .fn = on_down,
   };
-  watch_sig *s = gc_new(sizeof *s);
+  watch_sig *s = vat__gc_alloc(sizeof *s);
   *s = (watch_sig){.base = {&monitor_class}, .w = w};
   /* Recorded before MONITOR leaves, so a DOWN can always find it. */
   defer(turn, WATCH, target, w);
@@ -447,7 +440,7 @@ int vat_demonitor(vat_turn *turn, uint64_t id) {
   watch *w = find_held(turn, id);
   if (w == NULL)
     return VAT_ENOTFOUND;
-  watch_sig *s = gc_new(sizeof *s);
+  watch_sig *s = vat__gc_alloc(sizeof *s);
   *s = (watch_sig){.base = {&demonitor_class}, .w = w};
   defer(turn, UNWATCH, w->who, w);
   vat__send_signal(turn, w->who, &s->base);
@@ -468,7 +461,7 @@ int vat_trap_exit(vat_turn *turn, vat_ref *receiver, vat_exit_fn on_exit) {
 }
 
 static exit_sig *exit2(vat__vat *from_vat, vat_value reason) {
-  exit_sig *s = gc_new(sizeof *s);
+  exit_sig *s = vat__gc_alloc(sizeof *s);
   *s = (exit_sig){.base = {&exit_class},
                   .from_vat = from_vat,
                   .from = from_vat ? &from_vat->first : NULL,
@@ -499,7 +492,7 @@ int vat_host_exit(vat_ref *target, vat_value reason) {
 
 void vat__exits_track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn) {
   struct vat__exits *x = exits_of(v);
-  stop_cb *cb = gc_new(sizeof *cb);
+  stop_cb *cb = vat__gc_alloc(sizeof *cb);
   *cb = (stop_cb){.next = x->stops, .entity = entity, .fn = fn};
   x->stops = cb;
 }

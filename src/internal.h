@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "inject.h"
 #include "mailbox.h"
@@ -185,6 +186,11 @@ int vat__check_host(void);
 int vat__check_turn(vat_turn *turn);
 void vat__mark_thread_registered(void);
 
+/* alloc.c */
+/** Zeroed, scanned collector memory; aborts with a message when memory is
+ *  exhausted (the one failure the library does not return as a code). */
+void *vat__gc_alloc(size_t size);
+
 /* vat.c */
 /** The vat's module state, made on first use. Only from the vat's turns
  *  or its terminate hooks. */
@@ -266,6 +272,9 @@ static inline int vat__system_state(vat_system *sys) {
   return atomic_load_explicit(&sys->state, memory_order_acquire);
 }
 void vat__notify_quiet(vat_system *sys);
+/** CLOCK_MONOTONIC now plus `seconds` (now for seconds <= 0), for timed
+ *  waits on condition variables made with that clock. */
+struct timespec vat__deadline_after(double seconds);
 /** Nanoseconds on the system's clock (monotonic, or virtual). Any thread. */
 uint64_t vat__clock_now(vat_system *sys);
 bool vat__quiescent_locked(vat_system *sys);

@@ -99,15 +99,6 @@ struct vat__promises {
 
 static const vat_atom *atom_timeout, *atom_not_a_ref, *atom_cycle;
 
-static void *gc_alloc(size_t size) {
-  void *p = GC_MALLOC(size);
-  if (p == NULL) {
-    fputs("libvat: out of memory\n", stderr);
-    abort();
-  }
-  return p;
-}
-
 static void intern_atoms(void) {
   atom_timeout = vat_atom_intern("timeout");
   atom_not_a_ref = vat_atom_intern("not_a_ref");
@@ -141,7 +132,7 @@ static inline bool is_settled(int s) {
 
 static vat_promise *promise_alloc(vat_system *sys) {
   init_atoms();
-  vat_promise *p = gc_alloc(sizeof *p);
+  vat_promise *p = vat__gc_alloc(sizeof *p);
   pthread_mutex_init(&p->lock, NULL);
   atomic_init(&p->state, ST_PENDING);
   p->sys = sys;
@@ -232,7 +223,7 @@ static void settle(vat_promise *p, int state, vat_value v, vat_turn *turn,
   if (follow) {
     atomic_store_explicit(&p->state, ST_FOLLOWING, memory_order_release);
     pthread_mutex_unlock(&p->lock);
-    observer *o = gc_alloc(sizeof *o);
+    observer *o = vat__gc_alloc(sizeof *o);
     *o = (observer){.kind = OBS_FOLLOW, .promise = p};
     observe(follow, o, turn);
     return;
@@ -295,7 +286,7 @@ static void track(vat__vat *v, vat_promise *p) {
   vat__cold *cold = vat__cold_of(v);
   struct vat__promises *ps = cold->promises;
   if (ps == NULL)
-    ps = cold->promises = gc_alloc(sizeof *ps);
+    ps = cold->promises = vat__gc_alloc(sizeof *ps);
   if (ps->n == ps->cap) {
     /* Sweep the settled ones; grow only if most are still pending, so the
      * cost per request stays constant. */
@@ -308,7 +299,7 @@ static void track(vat__vat *v, vat_promise *p) {
     ps->n = kept;
     if (kept * 2 >= ps->cap) {
       size_t cap = ps->cap ? ps->cap * 2 : 8;
-      vat_promise **items = gc_alloc(cap * sizeof *items);
+      vat_promise **items = vat__gc_alloc(cap * sizeof *items);
       for (size_t i = 0; i < ps->n; i++)
         items[i] = ps->items[i];
       ps->items = items;
@@ -510,7 +501,7 @@ int vat_when(vat_turn *turn, vat_promise *p, vat_when_fn fn, void *ctx) {
     return rc;
   if (p == NULL || fn == NULL)
     return VAT_EINVAL;
-  observer *o = gc_alloc(sizeof *o);
+  observer *o = vat__gc_alloc(sizeof *o);
   *o = (observer){.kind = OBS_WHEN,
                   .sig.cls = &when_class,
                   .promise = p,
@@ -532,21 +523,6 @@ vat_promise_state vat_promise_peek(vat_promise *p, vat_value *value) {
   if (value)
     *value = p->value;
   return (vat_promise_state)s;
-}
-
-static struct timespec deadline_after(double seconds) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  if (seconds > 1e9)
-    seconds = 1e9;
-  double whole = floor(seconds);
-  ts.tv_sec += (time_t)whole;
-  ts.tv_nsec += (long)((seconds - whole) * 1e9);
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  return ts;
 }
 
 static void unlink_waiter(vat_promise *p, observer *o) {
@@ -587,7 +563,7 @@ int vat_promise_wait(vat_promise *p, double timeout_s, vat_value *out) {
     else
       p->head = &o;
     p->tail = &o;
-    struct timespec deadline = deadline_after(timeout_s);
+    struct timespec deadline = vat__deadline_after(timeout_s);
     while (!is_settled(atomic_load_explicit(&p->state, memory_order_relaxed))) {
       if (timeout_s < 0)
         pthread_cond_wait(&cond, &p->lock);
@@ -624,7 +600,7 @@ static void pipe_commit(vat_turn *turn, vat__effect *e) {
 }
 
 static int enqueue_pipelined(vat_turn *turn, vat_promise *p, observer *o) {
-  pipe_effect *e = gc_alloc(sizeof *e);
+  pipe_effect *e = vat__gc_alloc(sizeof *e);
   *e = (pipe_effect){.effect.commit = pipe_commit, .on = p, .obs = o};
   vat__turn_defer(turn, &e->effect);
   return VAT_OK;
@@ -639,7 +615,7 @@ int vat_promise_send(vat_turn *turn, vat_promise *p, vat_fn fn, void *arg) {
   /* Resolved already: an ordinary send, in order with this turn's others. */
   if (state_of(p) == ST_RESOLVED && vat_value_ref(p->value) != NULL)
     return vat_send(turn, vat_value_ref(p->value), fn, arg);
-  observer *o = gc_alloc(sizeof *o);
+  observer *o = vat__gc_alloc(sizeof *o);
   *o = (observer){.kind = OBS_SEND, .fn = fn, .arg = arg};
   return enqueue_pipelined(turn, p, o);
 }
@@ -656,7 +632,7 @@ int vat_promise_call(vat_turn *turn, vat_promise *p, vat_request_fn fn,
   vat_promise *child;
   if ((rc = make_request(turn->vat->sys, fn, arg, timeout_s, &child)) != VAT_OK)
     return rc;
-  observer *o = gc_alloc(sizeof *o);
+  observer *o = vat__gc_alloc(sizeof *o);
   *o = (observer){.kind = OBS_CALL, .promise = child};
   enqueue_pipelined(turn, p, o);
   *out = child;

@@ -92,7 +92,7 @@ void vat__notify_quiet(vat_system *sys) {
   pthread_mutex_unlock(&sys->lock);
 }
 
-static struct timespec deadline_after(double seconds) {
+struct timespec vat__deadline_after(double seconds) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   if (!(seconds > 0))
@@ -111,7 +111,7 @@ static struct timespec deadline_after(double seconds) {
 
 /* Waits until every worker is parked with nothing queued, or the deadline. */
 static bool wait_quiescent(vat_system *sys, double timeout_s) {
-  struct timespec deadline = deadline_after(timeout_s);
+  struct timespec deadline = vat__deadline_after(timeout_s);
   pthread_mutex_lock(&sys->lock);
   bool quiet;
   while (!(quiet = vat__quiescent_locked(sys))) {

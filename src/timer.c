@@ -91,15 +91,6 @@ struct vat__timers {
   vat__signal idle_sig;
 };
 
-static void *gc_alloc(size_t size) {
-  void *p = GC_MALLOC(size);
-  if (p == NULL) {
-    fputs("libvat: out of memory\n", stderr);
-    abort();
-  }
-  return p;
-}
-
 /* --- The heap ------------------------------------------------------------- */
 
 static inline bool earlier(const vat_timer *a, const vat_timer *b) {
@@ -175,7 +166,7 @@ static void heap_remove(service *s, vat_timer *t) {
 static struct vat__timers *timers_of(vat__vat *v) {
   vat__cold *cold = vat__cold_of(v);
   if (cold->timers == NULL)
-    cold->timers = gc_alloc(sizeof *cold->timers);
+    cold->timers = vat__gc_alloc(sizeof *cold->timers);
   return cold->timers;
 }
 
@@ -313,7 +304,7 @@ static void *timer_main(void *arg) {
 }
 
 int vat__timers_start(vat_system *sys) {
-  service *s = gc_alloc(sizeof *s);
+  service *s = vat__gc_alloc(sizeof *s);
   pthread_mutex_init(&s->lock, NULL);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
@@ -449,7 +440,7 @@ static int later(vat_turn *turn, double delay_s, double period_s, vat_ref *to,
   } else if ((rc = delay_ns(delay_s, false, &delay)) != VAT_OK) {
     return rc;
   }
-  vat_timer *t = gc_alloc(sizeof *t);
+  vat_timer *t = vat__gc_alloc(sizeof *t);
   *t = (vat_timer){.deadline = delay,
                    .period = period,
                    .kind = T_MSG,
@@ -470,7 +461,7 @@ int vat_later_msg(vat_turn *turn, double delay_s, vat_ref *to,
                   const vat_atom *selector, vat_value value, vat_timer **out) {
   if (selector == NULL)
     return vat__check_turn(turn) != VAT_OK ? vat__check_turn(turn) : VAT_EINVAL;
-  vat_value *boxed = gc_alloc(sizeof *boxed);
+  vat_value *boxed = vat__gc_alloc(sizeof *boxed);
   *boxed = value;
   return later(turn, delay_s, 0, to, vat__dispatch_dynamic, (void *)selector,
                boxed, out);
@@ -506,7 +497,7 @@ int vat_timer_cancel(vat_timer *t) {
 vat_timer *vat__timer_call_at(vat_system *sys, uint64_t deadline_ns,
                               void (*fn)(void *arg), void *arg) {
   service *s = sys->timers;
-  vat_timer *t = gc_alloc(sizeof *t);
+  vat_timer *t = vat__gc_alloc(sizeof *t);
   *t = (vat_timer){.slot = NOT_ARMED,
                    .kind = T_CALL,
                    .u.sys = sys,
@@ -596,7 +587,7 @@ static void idle_commit(vat_turn *turn, vat__effect *e) {
     /* This turn counts: silence starts after it. */
     own->snap = v->turns;
     own->silent = 0;
-    vat_timer *t = gc_alloc(sizeof *t);
+    vat_timer *t = vat__gc_alloc(sizeof *t);
     *t = (vat_timer){.slot = NOT_ARMED, .kind = T_IDLE, .owner = v};
     own->idle_check = t;
     idle_arm_locked(s, own, now);
@@ -615,7 +606,7 @@ int vat_idle_timeout(vat_turn *turn, double idle_s, vat_ref *to, vat_fn fn,
   if (ns > 0 && (to == NULL || fn == NULL))
     return VAT_EINVAL;
   timers_of(turn->vat);
-  idle_effect *e = gc_alloc(sizeof *e);
+  idle_effect *e = vat__gc_alloc(sizeof *e);
   *e = (idle_effect){.effect.commit = idle_commit,
                      .idle_ns = ns,
                      .to = to,

@@ -6,15 +6,6 @@
 #include "vat/exits.h"
 #include "vat_gc.h"
 
-static void *gc_alloc(size_t size) {
-  void *p = GC_MALLOC(size);
-  if (p == NULL) {
-    fputs("libvat: out of memory\n", stderr);
-    abort();
-  }
-  return p;
-}
-
 static void entity_init(struct vat_entity *e, vat__vat *v,
                         const vat_entity_def *def, void **state_out) {
   e->vat = v;
@@ -27,7 +18,7 @@ static void entity_init(struct vat_entity *e, vat__vat *v,
 
 vat__cold *vat__cold_of(vat__vat *v) {
   if (v->cold == NULL)
-    v->cold = gc_alloc(sizeof *v->cold);
+    v->cold = vat__gc_alloc(sizeof *v->cold);
   return v->cold;
 }
 
@@ -35,7 +26,7 @@ int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
                  void **state_out) {
   /* One allocation for the vat, its first entity and that entity's state;
    * the collector zeroes it. */
-  vat__vat *v = gc_alloc(sizeof *v + def->state_size);
+  vat__vat *v = vat__gc_alloc(sizeof *v + def->state_size);
   vat__mailbox_init(&v->mailbox);
   v->sys = sys;
   atomic_init(&v->dead, false);
@@ -100,7 +91,7 @@ int vat_entity_new(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
     return rc;
   if (def == NULL || out == NULL)
     return VAT_EINVAL;
-  struct vat_entity *e = gc_alloc(sizeof *e + def->state_size);
+  struct vat_entity *e = vat__gc_alloc(sizeof *e + def->state_size);
   entity_init(e, turn->vat, def, state_out);
   *out = e;
   return VAT_OK;
