@@ -16,7 +16,7 @@ enum {
 void vat__msgdepot_init(vat__msgdepot *depot) {
   pthread_mutex_init(&depot->lock, NULL);
   depot->batches = NULL;
-  depot->count = 0;
+  atomic_init(&depot->count, 0);
 }
 
 void vat__msgdepot_destroy(vat__msgdepot *depot) {
@@ -42,13 +42,15 @@ static void refill_from_slab(vat__msgpool *pool) {
 
 static bool refill_from_depot(vat__msgpool *pool) {
   vat__msgdepot *depot = pool->depot;
-  if (depot == NULL || depot->count == 0) /* racy peek: a hint only */
+  /* A peek without the lock, a hint only: a miss costs a slab refill. */
+  if (depot == NULL ||
+      atomic_load_explicit(&depot->count, memory_order_relaxed) == 0)
     return false;
   pthread_mutex_lock(&depot->lock);
   vat__msg *batch = depot->batches;
   if (batch) {
     depot->batches = batch->arg;
-    depot->count--;
+    atomic_fetch_sub_explicit(&depot->count, 1, memory_order_relaxed);
   }
   pthread_mutex_unlock(&depot->lock);
   if (batch == NULL)
@@ -72,10 +74,10 @@ static void spill(vat__msgpool *pool) {
   if (depot == NULL)
     return;
   pthread_mutex_lock(&depot->lock);
-  if (depot->count < DEPOT_CAP) {
+  if (atomic_load_explicit(&depot->count, memory_order_relaxed) < DEPOT_CAP) {
     batch->arg = depot->batches;
     depot->batches = batch;
-    depot->count++;
+    atomic_fetch_add_explicit(&depot->count, 1, memory_order_relaxed);
   }
   pthread_mutex_unlock(&depot->lock);
 }

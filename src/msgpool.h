@@ -23,8 +23,8 @@
 /* Batches of free nodes shared by a system's workers. */
 typedef struct vat__msgdepot {
   pthread_mutex_t lock;
-  vat__msg *batches; /* linked through each batch's first node's `arg` */
-  size_t count;
+  vat__msg *batches;    /* linked through each batch's first node's `arg` */
+  _Atomic size_t count; /* written under the lock; read without it, as a hint */
 } vat__msgdepot;
 
 typedef struct vat__msgpool {
