@@ -3,6 +3,7 @@
 #ifndef VAT_H
 #define VAT_H
 
+#include "vat/caps.h"
 #include "vat/core.h"
 #include "vat/error.h"
 #include "vat/exits.h"

@@ -18,7 +18,8 @@
   X(promise)                                                                   \
   X(timer)                                                                     \
   X(exits)                                                                     \
-  X(supervisor)
+  X(supervisor)                                                                \
+  X(caps)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
 VAT_TEST_SUITES(VAT__DECLARE_SUITE)

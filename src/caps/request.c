@@ -1,0 +1,186 @@
+/* Requests in message form, and revokers (see vat/caps.h).
+ *
+ * A request carries a ref to a reply entity instead of a resolver, because
+ * a ref is a value: wrappers can forward it, a membrane can wrap it, and
+ * whoever refuses a request can answer it. The reply entity holds the
+ * resolver and turns the first answer it gets into a settlement. */
+#define GC_THREADS 1
+#include <gc/gc.h>
+
+#include "caps_internal.h"
+#include "vat/caps.h"
+
+const vat_atom *vat_atom_revoked(void) {
+  return vat_atom_intern("revoked");
+}
+const vat_atom *vat_atom_refused(void) {
+  return vat_atom_intern("refused");
+}
+
+static const vat_atom *request_label(void) {
+  return vat_atom_intern("vat.request");
+}
+
+int caps__entity(vat_turn *turn, vat_system *sys, const vat_entity_def *def,
+                 vat_ref **out, void **state) {
+  if (turn != NULL)
+    return vat_entity_new(turn, def, out, state);
+  return vat_host_spawn(sys, def, out, state);
+}
+
+/* --- The reply entity ----------------------------------------------------- */
+
+typedef struct reply_state {
+  vat_resolver *resolver;
+  double timeout_s; /* host form: armed by its first turn */
+} reply_state;
+
+/* Answers after the first are refused by the resolver (VAT_EBUSY) and
+ * ignored: only the first counts. */
+static void reply_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  reply_state *r = state;
+  if (selector == vat_atom_intern("resolve"))
+    (void)vat_resolve(turn, r->resolver, value);
+  else if (selector == vat_atom_intern("break"))
+    (void)vat_break(turn, r->resolver,
+                    vat_is_null(value) ? vat_atom_value(vat_atom_refused())
+                                       : value);
+}
+
+static const vat_entity_def reply_def = {.state_size = sizeof(reply_state),
+                                         .receive = reply_receive};
+
+static int arm_timeout(vat_turn *turn, vat_ref *reply, double timeout_s) {
+  if (timeout_s <= 0)
+    return VAT_OK;
+  return vat_later_msg(turn, timeout_s, reply, vat_atom_intern("break"),
+                       vat_atom_value(vat_atom_timeout()), NULL);
+}
+
+static void host_arm_timeout(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  (void)arm_timeout(turn, vat_self(turn), ((reply_state *)state)->timeout_s);
+}
+
+static bool bad_timeout(double t) {
+  return !(t >= 0);
+}
+
+static int make_request(vat_turn *turn, vat_ref *to, const vat_atom *selector,
+                        vat_value payload, double timeout_s,
+                        vat_promise **out) {
+  if (to == NULL || selector == NULL || out == NULL || bad_timeout(timeout_s))
+    return VAT_EINVAL;
+  vat_promise *promise;
+  vat_resolver *resolver;
+  int rc = vat_promise_new(&promise, &resolver);
+  if (rc != VAT_OK)
+    return rc;
+  vat_ref *reply;
+  reply_state *r;
+  rc = caps__entity(turn, vat_ref_system(to), &reply_def, &reply, (void **)&r);
+  if (rc != VAT_OK)
+    return rc;
+  r->resolver = resolver;
+  r->timeout_s = timeout_s;
+  vat_value fields[2] = {payload, vat_ref_value(reply)};
+  vat_value msg = vat_record(request_label(), fields, 2);
+  if (vat_is_null(msg))
+    return VAT_ENOMEM;
+  if (turn != NULL) {
+    rc = arm_timeout(turn, reply, timeout_s);
+    if (rc == VAT_OK)
+      rc = vat_send_msg(turn, to, selector, msg);
+  } else {
+    rc = timeout_s > 0 ? vat_host_send(reply, host_arm_timeout, NULL) : VAT_OK;
+    if (rc == VAT_OK)
+      rc = vat_host_send_msg(to, selector, msg);
+  }
+  if (rc == VAT_OK)
+    *out = promise;
+  return rc;
+}
+
+int vat_request(vat_turn *turn, vat_ref *to, const vat_atom *selector,
+                vat_value payload, double timeout_s, vat_promise **out) {
+  if (turn == NULL)
+    return VAT_ENOTINTURN;
+  return make_request(turn, to, selector, payload, timeout_s, out);
+}
+
+int vat_host_request(vat_ref *to, const vat_atom *selector, vat_value payload,
+                     double timeout_s, vat_promise **out) {
+  return make_request(NULL, to, selector, payload, timeout_s, out);
+}
+
+bool vat_request_parse(vat_value value, vat_value *payload, vat_ref **reply) {
+  if (vat_record_label(value) != request_label() || vat_len(value) != 2)
+    return false;
+  vat_ref *r = vat_value_ref(vat_at(value, 1));
+  if (r == NULL)
+    return false;
+  if (payload != NULL)
+    *payload = vat_at(value, 0);
+  if (reply != NULL)
+    *reply = r;
+  return true;
+}
+
+int vat_reply(vat_turn *turn, vat_ref *reply, vat_value result) {
+  return vat_send_msg(turn, reply, vat_atom_intern("resolve"), result);
+}
+
+int vat_reply_error(vat_turn *turn, vat_ref *reply, vat_value reason) {
+  if (vat_is_null(reason))
+    return VAT_EINVAL;
+  return vat_send_msg(turn, reply, vat_atom_intern("break"), reason);
+}
+
+void caps__refuse(vat_turn *turn, vat_value msg, const vat_atom *code,
+                  vat_value payload) {
+  vat_ref *reply;
+  if (vat_request_parse(msg, NULL, &reply))
+    (void)vat_reply_error(turn, reply, vat_error(code, payload));
+}
+
+/* --- Revokers ------------------------------------------------------------- */
+
+bool caps__is_revoked(caps__cell *cell) {
+  /* Acquire pairs with the revoker's release: a turn that runs after the
+   * revocation sees it. */
+  return atomic_load_explicit(&cell->revoked, memory_order_acquire);
+}
+
+typedef struct revoker_state {
+  caps__cell *cell;
+} revoker_state;
+
+static void revoker_receive(vat_turn *turn, void *state,
+                            const vat_atom *selector, vat_value value) {
+  revoker_state *r = state;
+  if (selector != vat_atom_intern("revoke")) {
+    caps__refuse(turn, value, vat_atom_refused(), vat_atom_value(selector));
+    return;
+  }
+  atomic_store_explicit(&r->cell->revoked, true, memory_order_release);
+  vat_ref *reply;
+  if (vat_request_parse(value, NULL, &reply))
+    (void)vat_reply(turn, reply, vat_bool(true));
+}
+
+static const vat_entity_def revoker_def = {.state_size = sizeof(revoker_state),
+                                           .receive = revoker_receive};
+
+int caps__revoker_new(vat_turn *turn, vat_system *sys, caps__cell *cell,
+                      vat_ref **out) {
+  revoker_state *r;
+  int rc = caps__entity(turn, sys, &revoker_def, out, (void **)&r);
+  if (rc == VAT_OK)
+    r->cell = cell;
+  return rc;
+}
+
+int vat_revoke(vat_turn *turn, vat_ref *revoker) {
+  return vat_send_msg(turn, revoker, vat_atom_intern("revoke"), vat_null());
+}
