@@ -145,8 +145,8 @@ int main(int argc, char **argv) {
     printf("verification failed: %" PRIu64 " vats alive or with another "
            "reason; down reason %s\n",
            wrong, vat_equal(w->reason, why) ? "right" : "wrong");
-  printf("RESULT workload=chain workers=%u vats=%" PRIu64
-         " seconds=%.3f rate=%.0f setup_seconds=%.3f peak_rss_mb=%.0f%s\n",
+  printf("RESULT workload=chain workers=%u messages=%" PRIu64
+         " seconds=%.6f rate=%.0f setup_seconds=%.3f peak_rss_mb=%.0f%s\n",
          args.workers, n, seconds, (double)(n - 1) / seconds, setup,
          bench_peak_rss_mb(), ok ? "" : " ok=0");
   vat_system_destroy(sys);
