@@ -501,18 +501,18 @@ static void notify_link(void *ctx, uint64_t key, void *value) {
   (void)key;
   void **args = ctx;
   vat__vat *v = args[1];
-  send_exit(args[0], value, v, v->exit_reason);
+  send_exit(args[0], value, v, v->cold->exit_reason);
 }
 
 static void notify_watch(void *ctx, uint64_t key, void *value) {
   (void)key;
   void **args = ctx;
   vat__vat *v = args[1];
-  send_down(args[0], value, v->exit_reason);
+  send_down(args[0], value, v->cold->exit_reason);
 }
 
 void vat__exits_terminated(vat__worker *w, vat__vat *v, vat_value reason) {
-  (void)reason; /* v->exit_reason holds it */
+  (void)reason; /* v->cold->exit_reason holds it */
   struct vat__exits *x = v->cold->exits;
   if (x == NULL)
     return;
@@ -527,7 +527,7 @@ void vat__exits_terminated(vat__worker *w, vat__vat *v, vat_value reason) {
   }
   x->stops = NULL;
   for (stop_cb *cb = rev; cb != NULL; cb = cb->next)
-    cb->fn(vat__state(cb->entity), v->exit_reason);
+    cb->fn(vat__state(cb->entity), v->cold->exit_reason);
   void *args[2] = {w, v};
   vat__xmap_each(&x->links, notify_link, args);
   vat__xmap_each(&x->watchers, notify_watch, args);

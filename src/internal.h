@@ -35,6 +35,7 @@ struct vat__exits;
 struct vat__promises;
 struct vat__timers;
 typedef struct vat__cold {
+  vat_value exit_reason; /* set when the vat ends, before `dead` */
   struct vat__exits *exits;
   struct vat__promises *promises;
   struct vat__timers *timers;
@@ -80,16 +81,19 @@ struct vat__vat {
   vat__mailbox mailbox;
   vat__vat *rq_next; /* link in a shared run queue or a turn's spawn list */
   vat_system *sys;
-  /* Set once, with release, after exit_reason is written. */
+  /* Set once, with release, after cold->exit_reason is written. */
   _Atomic bool dead;
   uint32_t turns; /* turns run, wrapping: lets an idle timer see silence */
-  /* Cold. */
-  vat_value exit_reason;
-  vat__cold *cold; /* see vat__cold_of() */
+  vat__cold *cold; /* see vat__cold_of(); the exit reason lives there */
   /* The first entity, made with the vat, so spawning is one allocation.
-   * Must stay last: its state follows it. */
+   * Must stay last: its state follows it. The fields above fill exactly one
+   * cache line, so the entity needs no padding before it and a vat with a
+   * small state fits the collector's 112-byte size class. */
   struct vat_entity first;
 };
+
+_Static_assert(offsetof(struct vat__vat, first) == 64,
+               "the vat's header is one cache line");
 
 /* Counters a worker writes alone and others read: relaxed atomics, so that
  * increments need no locked instruction. */

@@ -7,8 +7,7 @@
 
 void vat__mailbox_init(vat__mailbox *mb) {
   atomic_init(&mb->top, NULL);
-  mb->seen = NULL;
-  mb->seen_done = false;
+  mb->seen = 0;
   mb->head = NULL;
   mb->tail = NULL;
 }
@@ -61,10 +60,11 @@ static bool take_new(vat__mailbox *mb, vat__msgpool *pool) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
   vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
-  if (top == mb->seen)
+  vat__msg *seen = vat__mailbox_seen(mb);
+  if (top == seen)
     return false;
   vat__msg *fifo = NULL;
-  for (vat__msg *m = top; m != mb->seen;) {
+  for (vat__msg *m = top; m != seen;) {
     vat__msg *older;
     /* A producer between its exchange and its link store: wait for it. It
      * has one store left to do, so this wait is short. */
@@ -75,14 +75,13 @@ static bool take_new(vat__mailbox *mb, vat__msgpool *pool) {
     fifo = m;
     m = older;
   }
-  if (mb->seen_done)
-    recycle(pool, mb->seen);
+  if (mb->seen & VAT__SEEN_DONE)
+    recycle(pool, seen);
   if (mb->head == NULL)
     mb->head = fifo;
   else
     atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
-  mb->seen = top;
-  mb->seen_done = false;
+  mb->seen = (uintptr_t)top;
   mb->tail = top;
   return true;
 }
@@ -107,22 +106,20 @@ bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   /* Clear `seen` before the CAS: once the vat is idle, a producer may
    * schedule it on another worker at once, and the mailbox is that
    * worker's. The CAS's release publishes the cleared field to it. */
-  vat__msg *seen = mb->seen;
-  bool seen_done = mb->seen_done;
-  mb->seen = NULL;
-  mb->seen_done = false;
+  uintptr_t seen_bits = mb->seen;
+  vat__msg *seen = vat__mailbox_seen(mb);
+  mb->seen = 0;
   /* Release also makes everything this vat's turns wrote happen-before the
    * next scheduling, which starts with a producer's acquire exchange that
    * finds IDLE — so the next worker to run the vat sees its state. */
   if (!atomic_compare_exchange_strong_explicit(&mb->top, &(vat__msg *){seen},
                                                NULL, memory_order_release,
                                                memory_order_relaxed)) {
-    mb->seen = seen;
-    mb->seen_done = seen_done;
+    mb->seen = seen_bits;
     return false;
   }
   /* Ours alone now: `top` and the mailbox no longer refer to it. */
-  if (seen_done)
+  if (seen_bits & VAT__SEEN_DONE)
     recycle(pool, seen);
   return true;
 }

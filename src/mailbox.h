@@ -34,8 +34,11 @@
 
 typedef struct vat__mailbox {
   _Atomic(vat__msg *) top; /* producers: exchange; consumer: load, CAS */
-  vat__msg *seen;          /* consumer: newest node taken from the stack */
-  bool seen_done;          /* consumer: `seen` was handled (recyclable) */
+  /* Consumer: the newest node taken from the stack, with bit 0 set once
+   * it was handled (then it may be recycled when replaced). Nodes are
+   * 8-aligned, so the bit is free; keeping it here keeps a vat's header in
+   * one cache line. */
+  uintptr_t seen;
   vat__msg *head;          /* consumer: FIFO of taken messages */
   vat__msg *tail;
 } vat__mailbox;
@@ -66,10 +69,16 @@ vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool);
 
 /** Consumer: a popped message was handled; recycles its node unless the
  *  mailbox still needs it. */
+#define VAT__SEEN_DONE ((uintptr_t)1)
+
+static inline vat__msg *vat__mailbox_seen(const vat__mailbox *mb) {
+  return (vat__msg *)(mb->seen & ~VAT__SEEN_DONE);
+}
+
 static inline void vat__mailbox_done(vat__mailbox *mb, vat__msgpool *pool,
                                      vat__msg *m) {
-  if (m == mb->seen)
-    mb->seen_done = true;
+  if (m == vat__mailbox_seen(mb))
+    mb->seen |= VAT__SEEN_DONE;
   else
     vat__msg_free(pool, m);
 }
@@ -91,7 +100,8 @@ size_t vat__mailbox_count(vat__mailbox *mb);
  *  after it returns false). */
 static inline bool vat__mailbox_has_work(vat__mailbox *mb) {
   return mb->head != NULL ||
-         atomic_load_explicit(&mb->top, memory_order_relaxed) != mb->seen;
+         atomic_load_explicit(&mb->top, memory_order_relaxed) !=
+             vat__mailbox_seen(mb);
 }
 
 #endif

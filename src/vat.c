@@ -38,16 +38,14 @@ int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
 void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason) {
   if (vat__is_dead(v))
     return;
-  v->exit_reason = reason;
+  vat__cold_of(v)->exit_reason = reason;
   /* Release: readers that see `dead` see the reason. Messages still queued
    * are dropped by the turn loop as it drains the mailbox. */
   atomic_store_explicit(&v->dead, true, memory_order_release);
   vat__count(&w->terminated, 1);
-  if (v->cold) {
-    vat__timers_terminated(w, v, reason);
-    vat__promises_terminated(w, v, reason);
-    vat__exits_terminated(w, v, reason);
-  }
+  vat__timers_terminated(w, v, reason);
+  vat__promises_terminated(w, v, reason);
+  vat__exits_terminated(w, v, reason);
 }
 
 int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
@@ -113,7 +111,7 @@ vat_value vat_ref_exit_reason(vat_ref *ref) {
   if (ref == NULL)
     return vat_null();
   if (vat__is_dead(ref->vat))
-    return ref->vat->exit_reason;
+    return ref->vat->cold->exit_reason;
   /* The core does not end each vat of a stopped system one by one; to its
    * refs they ended with the system. */
   if (vat__system_state(ref->vat->sys) >= VAT__STOPPED)
