@@ -79,6 +79,14 @@ vat_system *bench_system(const bench_args *args) {
   return sys;
 }
 
+void *bench_spawn(vat_system *sys, size_t state_size, vat_ref **ref) {
+  void *state;
+  bench_check(vat_host_spawn(sys, &(vat_entity_def){.state_size = state_size},
+                             ref, &state),
+              "vat_host_spawn");
+  return state;
+}
+
 double bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -24,6 +24,11 @@ void bench_parse(int argc, char **argv, const char *usage, int max_sizes,
 /** Starts a system with the parsed workers and batch; exits 1 on error. */
 vat_system *bench_system(const bench_args *args);
 
+/** Spawns a vat whose first entity has `state_size` bytes of state, stores
+ *  its ref in *ref and returns the state, for the caller to set up before
+ *  its first send. Exits 1 on error. */
+void *bench_spawn(vat_system *sys, size_t state_size, vat_ref **ref);
+
 double bench_now(void);
 /** Peak resident set size of this process, in MiB. */
 double bench_peak_rss_mb(void);

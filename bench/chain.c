@@ -105,10 +105,7 @@ int main(int argc, char **argv) {
   states = NULL;
   vat_ref *wref;
   watcher *w;
-  bench_check(vat_host_spawn(sys,
-                             &(vat_entity_def){.state_size = sizeof(watcher)},
-                             &wref, (void **)&w),
-              "spawn watcher");
+  w = bench_spawn(sys, sizeof(watcher), &wref);
   *w = (watcher){.last = chain[n - 1],
                  .linked = &linked,
                  .expect = expect,

@@ -115,10 +115,7 @@ int main(int argc, char **argv) {
                              &(vat_entity_def){.state_size = sizeof(counter)},
                              &counter_ref, NULL),
               "spawn counter");
-  bench_check(vat_host_spawn(sys,
-                             &(vat_entity_def){.state_size = sizeof(driver)},
-                             &driver_ref, (void **)&d),
-              "spawn driver");
+  d = bench_spawn(sys, sizeof(driver), &driver_ref);
   d->counter = counter_ref;
   d->total = k;
   d->next_sync = WINDOW;

@@ -97,10 +97,7 @@ int main(int argc, char **argv) {
   sem_init(&done, 0, 0);
   vat_ref *consumer_ref;
   consumer *c;
-  bench_check(vat_host_spawn(sys,
-                             &(vat_entity_def){.state_size = sizeof(consumer)},
-                             &consumer_ref, (void **)&c),
-              "spawn consumer");
+  c = bench_spawn(sys, sizeof(consumer), &consumer_ref);
   *c = (consumer){.expect = np * k, .done = &done};
 
   double start = bench_now();

@@ -62,10 +62,7 @@ int main(int argc, char **argv) {
   bench_check(
       vat_host_spawn(sys, &(vat_entity_def){.state_size = 8}, &server, NULL),
       "spawn server");
-  bench_check(vat_host_spawn(sys,
-                             &(vat_entity_def){.state_size = sizeof(client)},
-                             &client_ref, (void **)&c),
-              "spawn client");
+  c = bench_spawn(sys, sizeof(client), &client_ref);
   c->server = server;
   c->total = r;
   c->done = &done;

@@ -60,10 +60,7 @@ int main(int argc, char **argv) {
   sem_init(&done, 0, 0);
   vat_ref *driver_ref;
   driver *d;
-  bench_check(vat_host_spawn(sys,
-                             &(vat_entity_def){.state_size = sizeof(driver)},
-                             &driver_ref, (void **)&d),
-              "spawn driver");
+  d = bench_spawn(sys, sizeof(driver), &driver_ref);
   d->tokens_left = m;
   d->done = &done;
 

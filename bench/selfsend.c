@@ -70,10 +70,7 @@ int main(int argc, char **argv) {
   sem_init(&done, 0, 0);
   vat_ref *driver_ref;
   driver *d;
-  bench_check(vat_host_spawn(sys,
-                             &(vat_entity_def){.state_size = sizeof(driver)},
-                             &driver_ref, (void **)&d),
-              "spawn driver");
+  d = bench_spawn(sys, sizeof(driver), &driver_ref);
   *d = (driver){.a = na, .k = k, .done = &done};
 
   double start = bench_now();
@@ -85,8 +82,7 @@ int main(int argc, char **argv) {
   vat_system_stats(sys, &st);
 
   uint64_t messages = na * k;
-  bool ok = d->total == messages && st.terminated == na &&
-            st.dead_letters == 0;
+  bool ok = d->total == messages && st.terminated == na && st.dead_letters == 0;
   printf("selfsend: %" PRIu64 " vats x %" PRIu64 " messages, %u workers, "
          "batch %u\n",
          na, k, args.workers, args.batch);

@@ -92,19 +92,15 @@ int main(int argc, char **argv) {
   sem_init(&done, 0, 0);
   vat_ref *driver_ref;
   driver *d;
-  bench_check(vat_host_spawn(sys,
-                             &(vat_entity_def){.state_size = sizeof(driver)},
-                             &driver_ref, (void **)&d),
-              "spawn driver");
+  d = bench_spawn(sys, sizeof(driver), &driver_ref);
   d->done = &done;
 
   double start = bench_now();
   vat_ref *root;
   node *r;
-  bench_check(vat_host_spawn(sys, &node_def, &root, (void **)&r),
-              "spawn root");
-  *r = (node){.parent = driver_ref, .parent_takes = root_answer,
-              .size = leaves};
+  bench_check(vat_host_spawn(sys, &node_def, &root, (void **)&r), "spawn root");
+  *r =
+      (node){.parent = driver_ref, .parent_takes = root_answer, .size = leaves};
   bench_check(vat_host_send(root, run, NULL), "start");
   sem_wait(&done);
   double seconds = d->finished_at - start;

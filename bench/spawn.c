@@ -68,10 +68,7 @@ int main(int argc, char **argv) {
   atomic_store(&alive, n);
   vat_ref *spawner_ref;
   spawner *s;
-  bench_check(vat_host_spawn(sys,
-                             &(vat_entity_def){.state_size = sizeof(spawner)},
-                             &spawner_ref, (void **)&s),
-              "spawn spawner");
+  s = bench_spawn(sys, sizeof(spawner), &spawner_ref);
   s->left = n;
 
   double start = bench_now();
