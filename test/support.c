@@ -85,3 +85,35 @@ bool test_wait_u64(_Atomic uint64_t *flag, uint64_t value, double timeout_s) {
   }
   return true;
 }
+
+vat_ref *test_spawn(vat_system *sys, size_t state_size, void **state) {
+  vat_ref *ref = NULL;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = state_size}, &ref, state));
+  return ref;
+}
+
+void test_hit(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  test_counter *c = state;
+  atomic_fetch_add_explicit(&c->hits, 1, memory_order_release);
+}
+
+vat_ref *test_spawn_counter(vat_system *sys, test_counter **state) {
+  return test_spawn(sys, sizeof(test_counter), (void **)state);
+}
+
+static double seconds_on(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double test_wall_seconds(void) {
+  return seconds_on(CLOCK_MONOTONIC);
+}
+
+double test_cpu_seconds(void) {
+  return seconds_on(CLOCK_PROCESS_CPUTIME_ID);
+}

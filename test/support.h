@@ -54,6 +54,21 @@ void test_record_bad_call(const char *expr, int rc, const char *file, int line);
 /** How many expect_vat_ok checks failed so far in this test process. */
 uint64_t test_bad_calls(void);
 
+/** Spawns a vat from the host with `state_size` bytes of state; stores the
+ *  state in *state when `state` is not NULL. Asserts success. */
+vat_ref *test_spawn(vat_system *sys, size_t state_size, void **state);
+
+/** A vat that counts the messages it gets: send it test_hit. */
+typedef struct test_counter {
+  _Atomic uint64_t hits;
+} test_counter;
+void test_hit(vat_turn *turn, void *state, void *arg);
+vat_ref *test_spawn_counter(vat_system *sys, test_counter **state);
+
+/** Seconds on the monotonic clock, and CPU seconds of this process. */
+double test_wall_seconds(void);
+double test_cpu_seconds(void);
+
 /** A system with `workers` workers (0: the default count). */
 vat_system *test_system(unsigned workers);
 

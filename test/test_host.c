@@ -11,17 +11,6 @@
 
 #include "support.h"
 
-typedef struct counter {
-  _Atomic uint64_t hits;
-} counter;
-
-static void hit(vat_turn *turn, void *state, void *arg) {
-  (void)turn;
-  (void)arg;
-  counter *c = state;
-  atomic_fetch_add_explicit(&c->hits, 1, memory_order_release);
-}
-
 static vat_system *host_system(bool deterministic, uint64_t seed) {
   vat_config cfg;
   vat_config_default(&cfg);
@@ -33,14 +22,6 @@ static vat_system *host_system(bool deterministic, uint64_t seed) {
   return sys;
 }
 
-static vat_ref *spawn_counter(vat_system *sys, counter **state) {
-  vat_ref *ref;
-  ck_assert_vat_ok(
-      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(counter)},
-                     &ref, (void **)state));
-  return ref;
-}
-
 static bool readable(int fd, int timeout_ms) {
   struct pollfd p = {.fd = fd, .events = POLLIN};
   return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
@@ -48,10 +29,10 @@ static bool readable(int fd, int timeout_ms) {
 
 START_TEST(progress_only_inside_run) {
   vat_system *sys = host_system(false, 0);
-  counter *c;
-  vat_ref *ref = spawn_counter(sys, &c);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
   for (int i = 0; i < 100; i++)
-    ck_assert_vat_ok(vat_host_send(ref, hit, NULL));
+    ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
   usleep(50 * 1000);
   ck_assert_uint_eq(atomic_load(&c->hits), 0);
   vat_run_result r;
@@ -65,10 +46,10 @@ END_TEST
 
 START_TEST(run_respects_turn_budget) {
   vat_system *sys = host_system(false, 0);
-  counter *c;
-  vat_ref *ref = spawn_counter(sys, &c);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
   for (int i = 0; i < 100; i++)
-    ck_assert_vat_ok(vat_host_send(ref, hit, NULL));
+    ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
   vat_run_result r;
   ck_assert_vat_ok(vat_system_run(sys, 7, 0, &r));
   ck_assert_uint_eq(r.turns, 7);
@@ -91,15 +72,15 @@ static void *send_later(void *arg) {
   s->rc = vat_thread_register();
   usleep(100 * 1000);
   if (s->rc == VAT_OK)
-    s->rc = vat_host_send(s->to, hit, NULL);
+    s->rc = vat_host_send(s->to, test_hit, NULL);
   vat_thread_unregister();
   return NULL;
 }
 
 START_TEST(fd_wakes_poll_when_another_thread_sends) {
   vat_system *sys = host_system(false, 0);
-  counter *c;
-  vat_ref *ref = spawn_counter(sys, &c);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
   int fd;
   ck_assert_vat_ok(vat_system_fd(sys, &fd));
   ck_assert(!readable(fd, 0));
@@ -117,25 +98,13 @@ START_TEST(fd_wakes_poll_when_another_thread_sends) {
 }
 END_TEST
 
-static double cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double wall_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 START_TEST(idle_embedded_host_does_not_spin) {
   vat_system *sys = host_system(false, 0);
   int fd;
   ck_assert_vat_ok(vat_system_fd(sys, &fd));
-  double cpu = cpu_seconds(), start = wall_seconds();
+  double cpu = test_cpu_seconds(), start = test_wall_seconds();
   int loops = 0;
-  while (wall_seconds() - start < 2.0) {
+  while (test_wall_seconds() - start < 2.0) {
     vat_run_result r;
     ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
     int64_t ns;
@@ -146,7 +115,7 @@ START_TEST(idle_embedded_host_does_not_spin) {
     poll(&p, 1, timeout);
     loops++;
   }
-  double used = cpu_seconds() - cpu;
+  double used = test_cpu_seconds() - cpu;
   fprintf(stderr, "idle_embedded_host: %.4f s CPU in 2 s, %d loops\n", used,
           loops);
   ck_assert_int_le(loops, 10);
@@ -185,8 +154,8 @@ START_TEST(host_driven_and_threaded_systems_talk) {
   ck_assert_vat_ok(vat_host_send(a, relay_back, (void *)(uintptr_t)100));
   int fd;
   ck_assert_vat_ok(vat_system_fd(host, &fd));
-  double start = wall_seconds();
-  while (atomic_load(&ra->got) < 51 && wall_seconds() - start < 30) {
+  double start = test_wall_seconds();
+  while (atomic_load(&ra->got) < 51 && test_wall_seconds() - start < 30) {
     vat_run_result r;
     ck_assert_vat_ok(vat_system_run(host, 0, 0, &r));
     if (!r.more)
@@ -284,10 +253,10 @@ END_TEST
 
 START_TEST(shutdown_runs_a_host_driven_system_dry) {
   vat_system *sys = host_system(false, 0);
-  counter *c;
-  vat_ref *ref = spawn_counter(sys, &c);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
   for (int i = 0; i < 1000; i++)
-    ck_assert_vat_ok(vat_host_send(ref, hit, NULL));
+    ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
   test_quiesce(sys);
   ck_assert_uint_eq(atomic_load(&c->hits), 1000);
 }

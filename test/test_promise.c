@@ -10,19 +10,6 @@
 
 #include "support.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static vat_ref *spawn(vat_system *sys, size_t size, void **state) {
-  vat_ref *ref;
-  ck_assert_vat_ok(
-      vat_host_spawn(sys, &(vat_entity_def){.state_size = size}, &ref, state));
-  return ref;
-}
-
 /* --- A callee with a few behaviours --------------------------------------- */
 
 typedef struct callee {
@@ -130,7 +117,7 @@ static void start_call(vat_turn *turn, void *state, void *arg) {
 static caller *run_call(vat_system *sys, vat_ref *to, vat_request_fn fn,
                         void *arg, double timeout_s) {
   caller *c;
-  vat_ref *ref = spawn(sys, sizeof(caller), (void **)&c);
+  vat_ref *ref = test_spawn(sys, sizeof(caller), (void **)&c);
   c->callee = to;
   c->fn = fn;
   c->arg = arg;
@@ -152,7 +139,7 @@ static void expect_settled(caller *c, bool resolved, vat_value value) {
 START_TEST(resolve_runs_when_in_observer_vat) {
   vat_system *sys = test_system(2);
   callee *ce;
-  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
+  vat_ref *to = test_spawn(sys, sizeof(callee), (void **)&ce);
   caller *c = run_call(sys, to, answer_arg, (void *)(intptr_t)42, 0);
   expect_settled(c, true, vat_int(42));
   ck_assert_int_eq(vat_promise_peek(c->promise, NULL), VAT_PROMISE_RESOLVED);
@@ -163,7 +150,7 @@ END_TEST
 
 START_TEST(break_delivers_reason) {
   vat_system *sys = test_system(2);
-  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   caller *c = run_call(sys, to, refuse, NULL, 0);
   expect_settled(c, false, vat_atom_named("refused"));
   test_quiesce(sys);
@@ -172,7 +159,7 @@ END_TEST
 
 START_TEST(answered_exactly_once) {
   vat_system *sys = test_system(2);
-  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   caller *c = run_call(sys, to, answer_twice, NULL, 0);
   expect_settled(c, true, vat_int(7));
   test_quiesce(sys);
@@ -183,7 +170,7 @@ END_TEST
 START_TEST(answer_in_a_later_turn) {
   vat_system *sys = test_system(2);
   callee *ce;
-  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
+  vat_ref *to = test_spawn(sys, sizeof(callee), (void **)&ce);
   caller *c = run_call(sys, to, keep, NULL, 0);
   usleep(20000);
   ck_assert_uint_eq(atomic_load(&c->settled), 0);
@@ -198,8 +185,8 @@ END_TEST
 START_TEST(answer_from_another_vat) {
   vat_system *sys = test_system(2);
   callee *ce;
-  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
-  ce->helper = spawn(sys, 8, NULL);
+  vat_ref *to = test_spawn(sys, sizeof(callee), (void **)&ce);
+  ce->helper = test_spawn(sys, 8, NULL);
   caller *c = run_call(sys, to, delegate, NULL, 0);
   expect_settled(c, true, vat_int(99));
   test_quiesce(sys);
@@ -225,7 +212,7 @@ static void answer_with_promise(vat_turn *turn, void *state, void *arg,
 START_TEST(resolve_with_promise_follows_it) {
   vat_system *sys = test_system(2);
   follower *f;
-  vat_ref *to = spawn(sys, sizeof(follower), (void **)&f);
+  vat_ref *to = test_spawn(sys, sizeof(follower), (void **)&f);
   caller *c = run_call(sys, to, answer_with_promise, NULL, 0);
   ck_assert(!test_wait_u64(&c->settled, 1, 0.05));
   /* Resolved from this host thread: any thread may. */
@@ -253,7 +240,7 @@ static void when_on_settled(vat_turn *turn, void *state, void *arg) {
 START_TEST(when_never_runs_inside_current_turn) {
   vat_system *sys = test_system(1);
   caller *c;
-  vat_ref *ref = spawn(sys, sizeof(caller), (void **)&c);
+  vat_ref *ref = test_spawn(sys, sizeof(caller), (void **)&c);
   ck_assert_vat_ok(vat_host_send(ref, when_on_settled, NULL));
   expect_settled(c, true, vat_int(3));
   ck_assert(c->after_turn);
@@ -272,7 +259,7 @@ static void stop_now(vat_turn *turn, void *state, void *arg) {
 
 START_TEST(broken_when_callee_dead_before) {
   vat_system *sys = test_system(2);
-  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   ck_assert_vat_ok(vat_host_send(to, stop_now, NULL));
   for (int i = 0; i < 1000 && !vat_ref_is_dead(to); i++)
     usleep(1000);
@@ -285,7 +272,7 @@ END_TEST
 
 START_TEST(broken_when_callee_dies_during_request) {
   vat_system *sys = test_system(2);
-  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   caller *c = run_call(sys, to, keep_and_stop, NULL, 0);
   expect_settled(c, false, vat_atom_value(vat_atom_normal()));
   test_quiesce(sys);
@@ -294,7 +281,7 @@ END_TEST
 
 START_TEST(failed_turn_breaks_its_request) {
   vat_system *sys = test_system(2);
-  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   caller *c = run_call(sys, to, answer_then_fail, NULL, 0);
   expect_settled(c, false, vat_atom_named("crashed"));
   test_quiesce(sys);
@@ -370,9 +357,9 @@ static void pipe_before2(vat_turn *turn, void *state, void *arg) {
 START_TEST(pipelined_sends_arrive_in_order_after_resolution) {
   vat_system *sys = test_system(2);
   seq_sink *sink;
-  vat_ref *sink_ref = spawn(sys, sizeof(seq_sink), (void **)&sink);
+  vat_ref *sink_ref = test_spawn(sys, sizeof(seq_sink), (void **)&sink);
   pipe_state *ps;
-  vat_ref *pref = spawn(sys, sizeof(pipe_state), (void **)&ps);
+  vat_ref *pref = test_spawn(sys, sizeof(pipe_state), (void **)&ps);
   ps->pl.sink = sink_ref;
   ck_assert_vat_ok(vat_host_send(pref, pipe_before2, NULL));
   usleep(20000);
@@ -399,9 +386,9 @@ static void pipe_break(vat_turn *turn, void *state, void *arg) {
 START_TEST(pipelined_messages_dropped_when_broken) {
   vat_system *sys = test_system(2);
   seq_sink *sink;
-  vat_ref *sink_ref = spawn(sys, sizeof(seq_sink), (void **)&sink);
+  vat_ref *sink_ref = test_spawn(sys, sizeof(seq_sink), (void **)&sink);
   pipe_state *ps;
-  vat_ref *pref = spawn(sys, sizeof(pipe_state), (void **)&ps);
+  vat_ref *pref = test_spawn(sys, sizeof(pipe_state), (void **)&ps);
   ps->pl.sink = sink_ref;
   ck_assert_vat_ok(vat_host_send(pref, pipe_before2, NULL));
   ck_assert_vat_ok(vat_host_send(pref, pipe_break, NULL));
@@ -448,7 +435,7 @@ static void odd_start(vat_turn *turn, void *state, void *arg) {
 START_TEST(pipelined_call_to_non_ref_or_never) {
   vat_system *sys = test_system(2);
   pipe_odd *po;
-  vat_ref *ref = spawn(sys, sizeof(pipe_odd), (void **)&po);
+  vat_ref *ref = test_spawn(sys, sizeof(pipe_odd), (void **)&po);
   ck_assert_vat_ok(vat_host_send(ref, odd_start, NULL));
   ck_assert(test_wait_u64(&po->settled, 2, 10));
   ck_assert(vat_is_atom(po->reasons[0], vat_atom_not_a_ref()));
@@ -463,11 +450,11 @@ END_TEST
 START_TEST(request_timeout_breaks_and_late_answer_dropped) {
   vat_system *sys = test_system(2);
   callee *ce;
-  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
-  double t0 = now_s();
+  vat_ref *to = test_spawn(sys, sizeof(callee), (void **)&ce);
+  double t0 = test_wall_seconds();
   caller *c = run_call(sys, to, keep, NULL, 0.05);
   expect_settled(c, false, vat_atom_value(vat_atom_timeout()));
-  double elapsed = now_s() - t0;
+  double elapsed = test_wall_seconds() - t0;
   ck_assert_msg(elapsed >= 0.05, "broke after %.4f s", elapsed);
   ck_assert_msg(elapsed < 5, "broke after %.4f s", elapsed);
   /* The late answer is accepted and dropped. */
@@ -484,7 +471,7 @@ END_TEST
 
 START_TEST(answer_in_time_cancels_timeout) {
   vat_system *sys = test_system(2);
-  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   /* Long enough for a loaded machine to answer first. */
   caller *c = run_call(sys, to, answer_arg, (void *)(intptr_t)8, 0.5);
   expect_settled(c, true, vat_int(8));
@@ -499,7 +486,7 @@ END_TEST
 
 START_TEST(host_wait_gets_answer) {
   vat_system *sys = test_system(2);
-  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   vat_promise *p;
   ck_assert_vat_ok(vat_host_call(to, answer_arg, (void *)(intptr_t)11, 0, &p));
   vat_value v;
@@ -516,13 +503,13 @@ END_TEST
 START_TEST(host_wait_times_out) {
   vat_system *sys = test_system(2);
   callee *ce;
-  vat_ref *to = spawn(sys, sizeof(callee), (void **)&ce);
+  vat_ref *to = test_spawn(sys, sizeof(callee), (void **)&ce);
   vat_promise *p;
   ck_assert_vat_ok(vat_host_call(to, keep, NULL, 0, &p));
   ck_assert_vat_err(vat_promise_wait(p, 0, NULL), VAT_ETIMEDOUT);
-  double t0 = now_s();
+  double t0 = test_wall_seconds();
   ck_assert_vat_err(vat_promise_wait(p, 0.05, NULL), VAT_ETIMEDOUT);
-  double elapsed = now_s() - t0;
+  double elapsed = test_wall_seconds() - t0;
   ck_assert_msg(elapsed >= 0.05 && elapsed < 5, "waited %.4f s", elapsed);
   /* Still answerable after a wait gave up. */
   /* The request may still be on its way on a loaded machine. */
@@ -553,7 +540,7 @@ START_TEST(wait_from_turn_is_an_error) {
   vat_promise *p;
   vat_resolver *r;
   ck_assert_vat_ok(vat_promise_new(&p, &r));
-  vat_ref *ref = spawn(sys, 8, NULL);
+  vat_ref *ref = test_spawn(sys, 8, NULL);
   ck_assert_vat_ok(vat_host_send(ref, wait_in_turn, p));
   for (int i = 0; i < 5000 && atomic_load(&wait_rc_seen) == 0; i++)
     usleep(1000);
@@ -566,7 +553,7 @@ END_TEST
 
 START_TEST(dead_callee_host_call_breaks) {
   vat_system *sys = test_system(1);
-  vat_ref *to = spawn(sys, sizeof(callee), NULL);
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   ck_assert_vat_ok(vat_host_send(to, stop_now, NULL));
   vat_promise *p;
   ck_assert_vat_ok(vat_host_call(to, answer_arg, NULL, 0, &p));
@@ -680,10 +667,10 @@ START_TEST(stress_concurrent_requests_settle_once) {
   static _Atomic uint64_t counts[CALLERS * CALLS_EACH];
   static _Atomic uint64_t total;
   for (int i = 0; i < CALLEES; i++)
-    callees[i] = spawn(sys, sizeof(stress_callee), NULL);
+    callees[i] = test_spawn(sys, sizeof(stress_callee), NULL);
   for (uint64_t i = 0; i < CALLERS; i++) {
     stress_caller *c;
-    vat_ref *ref = spawn(sys, sizeof(stress_caller), (void **)&c);
+    vat_ref *ref = test_spawn(sys, sizeof(stress_caller), (void **)&c);
     *c = (stress_caller){
         .callees = callees, .counts = counts, .total = &total, .index = i};
     ck_assert_vat_ok(vat_host_send(ref, stress_go, NULL));

@@ -139,12 +139,6 @@ END_TEST
 
 /* --- Idle systems burn no CPU --------------------------------------------- */
 
-static double cpu_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 START_TEST(idle_system_burns_no_cpu) {
   vat_system *sys = test_system(2);
   vat_ref *ref;
@@ -152,9 +146,9 @@ START_TEST(idle_system_burns_no_cpu) {
   for (int i = 0; i < 1000; i++)
     ck_assert_vat_ok(vat_host_send(ref, noop, NULL));
   usleep(100 * 1000); /* let the workers finish and park */
-  double before = cpu_seconds();
+  double before = test_cpu_seconds();
   sleep(2);
-  double used = cpu_seconds() - before;
+  double used = test_cpu_seconds() - before;
   fprintf(stderr, "idle_system_burns_no_cpu: %.4f s CPU in 2 s idle\n", used);
   ck_assert_msg(used < 0.02, "idle system used %.4f s CPU in 2 s", used);
   test_quiesce(sys);

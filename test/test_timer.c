@@ -12,19 +12,6 @@
 #define GC_THREADS 1
 #include <gc/gc.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static vat_ref *spawn(vat_system *sys, size_t size, void **state) {
-  vat_ref *ref;
-  ck_assert_vat_ok(
-      vat_host_spawn(sys, &(vat_entity_def){.state_size = size}, &ref, state));
-  return ref;
-}
-
 /* A sink that records what arrived, and when. */
 typedef struct sink {
   uintptr_t got[64];
@@ -38,7 +25,7 @@ static void sink_take(vat_turn *turn, void *state, void *arg) {
   uint64_t n = atomic_load_explicit(&s->n, memory_order_relaxed);
   if (n < 64) {
     s->got[n] = (uintptr_t)arg;
-    s->at[n] = now_s();
+    s->at[n] = test_wall_seconds();
   }
   atomic_store_explicit(&s->n, n + 1, memory_order_release);
 }
@@ -53,7 +40,7 @@ typedef struct armer {
 static void arm_one(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   armer *a = state;
-  a->armed_at = now_s();
+  a->armed_at = test_wall_seconds();
   expect_vat_ok(
       vat_later(turn, 0.05, a->sink, sink_take, (void *)1, &a->timers[0]));
 }
@@ -62,8 +49,8 @@ START_TEST(later_never_fires_early) {
   vat_system *sys = test_system(2);
   sink *s;
   armer *a;
-  vat_ref *sref = spawn(sys, sizeof(sink), (void **)&s);
-  vat_ref *aref = spawn(sys, sizeof(armer), (void **)&a);
+  vat_ref *sref = test_spawn(sys, sizeof(sink), (void **)&s);
+  vat_ref *aref = test_spawn(sys, sizeof(armer), (void **)&a);
   a->sink = sref;
   ck_assert_vat_ok(vat_host_send(aref, arm_one, NULL));
   ck_assert(test_wait_u64(&s->n, 1, 10));
@@ -90,8 +77,8 @@ START_TEST(timers_fire_in_deadline_order) {
   vat_system *sys = test_system(2);
   sink *s;
   armer *a;
-  vat_ref *sref = spawn(sys, sizeof(sink), (void **)&s);
-  vat_ref *aref = spawn(sys, sizeof(armer), (void **)&a);
+  vat_ref *sref = test_spawn(sys, sizeof(sink), (void **)&s);
+  vat_ref *aref = test_spawn(sys, sizeof(armer), (void **)&a);
   a->sink = sref;
   ck_assert_vat_ok(vat_host_send(aref, arm_several, NULL));
   ck_assert(test_wait_u64(&s->n, 5, 10));
@@ -125,8 +112,8 @@ START_TEST(cancelled_timers_never_fire) {
   vat_system *sys = test_system(2);
   sink *s;
   armer *a;
-  vat_ref *sref = spawn(sys, sizeof(sink), (void **)&s);
-  vat_ref *aref = spawn(sys, sizeof(armer), (void **)&a);
+  vat_ref *sref = test_spawn(sys, sizeof(sink), (void **)&s);
+  vat_ref *aref = test_spawn(sys, sizeof(armer), (void **)&a);
   a->sink = sref;
   ck_assert_vat_ok(vat_host_send(aref, arm_and_cancel, NULL));
   ck_assert_vat_ok(vat_host_send(aref, cancel_later, NULL));
@@ -158,8 +145,8 @@ static void tick(vat_turn *turn, void *state, void *arg) {
   ticker *t = state;
   uint64_t n = atomic_load(&t->ticks) + 1;
   if (n == 1)
-    t->first = now_s();
-  t->last = now_s();
+    t->first = test_wall_seconds();
+  t->last = test_wall_seconds();
   if (n == 5)
     expect_vat_ok(vat_timer_cancel(t->timer));
   atomic_store(&t->ticks, n);
@@ -168,14 +155,14 @@ static void tick(vat_turn *turn, void *state, void *arg) {
 static void start_ticking(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   ticker *t = state;
-  t->armed_at = now_s();
+  t->armed_at = test_wall_seconds();
   expect_vat_ok(vat_every(turn, 0.02, vat_self(turn), tick, NULL, &t->timer));
 }
 
 START_TEST(every_repeats_until_cancelled) {
   vat_system *sys = test_system(2);
   ticker *t;
-  vat_ref *ref = spawn(sys, sizeof(ticker), (void **)&t);
+  vat_ref *ref = test_spawn(sys, sizeof(ticker), (void **)&t);
   ck_assert_vat_ok(vat_host_send(ref, start_ticking, NULL));
   ck_assert(test_wait_u64(&t->ticks, 5, 10));
   usleep(100000);
@@ -222,11 +209,11 @@ static void arm_long(vat_turn *turn, void *state, void *arg) {
 START_TEST(timers_of_dead_vats_never_fire) {
   vat_system *sys = test_system(2);
   sink *s;
-  vat_ref *sref = spawn(sys, sizeof(sink), (void **)&s);
+  vat_ref *sref = test_spawn(sys, sizeof(sink), (void **)&s);
   armer *a1, *a2, *a3;
-  vat_ref *r1 = spawn(sys, sizeof(armer), (void **)&a1);
-  vat_ref *r2 = spawn(sys, sizeof(armer), (void **)&a2);
-  vat_ref *r3 = spawn(sys, sizeof(armer), (void **)&a3);
+  vat_ref *r1 = test_spawn(sys, sizeof(armer), (void **)&a1);
+  vat_ref *r2 = test_spawn(sys, sizeof(armer), (void **)&a2);
+  vat_ref *r3 = test_spawn(sys, sizeof(armer), (void **)&a3);
   a1->sink = a2->sink = a3->sink = sref;
   ck_assert_vat_ok(vat_host_send(r1, arm_then_stop, NULL));
   ck_assert_vat_ok(vat_host_send(r2, arm_then_fail, NULL));
@@ -295,7 +282,7 @@ typedef struct idler {
 static void on_idle(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   idler *d = state;
-  d->idle_at = now_s();
+  d->idle_at = test_wall_seconds();
   atomic_fetch_add(&d->idle, 1);
   /* Once is enough for this test. */
   expect_vat_ok(vat_idle_timeout(turn, 0, NULL, NULL, NULL));
@@ -305,21 +292,21 @@ static void poke(vat_turn *turn, void *state, void *arg) {
   (void)turn;
   (void)arg;
   idler *d = state;
-  d->last_poke = now_s();
+  d->last_poke = test_wall_seconds();
   atomic_fetch_add(&d->pokes, 1);
 }
 
 static void set_idle(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   idler *d = state;
-  d->last_poke = now_s();
+  d->last_poke = test_wall_seconds();
   expect_vat_ok(vat_idle_timeout(turn, 0.4, vat_self(turn), on_idle, NULL));
 }
 
 START_TEST(idle_timeout_fires_only_after_silence) {
   vat_system *sys = test_system(2);
   idler *d;
-  vat_ref *ref = spawn(sys, sizeof(idler), (void **)&d);
+  vat_ref *ref = test_spawn(sys, sizeof(idler), (void **)&d);
   ck_assert_vat_ok(vat_host_send(ref, set_idle, NULL));
   /* Busy for 0.8 s: a message every 40 ms keeps it from going idle. */
   for (int i = 0; i < 20; i++) {
@@ -398,8 +385,8 @@ START_TEST(virtual_clock_drives_timers) {
   vat_system *sys;
   ck_assert_vat_ok(vat_system_new(&cfg, &sys));
   virt *v;
-  vat_ref *ref = spawn(sys, sizeof(virt), (void **)&v);
-  v->keeper = spawn(sys, sizeof(virt), NULL);
+  vat_ref *ref = test_spawn(sys, sizeof(virt), (void **)&v);
+  v->keeper = test_spawn(sys, sizeof(virt), NULL);
   ck_assert_vat_ok(vat_host_send(ref, virt_start, NULL));
   ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
   int64_t ns;
@@ -459,7 +446,7 @@ static void count_fire(vat_turn *turn, void *state, void *arg) {
 static void cancel_chunk(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   many *m = state;
-  double t0 = now_s();
+  double t0 = test_wall_seconds();
   for (int i = 0; i < CHUNK && m->cancelled < MANY; i++, m->cancelled += 2) {
     int rc = vat_timer_cancel(m->timers[m->cancelled]);
     if (rc == VAT_OK) {
@@ -469,7 +456,7 @@ static void cancel_chunk(vat_turn *turn, void *state, void *arg) {
       expect_vat_ok(rc);
     }
   }
-  m->cancel_s += now_s() - t0;
+  m->cancel_s += test_wall_seconds() - t0;
   if (m->cancelled < MANY)
     expect_vat_ok(vat_send(turn, vat_self(turn), cancel_chunk, NULL));
   else
@@ -479,13 +466,13 @@ static void cancel_chunk(vat_turn *turn, void *state, void *arg) {
 static void arm_chunk(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   many *m = state;
-  double t0 = now_s();
+  double t0 = test_wall_seconds();
   for (int i = 0; i < CHUNK && m->armed < MANY; i++, m->armed++)
     /* 4 s, spread over a second: pending while the cancels run. */
     expect_vat_ok(vat_later(turn, 4.0 + (double)(m->armed % 1000) * 1e-3,
                             m->counter, count_fire, (void *)m->armed,
                             &m->timers[m->armed]));
-  m->arm_s += now_s() - t0;
+  m->arm_s += test_wall_seconds() - t0;
   expect_vat_ok(vat_send(turn, vat_self(turn),
                          m->armed < MANY ? arm_chunk : cancel_chunk, NULL));
 }
@@ -494,8 +481,8 @@ START_TEST(million_timers_half_cancelled) {
   vat_system *sys = test_system(2);
   many *m;
   counter *c;
-  vat_ref *cref = spawn(sys, sizeof(counter), (void **)&c);
-  vat_ref *mref = spawn(sys, sizeof(many), (void **)&m);
+  vat_ref *cref = test_spawn(sys, sizeof(counter), (void **)&c);
+  vat_ref *mref = test_spawn(sys, sizeof(many), (void **)&m);
   m->timers = GC_MALLOC(MANY * sizeof *m->timers);
   m->cancel_ok = GC_MALLOC_ATOMIC(MANY);
   c->fired = GC_MALLOC_ATOMIC(MANY);
@@ -503,10 +490,10 @@ START_TEST(million_timers_half_cancelled) {
   memset(m->cancel_ok, 0, MANY);
   memset(c->fired, 0, MANY);
   m->counter = cref;
-  double t0 = now_s();
+  double t0 = test_wall_seconds();
   ck_assert_vat_ok(vat_host_send(mref, arm_chunk, NULL));
   ck_assert(test_wait_u64(&m->done, 1, 60));
-  double armed_and_cancelled = now_s() - t0;
+  double armed_and_cancelled = test_wall_seconds() - t0;
   fprintf(stderr,
           "timer: armed %d in %.3f s (%.0f ns each, commit excluded), "
           "cancelled half in %.3f s (%.0f ns each); %.3f s in all\n",
@@ -516,7 +503,7 @@ START_TEST(million_timers_half_cancelled) {
   ck_assert_msg(test_wait_u64(&c->n, expected, 60), "fired %lu of %lu",
                 (unsigned long)atomic_load(&c->n), (unsigned long)expected);
   fprintf(stderr, "timer: %lu fired by %.2f s (%lu cancels came too late)\n",
-          (unsigned long)expected, now_s() - t0,
+          (unsigned long)expected, test_wall_seconds() - t0,
           (unsigned long)(MANY / 2 - m->cancel_ok_n));
   usleep(100000);
   ck_assert_uint_eq(atomic_load(&c->n), expected);

@@ -4,25 +4,6 @@
 
 #include "support.h"
 
-typedef struct counter {
-  _Atomic uint64_t hits;
-} counter;
-
-static void hit(vat_turn *turn, void *state, void *arg) {
-  (void)turn;
-  (void)arg;
-  counter *c = state;
-  atomic_fetch_add_explicit(&c->hits, 1, memory_order_release);
-}
-
-static vat_ref *spawn_counter(vat_system *sys, counter **state) {
-  vat_ref *ref;
-  ck_assert_vat_ok(
-      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(counter)},
-                     &ref, (void **)state));
-  return ref;
-}
-
 /* --- A failed turn commits nothing -------------------------------------- */
 
 typedef struct failer {
@@ -37,22 +18,23 @@ typedef struct failer {
 static void send_then_fail(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   failer *f = state;
-  expect_vat_ok(vat_send(turn, f->peer, hit, NULL));
+  expect_vat_ok(vat_send(turn, f->peer, test_hit, NULL));
   expect_vat_ok(vat_spawn(
-      turn, &(vat_entity_def){.state_size = sizeof(counter), .receive = NULL},
+      turn,
+      &(vat_entity_def){.state_size = sizeof(test_counter), .receive = NULL},
       &f->child, NULL));
-  expect_vat_ok(vat_send(turn, f->child, hit, NULL));
+  expect_vat_ok(vat_send(turn, f->child, test_hit, NULL));
   f->fail_null = vat_fail(turn, vat_null());
   expect_vat_ok(vat_fail(turn, vat_atom_named("boom")));
-  f->send_after_fail = vat_send(turn, f->peer, hit, NULL);
+  f->send_after_fail = vat_send(turn, f->peer, test_hit, NULL);
   f->stop_after_fail = vat_stop(turn);
   f->fail_again = vat_fail(turn, vat_atom_named("again"));
 }
 
 START_TEST(failed_turn_commits_nothing) {
   vat_system *sys = test_system(2);
-  counter *peer_state;
-  vat_ref *peer = spawn_counter(sys, &peer_state);
+  test_counter *peer_state;
+  vat_ref *peer = test_spawn_counter(sys, &peer_state);
   vat_ref *ref;
   failer *f;
   ck_assert_vat_ok(vat_host_spawn(
@@ -95,14 +77,14 @@ static void send_then_stop(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   stopper *s = state;
   s->turns++;
-  expect_vat_ok(vat_send(turn, s->peer, hit, NULL));
+  expect_vat_ok(vat_send(turn, s->peer, test_hit, NULL));
   expect_vat_ok(vat_stop(turn));
 }
 
 START_TEST(stop_commits_then_ends_normally) {
   vat_system *sys = test_system(2);
-  counter *peer_state;
-  vat_ref *peer = spawn_counter(sys, &peer_state);
+  test_counter *peer_state;
+  vat_ref *peer = test_spawn_counter(sys, &peer_state);
   vat_ref *ref;
   stopper *s;
   ck_assert_vat_ok(vat_host_spawn(
@@ -140,7 +122,7 @@ static void try_host_calls(vat_turn *turn, void *state, void *arg) {
   m->saved = turn;
   m->self = vat_self(turn);
   m->seen_system = vat_turn_system(turn);
-  m->host_send = vat_host_send(m->self, hit, NULL);
+  m->host_send = vat_host_send(m->self, test_hit, NULL);
   m->host_spawn = vat_host_spawn(sys, &(vat_entity_def){0}, &ignored, NULL);
   m->shutdown = vat_system_shutdown(sys, 0);
   m->unregister = vat_thread_unregister();
@@ -162,7 +144,7 @@ START_TEST(host_calls_refused_inside_a_turn) {
   ck_assert_ptr_eq(m->self, ref);
   ck_assert_ptr_eq(m->seen_system, sys);
   /* A turn pointer kept past its turn is refused, not trusted. */
-  ck_assert_vat_err(vat_send(m->saved, ref, hit, NULL), VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_send(m->saved, ref, test_hit, NULL), VAT_ENOTINTURN);
   ck_assert_vat_err(vat_stop(m->saved), VAT_ENOTINTURN);
   ck_assert_ptr_null(vat_self(m->saved));
   ck_assert_ptr_null(vat_turn_system(m->saved));
@@ -171,10 +153,10 @@ END_TEST
 
 START_TEST(turn_calls_refused_outside_a_turn) {
   vat_system *sys = test_system(1);
-  counter *c;
-  vat_ref *ref = spawn_counter(sys, &c);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
   vat_ref *out;
-  ck_assert_vat_err(vat_send(NULL, ref, hit, NULL), VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_send(NULL, ref, test_hit, NULL), VAT_ENOTINTURN);
   ck_assert_vat_err(vat_send_msg(NULL, ref, vat_atom_intern("x"), vat_null()),
                     VAT_ENOTINTURN);
   ck_assert_vat_err(vat_spawn(NULL, &(vat_entity_def){0}, &out, NULL),
@@ -200,7 +182,7 @@ static void try_bad_args(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   bad_args *b = state;
   vat_ref *out;
-  b->send_null_to = vat_send(turn, NULL, hit, NULL);
+  b->send_null_to = vat_send(turn, NULL, test_hit, NULL);
   b->send_null_fn = vat_send(turn, vat_self(turn), NULL, NULL);
   b->msg_null_selector = vat_send_msg(turn, vat_self(turn), NULL, vat_null());
   b->spawn_null_def = vat_spawn(turn, NULL, &out, NULL);
@@ -234,16 +216,16 @@ enum { ENTITIES = 1000, HITS_EACH = 20 / (TEST_SCALE > 1 ? 10 : 1) };
 typedef struct owner {
   _Atomic uint64_t ready;
   vat_ref *entities[ENTITIES];
-  counter *states[ENTITIES];
+  test_counter *states[ENTITIES];
 } owner;
 
 static void make_entities(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   owner *o = state;
   for (int i = 0; i < ENTITIES; i++)
-    expect_vat_ok(
-        vat_entity_new(turn, &(vat_entity_def){.state_size = sizeof(counter)},
-                       &o->entities[i], (void **)&o->states[i]));
+    expect_vat_ok(vat_entity_new(
+        turn, &(vat_entity_def){.state_size = sizeof(test_counter)},
+        &o->entities[i], (void **)&o->states[i]));
   atomic_store_explicit(&o->ready, 1, memory_order_release);
 }
 
@@ -258,7 +240,7 @@ START_TEST(many_entities_per_vat) {
   ck_assert(test_wait_u64(&o->ready, 1, 30));
   for (int r = 0; r < HITS_EACH; r++)
     for (int i = 0; i < ENTITIES; i++)
-      expect_vat_ok(vat_host_send(o->entities[i], hit, NULL));
+      expect_vat_ok(vat_host_send(o->entities[i], test_hit, NULL));
   test_quiesce(sys);
   for (int i = 0; i < ENTITIES; i++) {
     ck_assert(vat_ref_same_vat(o->entities[i], ref));
