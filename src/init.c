@@ -84,14 +84,6 @@ int vat__check_host(void) {
   return VAT_OK;
 }
 
-int vat__check_turn(vat_turn *turn) {
-  if (turn == NULL || turn != vat__current_turn)
-    return VAT_ENOTINTURN;
-  if (turn->failed)
-    return VAT_ETURNFAILED;
-  return VAT_OK;
-}
-
 const vat_atom *vat_atom_normal(void) {
   return vat__atom_normal;
 }

@@ -111,7 +111,12 @@ static inline void vat__count(vat__counter *c, uint64_t n) {
 struct vat__worker {
   _Alignas(VAT__CACHE_LINE) vat__runq runq;
   _Alignas(VAT__CACHE_LINE) vat__vat *next; /* woken last: runs next */
-  unsigned next_streak;                     /* runs from `next` in a row */
+  /* Vats that used up their budget while the run queue was empty: they
+   * run after `next`, on this worker. Like `next`, not stolen (see
+   * worker.c). */
+  vat__vat *lane[2];
+  unsigned lane_len;
+  unsigned private_streak; /* runs from `next` or `lane` in a row */
   vat__msgpool pool;
   vat_system *sys;
   unsigned index;
@@ -187,8 +192,16 @@ extern VAT__TLS vat__worker *vat__current_worker;
 /* init.c */
 extern const vat_atom *vat__atom_normal, *vat__atom_killed, *vat__atom_noproc;
 int vat__check_host(void);
-int vat__check_turn(vat_turn *turn);
 void vat__mark_thread_registered(void);
+
+/* Inline: every send and every turn-side call starts with it. */
+static inline int vat__check_turn(vat_turn *turn) {
+  if (turn == NULL || turn != vat__current_turn)
+    return VAT_ENOTINTURN;
+  if (turn->failed)
+    return VAT_ETURNFAILED;
+  return VAT_OK;
+}
 
 /* alloc.c */
 /** Zeroed, scanned collector memory; aborts with a message when memory is

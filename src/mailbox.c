@@ -56,7 +56,7 @@ static void recycle(vat__msgpool *pool, vat__msg *m) {
 /* Takes what was pushed since `seen` and appends it, oldest first, to the
  * private list. The old `seen` is recycled if it was handled; if it is
  * still queued, it is an ordinary node from now on, recycled when done. */
-static bool take_new(vat__mailbox *mb, vat__msgpool *pool) {
+bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
   vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
@@ -86,20 +86,6 @@ static bool take_new(vat__mailbox *mb, vat__msgpool *pool) {
   return true;
 }
 
-void vat__mailbox_take(vat__mailbox *mb, vat__msgpool *pool) {
-  take_new(mb, pool);
-}
-
-vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
-  if (mb->head == NULL && !take_new(mb, pool))
-    return NULL;
-  vat__msg *m = mb->head;
-  mb->head = atomic_load_explicit(&m->next, memory_order_relaxed);
-  if (mb->head == NULL)
-    mb->tail = NULL;
-  return m;
-}
-
 bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   if (mb->head != NULL)
     return false;
@@ -125,7 +111,7 @@ bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
 }
 
 size_t vat__mailbox_count(vat__mailbox *mb) {
-  take_new(mb, NULL);
+  vat__mailbox_take_new(mb, NULL);
   size_t n = 0;
   for (vat__msg *m = mb->head; m != NULL;
        m = atomic_load_explicit(&m->next, memory_order_relaxed))

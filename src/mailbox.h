@@ -63,9 +63,23 @@ static inline bool vat__mailbox_push(vat__mailbox *mb, vat__msg *m) {
  *  that pair, so order is kept); call vat__mailbox_take first. */
 void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
 
-/** Consumer: the next message, or NULL when nothing is queued now. Nodes
- *  the mailbox no longer needs go back to `pool` (NULL: to the collector). */
-vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool);
+/** Consumer: moves what producers pushed into the private list; false when
+ *  nothing new was pushed. Nodes the mailbox no longer needs go back to
+ *  `pool` (NULL: to the collector). */
+bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
+
+/** Consumer: the next message, or NULL when nothing is queued now. Inline:
+ *  one per turn, and mostly the private list has one ready. */
+static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb,
+                                         vat__msgpool *pool) {
+  if (mb->head == NULL && !vat__mailbox_take_new(mb, pool))
+    return NULL;
+  vat__msg *m = mb->head;
+  mb->head = atomic_load_explicit(&m->next, memory_order_relaxed);
+  if (mb->head == NULL)
+    mb->tail = NULL;
+  return m;
+}
 
 /** Consumer: a popped message was handled; recycles its node unless the
  *  mailbox still needs it. */
@@ -83,11 +97,13 @@ static inline void vat__mailbox_done(vat__mailbox *mb, vat__msgpool *pool,
     vat__msg_free(pool, m);
 }
 
-/** Consumer: moves what producers pushed into the private list. Called
- *  before the vat appends a message to itself, so messages from others
- *  that arrived first are handled first: a vat that keeps sending to
- *  itself cannot starve its other senders. */
-void vat__mailbox_take(vat__mailbox *mb, vat__msgpool *pool);
+/** Consumer: vat__mailbox_take_new, called before the vat appends a
+ *  message to itself, so messages from others that arrived first are
+ *  handled first: a vat that keeps sending to itself cannot starve its
+ *  other senders. */
+static inline void vat__mailbox_take(vat__mailbox *mb, vat__msgpool *pool) {
+  vat__mailbox_take_new(mb, pool);
+}
 
 /** Consumer: marks the mailbox idle if nothing is queued. Returns false when
  *  a message arrived meanwhile (the vat stays scheduled). */

@@ -7,10 +7,11 @@
 #include "vat_gc.h"
 
 enum {
-  SLAB_NODES = 256,     /* ~12 KiB: one collector allocation per refill */
-  BATCH = 1024,         /* nodes moved to or from the depot at once */
-  POOL_CAP = 2 * BATCH, /* a worker keeps at most this many free nodes */
-  DEPOT_CAP = 64,       /* batches the depot keeps at most (~3 MiB) */
+  SLAB_NODES = 256, /* 16 KiB: one collector allocation per refill */
+  /* Nodes moved to or from the depot at once; a worker keeps at most
+   * VAT__MSGPOOL_CAP free nodes. */
+  BATCH = VAT__MSGPOOL_BATCH,
+  DEPOT_CAP = 64, /* batches the depot keeps at most (~3 MiB) */
 };
 
 void vat__msgdepot_init(vat__msgdepot *depot) {
@@ -28,7 +29,7 @@ static vat__msg *next_of(vat__msg *m) {
 }
 
 static void refill_from_slab(vat__msgpool *pool) {
-  vat__msg *slab = GC_MALLOC(SLAB_NODES * sizeof(vat__msg));
+  vat__msg *slab = GC_memalign(64, SLAB_NODES * sizeof(vat__msg));
   if (slab == NULL) {
     fputs("libvat: out of memory allocating message nodes\n", stderr);
     abort();
@@ -63,7 +64,7 @@ static bool refill_from_depot(vat__msgpool *pool) {
 
 /* Hands the newest BATCH free nodes to the depot, or to the collector when
  * the depot is full. */
-static void spill(vat__msgpool *pool) {
+void vat__msgpool_spill(vat__msgpool *pool) {
   vat__msg *batch = pool->free, *last = batch;
   for (size_t i = 1; i < BATCH; i++)
     last = next_of(last);
@@ -82,24 +83,9 @@ static void spill(vat__msgpool *pool) {
   pthread_mutex_unlock(&depot->lock);
 }
 
-vat__msg *vat__msg_alloc(vat__msgpool *pool) {
-  if (pool->free == NULL && !refill_from_depot(pool))
+void vat__msgpool_refill(vat__msgpool *pool) {
+  if (!refill_from_depot(pool))
     refill_from_slab(pool);
-  vat__msg *m = pool->free;
-  pool->free = next_of(m);
-  pool->count--;
-  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
-  return m;
-}
-
-void vat__msg_free(vat__msgpool *pool, vat__msg *m) {
-  m->target = NULL;
-  m->arg = NULL;
-  m->value = (vat_value){0};
-  atomic_store_explicit(&m->next, pool->free, memory_order_relaxed);
-  pool->free = m;
-  if (++pool->count >= POOL_CAP)
-    spill(pool);
 }
 
 vat__msg *vat__msg_alloc_unpooled(void) {

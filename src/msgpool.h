@@ -36,10 +36,34 @@ typedef struct vat__msgpool {
 void vat__msgdepot_init(vat__msgdepot *depot);
 void vat__msgdepot_destroy(vat__msgdepot *depot);
 
-/** A zeroed node. Aborts on out-of-memory. Owner thread only. */
-vat__msg *vat__msg_alloc(vat__msgpool *pool);
+/* The slow halves of alloc and free, out of line. */
+void vat__msgpool_refill(vat__msgpool *pool);
+void vat__msgpool_spill(vat__msgpool *pool);
+
+enum { VAT__MSGPOOL_BATCH = 1024, VAT__MSGPOOL_CAP = 2 * VAT__MSGPOOL_BATCH };
+
+/** A node whose link is NULL; the caller sets the rest. Aborts on
+ *  out-of-memory. Owner thread only. Inline: one per send. */
+static inline vat__msg *vat__msg_alloc(vat__msgpool *pool) {
+  if (__builtin_expect(pool->free == NULL, 0))
+    vat__msgpool_refill(pool);
+  vat__msg *m = pool->free;
+  pool->free = atomic_load_explicit(&m->next, memory_order_relaxed);
+  pool->count--;
+  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  return m;
+}
+
 /** Returns a node, clearing what it held so nothing stays reachable. */
-void vat__msg_free(vat__msgpool *pool, vat__msg *m);
+static inline void vat__msg_free(vat__msgpool *pool, vat__msg *m) {
+  m->target = NULL;
+  m->arg = NULL;
+  m->value = (vat_value){0};
+  atomic_store_explicit(&m->next, pool->free, memory_order_relaxed);
+  pool->free = m;
+  if (__builtin_expect(++pool->count >= VAT__MSGPOOL_CAP, 0))
+    vat__msgpool_spill(pool);
+}
 
 /** A node from the collector, for threads without a pool (host threads). */
 vat__msg *vat__msg_alloc_unpooled(void);

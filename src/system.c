@@ -141,6 +141,8 @@ static uint64_t count_dropped(vat_system *sys) {
     vat__worker *w = sys->workers[i];
     if (w->next)
       n += count_queued(w->next);
+    for (unsigned j = 0; j < w->lane_len; j++)
+      n += count_queued(w->lane[j]);
     for (vat__vat *v; (v = vat__runq_pop(&w->runq)) != NULL;)
       n += count_queued(v);
   }

@@ -76,8 +76,8 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
    * it. */
   if (t.failed)
     discard(&t);
-  else
-    commit(&t);
+  else if (t.out_head || t.effects_head || t.spawned || t.stop)
+    commit(&t); /* most turns of a receiving vat send nothing */
   vat__current_turn = NULL;
 #if VAT_HOSTILE
   GC_gcollect();

@@ -25,8 +25,13 @@ vat__cold *vat__cold_of(vat__vat *v) {
 int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
                  void **state_out) {
   /* One allocation for the vat, its first entity and that entity's state;
-   * the collector zeroes it. */
-  vat__vat *v = vat__gc_alloc(sizeof *v + def->state_size);
+   * the collector zeroes it. The size is rounded up to whole cache lines:
+   * the collector places such objects on line boundaries, so two vats
+   * running on two cores never share a line (false sharing made 80,000
+   * self-sending vats slower on two workers than on one). */
+  size_t size = sizeof(vat__vat) + def->state_size;
+  size = (size + VAT__CACHE_LINE - 1) & ~(size_t)(VAT__CACHE_LINE - 1);
+  vat__vat *v = vat__gc_alloc(size);
   vat__mailbox_init(&v->mailbox);
   v->sys = sys;
   atomic_init(&v->dead, false);

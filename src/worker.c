@@ -1,11 +1,20 @@
 /* The scheduler loop: one worker thread per core.
  *
  * A worker runs, in order of preference: the vat it woke last (its `next`
- * slot: a ring or a ping-pong stays on one core, in cache), its own run
- * queue, the system's shared queue, and vats stolen from another worker.
- * With nothing to do it spins a little, then parks on the system's condition
- * variable. Whoever queues work where another worker must steal it wakes
- * one parked worker, unless one is already spinning.
+ * slot: a ring or a ping-pong stays on one core, in cache), the vats in its
+ * `lane`, its own run queue, the system's shared queue, and vats stolen
+ * from another worker.
+ *
+ * The lane keeps busy vats where they are. A vat that used up its budget
+ * with work left, put in the run queue, would be stolen by an idle worker
+ * even when it is the only vat waiting here: no parallelism gained, but a
+ * producer taken away from its consumer, so that every message between
+ * them crosses cores (on a shared 2-core machine a counter fed by one
+ * producer ran at a fifth of its one-core rate that way). So when the run
+ * queue is empty it goes to the lane instead, and such a pair takes turns
+ * on this worker. Vats spread by stealing when more are runnable than one
+ * worker runs at once, and a private vat goes to the run queue now and
+ * then (PRIVATE_STREAK_MAX), where an idle worker may take it.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -21,8 +30,10 @@ enum {
    * vats do not starve behind a full local queue (Go uses 61 too: a prime
    * avoids lock-step with periodic workloads). */
   INJECT_EVERY = 61,
-  /* Runs from the next slot in a row before it yields to the queue. */
-  NEXT_STREAK_MAX = 256,
+  /* Runs from the next slot and the lane in a row before the run queue
+   * gets a turn. */
+  PRIVATE_STREAK_MAX = 256,
+  LANE_MAX = 2,
 };
 
 static uint32_t next_random(vat__worker *w) {
@@ -110,18 +121,43 @@ static vat__vat *steal(vat__worker *w) {
   return NULL;
 }
 
+/* The next slot, else the lane's oldest vat. */
+static vat__vat *take_private(vat__worker *w) {
+  vat__vat *v = w->next;
+  if (v != NULL) {
+    w->next = NULL;
+    return v;
+  }
+  if (w->lane_len == 0)
+    return NULL;
+  v = w->lane[0];
+  w->lane[0] = w->lane[1];
+  w->lane[1] = NULL;
+  w->lane_len--;
+  return v;
+}
+
+/* After a batch that used up its budget: `v` still has work. */
+static void requeue(vat__worker *w, vat__vat *v) {
+  if (w->lane_len < LANE_MAX && vat__runq_size(&w->runq) == 0)
+    w->lane[w->lane_len++] = v;
+  else
+    enqueue(w, v);
+}
+
 static vat__vat *find_work(vat__worker *w) {
   vat__vat *v;
   if (++w->ticks % INJECT_EVERY == 0 &&
       (v = vat__inject_pop(&w->sys->inject)) != NULL)
     return v;
-  if ((v = w->next) != NULL) {
-    w->next = NULL;
-    if (++w->next_streak < NEXT_STREAK_MAX)
+  if ((v = take_private(w)) != NULL) {
+    if (++w->private_streak < PRIVATE_STREAK_MAX)
       return v;
+    /* Now and then a private vat goes to the run queue: queued vats get
+     * their turn, and an idle worker may take it. */
     enqueue(w, v);
   }
-  w->next_streak = 0;
+  w->private_streak = 0;
   if ((v = vat__runq_pop(&w->runq)) != NULL)
     return v;
   if ((v = vat__inject_pop(&w->sys->inject)) != NULL)
@@ -184,7 +220,7 @@ static void *worker_main(void *arg) {
     if (v == NULL && (v = idle(w)) == NULL)
       continue;
     if (vat__run_batch(w, v, sys->cfg.batch))
-      enqueue(w, v);
+      requeue(w, v);
   }
   vat__current_worker = NULL;
   return NULL;
