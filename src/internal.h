@@ -83,7 +83,7 @@ struct vat__vat {
   vat_system *sys;
   /* Set once, with release, after cold->exit_reason is written. */
   _Atomic bool dead;
-  uint32_t turns; /* turns run, wrapping: lets an idle timer see silence */
+  uint32_t turns;  /* turns run, wrapping: lets an idle timer see silence */
   vat__cold *cold; /* see vat__cold_of(); the exit reason lives there */
   /* The first entity, made with the vat, so spawning is one allocation.
    * Must stay last: its state follows it. The fields above fill exactly one

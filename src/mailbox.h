@@ -39,7 +39,7 @@ typedef struct vat__mailbox {
    * 8-aligned, so the bit is free; keeping it here keeps a vat's header in
    * one cache line. */
   uintptr_t seen;
-  vat__msg *head;          /* consumer: FIFO of taken messages */
+  vat__msg *head; /* consumer: FIFO of taken messages */
   vat__msg *tail;
 } vat__mailbox;
 
@@ -70,8 +70,7 @@ bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
 
 /** Consumer: the next message, or NULL when nothing is queued now. Inline:
  *  one per turn, and mostly the private list has one ready. */
-static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb,
-                                         vat__msgpool *pool) {
+static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
   if (mb->head == NULL && !vat__mailbox_take_new(mb, pool))
     return NULL;
   vat__msg *m = mb->head;
