@@ -4,15 +4,16 @@
  *
  * Flow control, as the peers' bounded mailboxes do it: after each window of
  * adds the driver asks the counter to confirm (a request) and sends the
- * next window when the answer comes, so at most two windows are in flight
- * instead of all K messages. */
+ * next window when the answer comes, so at most two windows (1,024 adds)
+ * are in flight instead of all K messages: the bound of the Go peer's
+ * 1,024-slot channel. */
 #include <inttypes.h>
 #include <semaphore.h>
 #include <stdio.h>
 
 #include "bench_util.h"
 
-enum { PER_TURN = 64, WINDOW = 4096 };
+enum { PER_TURN = 64, WINDOW = 512 };
 
 typedef struct counter {
   int64_t value;

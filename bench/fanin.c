@@ -6,14 +6,16 @@
  * after each window of items a producer asks the consumer to confirm (a
  * request) and sends the next window meanwhile; the window after that
  * waits for the answer. Without it the producers, which only send, would
- * queue all P*K messages before the consumer had taken a few. */
+ * queue all P*K messages before the consumer had taken a few. Four
+ * producers then have at most 1,024 items in flight, the bound of the Go
+ * peer's 1,024-slot channel. */
 #include <inttypes.h>
 #include <semaphore.h>
 #include <stdio.h>
 
 #include "bench_util.h"
 
-enum { PER_TURN = 1024, WINDOW = 1024 };
+enum { PER_TURN = 64, WINDOW = 128 };
 
 typedef struct consumer {
   uint64_t expect, count, sum;

@@ -218,15 +218,21 @@ for row in "${rows[@]}"; do
   [[ " $want_workloads " == *" $workload "* ]] || continue
   sizes=$(scaled_sizes "$workload" "${sizes//-/}" "$which")
   for w in $threads; do
-    for sys in $systems; do
-      for ((rep = 1; rep <= repeats; rep++)); do
+    # The systems take turns, one repetition each: the machine's drift
+    # then falls on all of them alike, not on whichever ran last.
+    skip=" "
+    for ((rep = 1; rep <= repeats; rep++)); do
+      for sys in $systems; do
+        [[ $skip == *" $sys "* ]] && continue
         rec=$(run_one "$sys" "$workload" "$sizes" "$w" "$rep")
         echo "$rec" >>"$raw"
         status=$(cut -d, -f6 <<<"$rec")
         printf '%-9s %-16s w%-3s %-7s #%d %s\n' "$workload" "${sizes:-default}" \
           "$w" "$sys" "$rep" "$(cut -d, -f6-8 <<<"$rec")" >&2
         # A program that overran or cannot take the sizes will again.
-        [ "$status" = timeout ] || [ "$status" = n/a ] && break
+        if [ "$status" = timeout ] || [ "$status" = n/a ]; then
+          skip+="$sys "
+        fi
       done
     done
   done

@@ -491,6 +491,10 @@ int vat_host_exit(vat_ref *target, vat_value reason) {
 /* --- Core hooks ----------------------------------------------------------- */
 
 void vat__exits_track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn) {
+  if (entity == &v->first) { /* made first, so called first */
+    vat__cold_of(v)->first_stop = fn;
+    return;
+  }
   struct vat__exits *x = exits_of(v);
   stop_cb *cb = vat__gc_alloc(sizeof *cb);
   *cb = (stop_cb){.next = x->stops, .entity = entity, .fn = fn};
@@ -513,12 +517,14 @@ static void notify_watch(void *ctx, uint64_t key, void *value) {
 
 void vat__exits_terminated(vat__worker *w, vat__vat *v, vat_value reason) {
   (void)reason; /* v->cold->exit_reason holds it */
-  struct vat__exits *x = v->cold->exits;
-  if (x == NULL)
-    return;
   /* Stop callbacks first, in creation order: whoever learns of the end
    * (through an exit or a down) sees their work done, as in OTP, where
    * terminate runs before the links fire. */
+  if (v->cold->first_stop)
+    v->cold->first_stop(vat__state(&v->first), v->cold->exit_reason);
+  struct vat__exits *x = v->cold->exits;
+  if (x == NULL)
+    return;
   stop_cb *rev = NULL;
   for (stop_cb *cb = x->stops, *next; cb != NULL; cb = next) {
     next = cb->next;

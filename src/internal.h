@@ -39,6 +39,10 @@ typedef struct vat__cold {
   struct vat__exits *exits;
   struct vat__promises *promises;
   struct vat__timers *timers;
+  /* The first entity's stop callback, kept here rather than in `exits`: a
+   * short-lived vat that only wants its end seen costs two allocations,
+   * not four. */
+  vat_stop_fn first_stop;
 } vat__cold;
 
 /* A system-level message with its own delivery and drop behaviour: exit

@@ -3,7 +3,10 @@
  * A worker runs, in order of preference: the vat it woke last (its `next`
  * slot: a ring or a ping-pong stays on one core, in cache), the vats in its
  * `lane`, its own run queue, the system's shared queue, and vats stolen
- * from another worker.
+ * from another worker. With nothing to do it spins a little, then parks on
+ * the system's condition variable. Whoever queues work where another
+ * worker must steal it wakes one parked worker, unless one is already
+ * spinning.
  *
  * The lane keeps busy vats where they are. A vat that used up its budget
  * with work left, put in the run queue, would be stolen by an idle worker

@@ -9,6 +9,7 @@
   X(value)                                                                     \
   X(mailbox)                                                                   \
   X(runq)                                                                      \
+  X(sched)                                                                     \
   X(system)                                                                    \
   X(turn)                                                                      \
   X(send)                                                                      \
