@@ -160,6 +160,10 @@ static const vat__signal_class exit_class = {exit_deliver, drop_nothing};
 
 static void send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
                       vat_value reason) {
+  /* Delivery would drop it without a trace; in a chain of links every
+   * vat's exit goes back to the one that just killed it. */
+  if (vat__is_dead(to->vat))
+    return;
   exit_sig *s = vat__gc_alloc(sizeof *s);
   *s = (exit_sig){.base = {&exit_class},
                   .from_vat = from_vat,
