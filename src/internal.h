@@ -248,6 +248,12 @@ void vat__dispatch_dynamic(vat_turn *turn, void *state, void *arg);
  *  ignored). */
 void vat__deliver_now(vat_ref *to, vat_fn fn, void *arg, vat_value value,
                       vat__signal *sig);
+/* A signal whose data travels in the message node (its `value` and `aux`,
+ * read back from turn->msg) rather than in an allocation of its own:
+ * `sig` is then shared, usually static. For the signals a vat's end sends
+ * by the thousand. */
+void vat__deliver_signal_inline(vat_ref *to, const vat__signal *sig,
+                                vat_value value, void *aux);
 
 /* worker.c */
 int vat__workers_start(vat_system *sys);

@@ -24,10 +24,11 @@ struct vat__msg {
   vat_fn fn;
   void *arg;
   vat_value value;
+  void *aux; /* a signal's data carried inline (vat__deliver_signal_inline) */
   /* A node fills a cache line and slabs are line-aligned, so nodes in use
    * on two cores never share a line: two workers each reusing a node from
    * one line made every send ping-pong that line between the cores. */
-  char pad[64 - 4 * sizeof(void *) - sizeof(vat_value)];
+  char pad[64 - 5 * sizeof(void *) - sizeof(vat_value)];
 };
 
 _Static_assert(sizeof(struct vat__msg) == 64, "a message node is one line");

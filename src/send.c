@@ -187,19 +187,33 @@ int vat__host_send_signal(vat_ref *to, vat__signal *sig) {
   return host_deliver(m);
 }
 
-void vat__deliver_now(vat_ref *to, vat_fn fn, void *arg, vat_value value,
-                      vat__signal *sig) {
+static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
+                         void *aux) {
   vat__worker *w = vat__current_worker;
   vat__msg *m = w ? vat__msg_alloc(&w->pool) : vat__msg_alloc_unpooled();
   m->target = to;
-  m->fn = sig ? signal_dispatch : fn;
-  m->arg = sig ? (void *)sig : arg;
-  m->value = sig ? vat_null() : value;
+  m->fn = fn;
+  m->arg = arg;
+  m->value = value;
+  m->aux = aux;
   atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
   if (w != NULL)
     vat__deliver(w, m, m);
   else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
     vat__dead_letter(NULL, m);
+}
+
+void vat__deliver_now(vat_ref *to, vat_fn fn, void *arg, vat_value value,
+                      vat__signal *sig) {
+  if (sig)
+    deliver_node(to, signal_dispatch, sig, vat_null(), NULL);
+  else
+    deliver_node(to, fn, arg, value, NULL);
+}
+
+void vat__deliver_signal_inline(vat_ref *to, const vat__signal *sig,
+                                vat_value value, void *aux) {
+  deliver_node(to, signal_dispatch, (void *)sig, value, aux);
 }
 
 int vat_host_send_msg(vat_ref *to, const vat_atom *selector, vat_value value) {
