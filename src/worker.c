@@ -161,8 +161,7 @@ static vat__vat *find_work(vat__worker *w) {
      * vat here: an idle worker would gain nothing by it, and waking one
      * for it costs more than the turns it runs (a failure travelling a
      * chain of a million linked vats took twice as long). */
-    if (w->next == NULL && w->lane_len == 0 &&
-        vat__runq_size(&w->runq) == 0) {
+    if (w->next == NULL && w->lane_len == 0 && vat__runq_size(&w->runq) == 0) {
       w->private_streak = 0;
       return v;
     }
