@@ -74,7 +74,9 @@ run(ring, [N, M]) ->
 
 %% counter K -----------------------------------------------------------------
 run(counter, [K]) ->
-    C = spawn(fun() -> counter(0) end),
+    %% Off-heap: a mailbox that grows to millions of messages is not
+    %% copied by each garbage collection of the process that owns it.
+    C = spawn_opt(fun() -> counter(0) end, [{message_queue_data, off_heap}]),
     T0 = mono(),
     adds(C, K),
     C ! {get, self()},
@@ -140,6 +142,8 @@ run(pingpong, [R]) ->
 
 %% spawn N -------------------------------------------------------------------
 run(spawn, [N]) ->
+    %% A million `gone` messages queue up while this process still spawns.
+    process_flag(message_queue_data, off_heap),
     Self = self(),
     T0 = mono(),
     spawn_n(Self, N),
