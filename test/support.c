@@ -1,5 +1,6 @@
 #include "support.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,13 @@ uint64_t test_seed(const char *test_name) {
           "%s: seed %" PRIu64 " (replay with VAT_TEST_SEED=%" PRIu64 ")\n",
           test_name, seed, seed);
   return seed;
+}
+
+void test_sleep(double seconds) {
+  struct timespec left = {(time_t)seconds,
+                          (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR)
+    ;
 }
 
 bool test_wait_u64(_Atomic uint64_t *flag, uint64_t value, double timeout_s) {

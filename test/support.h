@@ -99,6 +99,11 @@ static inline uint64_t test_rand_between(uint64_t *state, uint64_t lo,
   return lo + test_rand(state) % (hi - lo + 1);
 }
 
+/** Sleeps the whole `seconds`. A bare nanosleep or usleep returns early
+ *  when the collector signals the thread to stop the world, which happens
+ *  at every turn in the hostile build. */
+void test_sleep(double seconds);
+
 /** Sleeps until `*flag` (read with acquire) reaches `value` or `timeout_s`
  *  passes; returns whether it did. For host threads waiting on vats. */
 bool test_wait_u64(_Atomic uint64_t *flag, uint64_t value, double timeout_s);

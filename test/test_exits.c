@@ -21,8 +21,7 @@ static vat_value atom_v(const vat_atom *a) {
 /* Waits (host side) until the ref's vat has ended. */
 static void wait_dead(vat_ref *ref) {
   for (int i = 0; i < 30000 && !vat_ref_is_dead(ref); i++) {
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
+    test_sleep(0.001);
   }
   ck_assert(vat_ref_is_dead(ref));
 }
@@ -437,8 +436,7 @@ START_TEST(monitor_ids_and_demonitor) {
   w->s = s;
   ck_assert_vat_ok(vat_host_send(wref, w_setup, NULL));
   wait_dead(s);
-  struct timespec ts = {0, 20000000};
-  nanosleep(&ts, NULL);
+  test_sleep(0.02);
   ck_assert_vat_ok(vat_host_send(wref, w_after, NULL));
   test_quiesce(sys);
   for (int i = 0; i < 4; i++)

@@ -33,7 +33,7 @@ START_TEST(progress_only_inside_run) {
   vat_ref *ref = test_spawn_counter(sys, &c);
   for (int i = 0; i < 100; i++)
     ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
-  usleep(50 * 1000);
+  test_sleep(0.05);
   ck_assert_uint_eq(atomic_load(&c->hits), 0);
   vat_run_result r;
   ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
@@ -70,7 +70,7 @@ typedef struct late_sender {
 static void *send_later(void *arg) {
   late_sender *s = arg;
   s->rc = vat_thread_register();
-  usleep(100 * 1000);
+  test_sleep(0.1);
   if (s->rc == VAT_OK)
     s->rc = vat_host_send(s->to, test_hit, NULL);
   vat_thread_unregister();
@@ -344,7 +344,7 @@ END_TEST
 START_TEST(virtual_clock_moves_only_when_advanced) {
   vat_system *sys = host_system(true, 1);
   uint64_t t0 = vat_system_now(sys);
-  usleep(20 * 1000);
+  test_sleep(0.02);
   ck_assert_uint_eq(vat_system_now(sys), t0);
   ck_assert_vat_ok(vat_system_advance_clock(sys, 1500));
   ck_assert_uint_eq(vat_system_now(sys), t0 + 1500);

@@ -172,7 +172,7 @@ START_TEST(answer_in_a_later_turn) {
   callee *ce;
   vat_ref *to = test_spawn(sys, sizeof(callee), (void **)&ce);
   caller *c = run_call(sys, to, keep, NULL, 0);
-  usleep(20000);
+  test_sleep(0.02);
   ck_assert_uint_eq(atomic_load(&c->settled), 0);
   /* The request may still be on its way on a loaded machine. */
   ck_assert(test_wait_u64(&ce->kept_n, 1, 10));
@@ -262,7 +262,7 @@ START_TEST(broken_when_callee_dead_before) {
   vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   ck_assert_vat_ok(vat_host_send(to, stop_now, NULL));
   for (int i = 0; i < 1000 && !vat_ref_is_dead(to); i++)
-    usleep(1000);
+    test_sleep(0.001);
   ck_assert(vat_ref_is_dead(to));
   caller *c = run_call(sys, to, answer_arg, NULL, 0);
   expect_settled(c, false, vat_atom_value(vat_atom_normal()));
@@ -362,7 +362,7 @@ START_TEST(pipelined_sends_arrive_in_order_after_resolution) {
   vat_ref *pref = test_spawn(sys, sizeof(pipe_state), (void **)&ps);
   ps->pl.sink = sink_ref;
   ck_assert_vat_ok(vat_host_send(pref, pipe_before2, NULL));
-  usleep(20000);
+  test_sleep(0.02);
   ck_assert_uint_eq(atomic_load(&sink->n), 0);
   ck_assert_vat_ok(vat_host_send(pref, pipe_resolve, NULL));
   ck_assert_vat_ok(vat_host_send(pref, pipe_after, NULL));
@@ -461,7 +461,7 @@ START_TEST(request_timeout_breaks_and_late_answer_dropped) {
   /* The request may still be on its way on a loaded machine. */
   ck_assert(test_wait_u64(&ce->kept_n, 1, 10));
   ck_assert_vat_ok(vat_host_send(to, resolve_kept, (void *)(intptr_t)1));
-  usleep(20000);
+  test_sleep(0.02);
   vat_value v;
   ck_assert_int_eq(vat_promise_peek(c->promise, &v), VAT_PROMISE_BROKEN);
   test_quiesce(sys);
@@ -475,7 +475,7 @@ START_TEST(answer_in_time_cancels_timeout) {
   /* Long enough for a loaded machine to answer first. */
   caller *c = run_call(sys, to, answer_arg, (void *)(intptr_t)8, 0.5);
   expect_settled(c, true, vat_int(8));
-  usleep(600000);
+  test_sleep(0.6);
   test_quiesce(sys);
   ck_assert_uint_eq(atomic_load(&c->settled), 1);
 }
@@ -543,7 +543,7 @@ START_TEST(wait_from_turn_is_an_error) {
   vat_ref *ref = test_spawn(sys, 8, NULL);
   ck_assert_vat_ok(vat_host_send(ref, wait_in_turn, p));
   for (int i = 0; i < 5000 && atomic_load(&wait_rc_seen) == 0; i++)
-    usleep(1000);
+    test_sleep(0.001);
   uint64_t seen = atomic_load(&wait_rc_seen);
   ck_assert(seen != 0);
   ck_assert_int_eq((int)seen - 1000, VAT_EINTURN);
@@ -676,13 +676,13 @@ START_TEST(stress_concurrent_requests_settle_once) {
     ck_assert_vat_ok(vat_host_send(ref, stress_go, NULL));
   }
   /* Kill the callees part-way: their kept resolvers break. */
-  usleep(20000);
+  test_sleep(0.02);
   for (int i = 0; i < CALLEES; i += 4)
     ck_assert_vat_ok(vat_host_send(callees[i], stress_stop, NULL));
   ck_assert_msg(test_wait_u64(&total, CALLERS * CALLS_EACH, 60),
                 "settled %lu of %d", (unsigned long)atomic_load(&total),
                 CALLERS * CALLS_EACH);
-  usleep(300000); /* room for a second settlement to show up */
+  test_sleep(0.3); /* room for a second settlement to show up */
   test_quiesce(sys);
   ck_assert_uint_eq(atomic_load(&total), CALLERS * CALLS_EACH);
   for (int i = 0; i < CALLERS * CALLS_EACH; i++)

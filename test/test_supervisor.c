@@ -277,8 +277,7 @@ START_TEST(intensity_window_slides) {
   for (uint64_t i = 0; i < 3; i++) {
     send_kid(0, kid_crash);
     ck_assert(test_wait_u64(&total_starts, 2 + i, 30));
-    struct timespec ts = {0, 300000000};
-    nanosleep(&ts, NULL);
+    test_sleep(0.3);
   }
   ck_assert(!vat_ref_is_dead(sup));
   stop_and_quiesce(sys, sup, 4);

@@ -145,9 +145,9 @@ START_TEST(idle_system_burns_no_cpu) {
   ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){0}, &ref, NULL));
   for (int i = 0; i < 1000; i++)
     ck_assert_vat_ok(vat_host_send(ref, noop, NULL));
-  usleep(100 * 1000); /* let the workers finish and park */
+  test_sleep(0.1); /* let the workers finish and park */
   double before = test_cpu_seconds();
-  sleep(2);
+  test_sleep(2);
   double used = test_cpu_seconds() - before;
   fprintf(stderr, "idle_system_burns_no_cpu: %.4f s CPU in 2 s idle\n", used);
   ck_assert_msg(used < 0.02, "idle system used %.4f s CPU in 2 s", used);

@@ -118,7 +118,7 @@ START_TEST(cancelled_timers_never_fire) {
   ck_assert_vat_ok(vat_host_send(aref, arm_and_cancel, NULL));
   ck_assert_vat_ok(vat_host_send(aref, cancel_later, NULL));
   ck_assert(test_wait_u64(&s->n, 2, 10));
-  usleep(600000); /* past the last deadline */
+  test_sleep(0.6); /* past the last deadline */
   ck_assert_uint_eq(atomic_load(&s->n), 2);
   ck_assert_uint_eq(s->got[0], 1);
   ck_assert_uint_eq(s->got[1], 3);
@@ -165,7 +165,7 @@ START_TEST(every_repeats_until_cancelled) {
   vat_ref *ref = test_spawn(sys, sizeof(ticker), (void **)&t);
   ck_assert_vat_ok(vat_host_send(ref, start_ticking, NULL));
   ck_assert(test_wait_u64(&t->ticks, 5, 10));
-  usleep(100000);
+  test_sleep(0.1);
   ck_assert_uint_eq(atomic_load(&t->ticks), 5);
   ck_assert(t->first - t->armed_at >= 0.02);
   ck_assert(t->last - t->armed_at >= 0.1);
@@ -223,10 +223,10 @@ START_TEST(timers_of_dead_vats_never_fire) {
   for (int i = 0; i < 10000 && !(vat_ref_is_dead(r1) && vat_ref_is_dead(r2) &&
                                  vat_ref_is_dead(r3));
        i++)
-    usleep(1000);
+    test_sleep(0.001);
   ck_assert(vat_ref_is_dead(r1) && vat_ref_is_dead(r2) && vat_ref_is_dead(r3));
   /* Well past every deadline. */
-  usleep(400000);
+  test_sleep(0.4);
   ck_assert_uint_eq(atomic_load(&s->n), 0);
   test_quiesce(sys);
 }
@@ -310,7 +310,7 @@ START_TEST(idle_timeout_fires_only_after_silence) {
   ck_assert_vat_ok(vat_host_send(ref, set_idle, NULL));
   /* Busy for 0.8 s: a message every 40 ms keeps it from going idle. */
   for (int i = 0; i < 20; i++) {
-    usleep(40000);
+    test_sleep(0.04);
     ck_assert_vat_ok(vat_host_send(ref, poke, NULL));
   }
   ck_assert(test_wait_u64(&d->pokes, 20, 10));
@@ -325,7 +325,7 @@ START_TEST(idle_timeout_fires_only_after_silence) {
   ck_assert_uint_eq(during, 0);
   ck_assert_msg(silence >= 0.4, "fired after %.4f s of silence", silence);
   ck_assert_msg(silence < 5, "fired after %.4f s of silence", silence);
-  usleep(300000);
+  test_sleep(0.3);
   ck_assert_uint_eq(atomic_load(&d->idle), 1);
   test_quiesce(sys);
 }
@@ -505,7 +505,7 @@ START_TEST(million_timers_half_cancelled) {
   fprintf(stderr, "timer: %lu fired by %.2f s (%lu cancels came too late)\n",
           (unsigned long)expected, test_wall_seconds() - t0,
           (unsigned long)(MANY / 2 - m->cancel_ok_n));
-  usleep(100000);
+  test_sleep(0.1);
   ck_assert_uint_eq(atomic_load(&c->n), expected);
   /* Nearly all cancels must have been in time on any machine. */
   ck_assert_uint_ge(m->cancel_ok_n, MANY / 2 * 9 / 10);

@@ -278,7 +278,7 @@ START_TEST(self_sends_do_not_starve_other_senders) {
   ck_assert_vat_ok(vat_host_spawn(
       sys, &(vat_entity_def){.state_size = sizeof(looper)}, &ref, (void **)&l));
   ck_assert_vat_ok(vat_host_send(ref, loop_forever, NULL));
-  usleep(20 * 1000);
+  test_sleep(0.02);
   ck_assert_vat_ok(vat_host_send(ref, tell_to_stop, NULL));
   /* Quiescence comes only if the stop message got in between the loop's
    * own messages. */
