@@ -74,9 +74,15 @@ uint64_t test_seed(const char *test_name) {
 }
 
 void test_sleep(double seconds) {
-  struct timespec left = {(time_t)seconds,
-                          (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&left, &left) != 0 && errno == EINTR)
+  /* Until a deadline, not for a duration: time spent stopped by the
+   * collector counts, or back-to-back collections would stretch the sleep
+   * without end. */
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  long long ns = (long long)until.tv_nsec + (long long)(seconds * 1e9);
+  until.tv_sec += (time_t)(ns / 1000000000);
+  until.tv_nsec = (long)(ns % 1000000000);
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
     ;
 }
 

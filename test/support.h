@@ -99,9 +99,9 @@ static inline uint64_t test_rand_between(uint64_t *state, uint64_t lo,
   return lo + test_rand(state) % (hi - lo + 1);
 }
 
-/** Sleeps the whole `seconds`. A bare nanosleep or usleep returns early
- *  when the collector signals the thread to stop the world, which happens
- *  at every turn in the hostile build. */
+/** Sleeps until `seconds` have passed. A bare nanosleep or usleep returns
+ *  early when the collector signals the thread to stop the world, which
+ *  happens at every turn in the hostile build. */
 void test_sleep(double seconds);
 
 /** Sleeps until `*flag` (read with acquire) reaches `value` or `timeout_s`
