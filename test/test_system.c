@@ -141,11 +141,14 @@ END_TEST
 
 START_TEST(idle_system_burns_no_cpu) {
   vat_system *sys = test_system(2);
-  vat_ref *ref;
-  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){0}, &ref, NULL));
+  test_counter *counter;
+  vat_ref *ref = test_spawn_counter(sys, &counter);
   for (int i = 0; i < 1000; i++)
-    ck_assert_vat_ok(vat_host_send(ref, noop, NULL));
-  test_sleep(0.1); /* let the workers finish and park */
+    ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
+  /* Done (a collection per turn makes that slow in the hostile build),
+   * then a moment for the workers to spin down and park. */
+  ck_assert(test_wait_u64(&counter->hits, 1000, 30));
+  test_sleep(0.1);
   double before = test_cpu_seconds();
   test_sleep(2);
   double used = test_cpu_seconds() - before;
