@@ -13,7 +13,10 @@
 # -w "1 N" (worker counts; default 1 and all cores), -o DIR (results;
 # default bench/results). Other arguments name workloads (ring counter
 # fanin selfsend skynet chain pingpong spawn) or systems (libvat go erlang
-# caf); none of a kind means all of it.
+# caf); none of a kind means all of it. A system `libvat@REV` is libvat as
+# of git revision REV, built beside the working tree's: with
+# `libvat libvat@REV` the ratio column reads as now / then, a change's
+# before-and-after measured side by side in one run.
 # As root it installs what is missing with apt-get; a peer whose build
 # fails is left out. A run that fails or overruns shows as "fail" (or as
 # "n/a" when the program does not take those sizes); the runner goes on.
@@ -53,7 +56,7 @@ want_systems=
 for arg in "$@"; do
   if [[ " $all_workloads " == *" $arg "* ]]; then
     want_workloads+=" $arg"
-  elif [[ " $all_systems " == *" $arg "* ]]; then
+  elif [[ " $all_systems " == *" $arg "* || $arg == libvat@?* ]]; then
     want_systems+=" $arg"
   else
     echo "run.sh: unknown workload or system '$arg'" >&2
@@ -116,10 +119,28 @@ if [ ! -d "$build" ]; then
 fi
 ninja -C "$build" >/dev/null || { echo "run.sh: libvat build failed" >&2; exit 1; }
 
+# libvat at another revision: its tree from git, built beside ours.
+build_revision() {
+  local rev=${1#libvat@} dir=$build/$1
+  mkdir -p "$dir/src" &&
+    git archive "$rev" | tar -x -C "$dir/src" &&
+    { [ -d "$dir/build" ] ||
+      meson setup "$dir/build" "$dir/src" --buildtype=release -Dtests=false; } &&
+    ninja -C "$dir/build"
+}
+
 systems=
 for sys in $want_systems; do
   if [ "$sys" = libvat ]; then
     systems+=" libvat"
+    continue
+  fi
+  if [[ $sys == libvat@* ]]; then
+    if build_revision "$sys" >"$build/$sys.log" 2>&1; then
+      systems+=" $sys"
+    else
+      echo "run.sh: $sys did not build (see $build/$sys.log); left out" >&2
+    fi
     continue
   fi
   case $sys in
@@ -135,7 +156,11 @@ for sys in $want_systems; do
   fi
 done
 bin_dir() {
-  if [ "$1" = libvat ]; then echo "$build/bench"; else echo "$build/peers/$1"; fi
+  case $1 in
+    libvat) echo "$build/bench" ;;
+    libvat@*) echo "$build/$1/build/bench" ;;
+    *) echo "$build/peers/$1" ;;
+  esac
 }
 
 # --- Rows -------------------------------------------------------------------
