@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "cpu.h"
+#include "testpoint.h"
 
 void vat__mailbox_init(vat__mailbox *mb) {
   atomic_init(&mb->top, NULL);
@@ -33,6 +34,9 @@ bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
    * the vat is scheduled at most once per IDLE. */
   vat__msg *below =
       atomic_exchange_explicit(&mb->top, last, memory_order_acq_rel);
+  /* Where a producer preempted mid-push stops: the consumer sees `last`
+   * but cannot reach the older nodes until the store below. */
+  VAT__TEST_POINT("mailbox.push.after_exchange");
   /* Release pairs with the consumer's acquire load while it waits for this
    * link. */
   atomic_store_explicit(&first->next, below, memory_order_release);
@@ -53,9 +57,48 @@ static void recycle(vat__msgpool *pool, vat__msg *m) {
     vat__msg_free(pool, m);
 }
 
+/* How long the consumer waits for a producer between its exchange and its
+ * link store. That gap is one store long, so a wait that outlasts this
+ * means the producer was preempted (or stopped by the collector): waiting
+ * longer would stall the worker and every vat queued behind this one. */
+enum { LINK_SPINS = 64 };
+
+/* The link below `m`, or UNLINKED if its producer has not stored it within
+ * the bounded wait. */
+static vat__msg *link_below(vat__msg *m) {
+  vat__msg *older;
+  for (unsigned i = 0;; i++) {
+    /* Acquire pairs with the producer's release store of the link: the
+     * older nodes it reaches are published. */
+    older = atomic_load_explicit(&m->next, memory_order_acquire);
+    if (older != VAT__MAILBOX_UNLINKED || i == LINK_SPINS)
+      return older;
+    vat__cpu_relax();
+  }
+}
+
+/* Puts back the stack links of the nodes already reversed into `fifo` (the
+ * newest last), above `stalled`: the segment stays as producers left it. */
+static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
+  vat__msg *below = stalled;
+  while (fifo != NULL) {
+    vat__msg *newer = atomic_load_explicit(&fifo->next, memory_order_relaxed);
+    atomic_store_explicit(&fifo->next, below, memory_order_relaxed);
+    below = fifo;
+    fifo = newer;
+  }
+}
+
 /* Takes what was pushed since `seen` and appends it, oldest first, to the
  * private list. The old `seen` is recycled if it was handled; if it is
- * still queued, it is an ordinary node from now on, recycled when done. */
+ * still queued, it is an ordinary node from now on, recycled when done.
+ *
+ * A producer caught between its exchange and its link leaves a node the
+ * walk cannot get past. Then nothing of the segment is taken: the nodes
+ * above it were pushed later, maybe by a producer whose earlier messages
+ * lie below it, so taking them alone would break that producer's order.
+ * `seen` and `top` stay as they were, so the vat cannot go idle (try_idle's
+ * CAS fails) and a later take gets the whole segment. */
 bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
@@ -65,12 +108,12 @@ bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
     return false;
   vat__msg *fifo = NULL;
   for (vat__msg *m = top; m != seen;) {
-    vat__msg *older;
-    /* A producer between its exchange and its link store: wait for it. It
-     * has one store left to do, so this wait is short. */
-    while ((older = atomic_load_explicit(&m->next, memory_order_acquire)) ==
-           VAT__MAILBOX_UNLINKED)
-      vat__cpu_relax();
+    vat__msg *older = atomic_load_explicit(&m->next, memory_order_acquire);
+    if (older == VAT__MAILBOX_UNLINKED &&
+        (older = link_below(m)) == VAT__MAILBOX_UNLINKED) {
+      restore_stack(fifo, m);
+      return false;
+    }
     atomic_store_explicit(&m->next, fifo, memory_order_relaxed);
     fifo = m;
     m = older;
