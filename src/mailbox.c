@@ -64,15 +64,18 @@ static void recycle(vat__msgpool *pool, vat__msg *m) {
 enum { LINK_SPINS = 64 };
 
 /* The link below `m`, or UNLINKED if its producer has not stored it within
- * the bounded wait. */
-static vat__msg *link_below(vat__msg *m) {
+ * the bounded wait. `wait`: no bound (the vat will never run again, and
+ * the producer has one store left to do). */
+static vat__msg *link_below(vat__msg *m, bool wait) {
   vat__msg *older;
   for (unsigned i = 0;; i++) {
     /* Acquire pairs with the producer's release store of the link: the
      * older nodes it reaches are published. */
     older = atomic_load_explicit(&m->next, memory_order_acquire);
-    if (older != VAT__MAILBOX_UNLINKED || i == LINK_SPINS)
+    if (older != VAT__MAILBOX_UNLINKED || (i == LINK_SPINS && !wait))
       return older;
+    if (i == 0 && wait)
+      VAT__TEST_POINT("mailbox.drain.wait_for_link");
     vat__cpu_relax();
   }
 }
@@ -98,8 +101,9 @@ static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
  * above it were pushed later, maybe by a producer whose earlier messages
  * lie below it, so taking them alone would break that producer's order.
  * `seen` and `top` stay as they were, so the vat cannot go idle (try_idle's
- * CAS fails) and a later take gets the whole segment. */
-bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
+ * CAS fails) and a later take gets the whole segment. With `wait` (a vat
+ * that will not run again) it waits for the producer instead. */
+static bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
   vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
@@ -110,7 +114,7 @@ bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
   for (vat__msg *m = top; m != seen;) {
     vat__msg *older = atomic_load_explicit(&m->next, memory_order_acquire);
     if (older == VAT__MAILBOX_UNLINKED &&
-        (older = link_below(m)) == VAT__MAILBOX_UNLINKED) {
+        (older = link_below(m, wait)) == VAT__MAILBOX_UNLINKED) {
       restore_stack(fifo, m);
       return false;
     }
@@ -127,6 +131,10 @@ bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
   mb->seen = (uintptr_t)top;
   mb->tail = top;
   return true;
+}
+
+bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
+  return take(mb, pool, false);
 }
 
 bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
@@ -160,4 +168,10 @@ size_t vat__mailbox_count(vat__mailbox *mb) {
        m = atomic_load_explicit(&m->next, memory_order_relaxed))
     n++;
   return n;
+}
+
+vat__msg *vat__mailbox_pop_stopped(vat__mailbox *mb) {
+  if (mb->head == NULL)
+    take(mb, NULL, true);
+  return vat__mailbox_pop(mb, NULL);
 }

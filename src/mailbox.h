@@ -89,6 +89,13 @@ static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
   return m;
 }
 
+/** Consumer of a vat that will never run again (its system stopped and
+ *  its workers are joined): the next message, or NULL when the mailbox is
+ *  empty. Unlike vat__mailbox_pop it waits for a producer caught mid-push,
+ *  so that nothing it pushed, nor anything pushed before it, is left
+ *  behind uncounted. */
+vat__msg *vat__mailbox_pop_stopped(vat__mailbox *mb);
+
 /** Consumer: a popped message was handled; recycles its node unless the
  *  mailbox still needs it. */
 #define VAT__SEEN_DONE ((uintptr_t)1)

@@ -308,6 +308,46 @@ START_TEST(taken_messages_pop_past_half_push) {
 }
 END_TEST
 
+typedef struct {
+  vat__mailbox *mb;
+  uint64_t drained;
+  _Atomic uint64_t done;
+} drain_call;
+
+static void *drain_in_thread(void *p) {
+  drain_call *d = p;
+  while (vat__mailbox_pop_stopped(d->mb) != NULL)
+    d->drained++;
+  atomic_store_explicit(&d->done, 1, memory_order_release);
+  return NULL;
+}
+
+/* Emptying the mailbox of a vat that will not run again (at shutdown) must
+ * wait for a producer mid-push: what lies under its node was pushed before
+ * it and would be lost uncounted. */
+START_TEST(drain_of_stopped_vat_waits_for_half_push) {
+  vat__mailbox mb;
+  vat__mailbox_init(&mb);
+  ck_assert(vat__mailbox_push(&mb, msg_new(1)));
+  ck_assert(!vat__mailbox_push(&mb, msg_new(2)));
+  half_push h = push_exchange_only(&mb, msg_new(3));
+  ck_assert(!vat__mailbox_push(&mb, msg_new(4)));
+
+  vat__test_point_arm("mailbox.drain.wait_for_link");
+  drain_call d = {.mb = &mb};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, drain_in_thread, &d), 0);
+  /* The drain found the unlinked node before the push completes. */
+  bool parked = vat__test_point_wait(2);
+  vat__test_point_release();
+  push_complete(h);
+  ck_assert_msg(test_wait_u64(&d.done, 1, 10), "the drain did not finish");
+  pthread_join(t, NULL);
+  ck_assert_msg(d.drained == 4, "drained %" PRIu64 " of 4 messages", d.drained);
+  ck_assert_msg(parked, "the drain never met the half-pushed node");
+}
+END_TEST
+
 /* --- Stress: producers against one consumer ------------------------------
  *
  * The consumer stands for the worker running the vat: it pops only while it
@@ -601,6 +641,7 @@ Suite *test_mailbox_suite(void) {
   tcase_add_test(tc, count_sees_stack_and_private_list);
   tcase_add_test(tc, take_leaves_half_pushed_segment);
   tcase_add_test(tc, taken_messages_pop_past_half_push);
+  tcase_add_test(tc, drain_of_stopped_vat_waits_for_half_push);
   suite_add_tcase(s, tc);
 
   TCase *stress = test_case("stress", 240);
