@@ -23,7 +23,8 @@
  *
  * Seeded (VAT_TEST_SEED replays the choices, not the thread interleaving).
  * A few seconds by default, less under TEST_SCALE or VAT_TEST_QUICK;
- * VAT_SOAK_SECONDS=600 runs for ten minutes; VAT_SOAK_VERBOSE=1 prints
+ * VAT_SOAK_SECONDS=600 runs for ten minutes (run build/test/vat-tests soak
+ * directly: meson stops a suite after 600 s); VAT_SOAK_VERBOSE=1 prints
  * each run's figures and each vat's end. The last line printed gives runs,
  * messages, faults injected and violations, after a count per check.
  */
