@@ -22,6 +22,13 @@
  * Invariant: top != IDLE implies the vat is in a run queue, in a worker's
  * next slot, or running — or a producer that saw IDLE is about to put it
  * there. So no message waits in an idle vat.
+ *
+ * A producer preempted between its exchange and its link store leaves the
+ * consumer a segment it cannot walk. The consumer does not wait for it
+ * beyond a short spin: it takes nothing of that segment, keeps `seen`, and
+ * reports nothing new. `top` still differs from `seen`, so the vat cannot
+ * go idle; its turn loop hands it back to the scheduler to run again later
+ * (vat__run_batch), and the worker runs other vats meanwhile.
  */
 #ifndef VAT_MAILBOX_H
 #define VAT_MAILBOX_H
@@ -64,11 +71,13 @@ static inline bool vat__mailbox_push(vat__mailbox *mb, vat__msg *m) {
 void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
 
 /** Consumer: moves what producers pushed into the private list; false when
- *  nothing new was pushed. Nodes the mailbox no longer needs go back to
- *  `pool` (NULL: to the collector). */
+ *  nothing new was pushed, or when a producer is still mid-push under what
+ *  is new (then nothing is taken, and the vat must stay scheduled). Nodes
+ *  the mailbox no longer needs go back to `pool` (NULL: to the collector). */
 bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
 
-/** Consumer: the next message, or NULL when nothing is queued now. Inline:
+/** Consumer: the next message, or NULL when nothing is queued now or what
+ *  is queued waits for a producer mid-push (try_idle then fails). Inline:
  *  one per turn, and mostly the private list has one ready. */
 static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
   if (mb->head == NULL && !vat__mailbox_take_new(mb, pool))
@@ -79,6 +88,13 @@ static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
     mb->tail = NULL;
   return m;
 }
+
+/** Consumer of a vat that will never run again (its system stopped and
+ *  its workers are joined): the next message, or NULL when the mailbox is
+ *  empty. Unlike vat__mailbox_pop it waits for a producer caught mid-push,
+ *  so that nothing it pushed, nor anything pushed before it, is left
+ *  behind uncounted. */
+vat__msg *vat__mailbox_pop_stopped(vat__mailbox *mb);
 
 /** Consumer: a popped message was handled; recycles its node unless the
  *  mailbox still needs it. */

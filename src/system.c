@@ -129,7 +129,7 @@ static bool wait_quiescent(vat_system *sys, double timeout_s) {
  * messages it held. Signals get their drop, so no promise waits for ever. */
 static uint64_t count_queued(vat__vat *v) {
   uint64_t n = 0;
-  for (vat__msg *m; (m = vat__mailbox_pop(&v->mailbox, NULL)) != NULL; n++)
+  for (vat__msg *m; (m = vat__mailbox_pop_stopped(&v->mailbox)) != NULL; n++)
     vat__drop_at_shutdown(m);
   return n;
 }

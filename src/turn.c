@@ -91,7 +91,10 @@ bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
     if (m == NULL) {
       if (vat__mailbox_try_idle(mb, &w->pool))
         return false;
-      continue; /* a push raced with us: take it */
+      /* A push raced with us: take it. Still nothing means its producer
+       * is mid-push; run again later rather than wait for it. */
+      if ((m = vat__mailbox_pop(mb, &w->pool)) == NULL)
+        return true;
     }
     if (vat__is_dead(v))
       vat__dead_letter(w, m);

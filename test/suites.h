@@ -20,7 +20,8 @@
   X(timer)                                                                     \
   X(exits)                                                                     \
   X(supervisor)                                                                \
-  X(caps)
+  X(caps)                                                                      \
+  X(soak)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
 VAT_TEST_SUITES(VAT__DECLARE_SUITE)

@@ -206,6 +206,148 @@ START_TEST(count_sees_stack_and_private_list) {
 }
 END_TEST
 
+/* --- A producer caught between its exchange and its link ---------------
+ *
+ * push_chain publishes a node with its exchange and links it to the older
+ * part of the stack with a second store. A producer preempted between the
+ * two leaves the consumer a node it cannot see past. The consumer must not
+ * wait for it: it leaves the whole unlinked segment where it is (the nodes
+ * above it were pushed later, possibly by a producer whose earlier ones are
+ * below it, so taking them alone would reorder that producer) and stays
+ * scheduled, so the segment is taken on a later run.
+ */
+
+typedef struct {
+  vat__msg *node;
+  vat__msg *below;
+} half_push;
+
+/* The first half of push_chain for one node: exchanged, not linked. */
+static half_push push_exchange_only(vat__mailbox *mb, vat__msg *m) {
+  atomic_store_explicit(&m->next, VAT__MAILBOX_UNLINKED, memory_order_relaxed);
+  return (half_push){m, atomic_exchange(&mb->top, m)};
+}
+
+static void push_complete(half_push h) {
+  atomic_store_explicit(&h.node->next, h.below, memory_order_release);
+}
+
+typedef struct {
+  vat__mailbox *mb;
+  vat__msg *popped;
+  _Atomic uint64_t returned;
+} pop_call;
+
+static void *pop_in_thread(void *p) {
+  pop_call *c = p;
+  c->popped = vat__mailbox_pop(c->mb, NULL);
+  atomic_store_explicit(&c->returned, 1, memory_order_release);
+  return NULL;
+}
+
+/* Pops on another thread, so a consumer that waits for the producer fails
+ * the test instead of hanging it. */
+static vat__msg *pop_or_fail(vat__mailbox *mb) {
+  pop_call c = {.mb = mb};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, pop_in_thread, &c), 0);
+  ck_assert_msg(test_wait_u64(&c.returned, 1, 2.0),
+                "pop still waits for a producer caught mid-push after 2 s");
+  pthread_join(t, NULL);
+  return c.popped;
+}
+
+START_TEST(take_leaves_half_pushed_segment) {
+  vat__mailbox mb;
+  vat__mailbox_init(&mb);
+  ck_assert(vat__mailbox_push(&mb, msg_new(1)));
+  ck_assert(!vat__mailbox_push(&mb, msg_new(2)));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 1);
+  /* 2 is in the private list now; 3 is caught mid-push, 4 and 5 (a chain)
+   * land on top of it. */
+  ck_assert(!vat__mailbox_push(&mb, msg_new(3)));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 2);
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 3);
+  half_push h = push_exchange_only(&mb, msg_new(4));
+  ck_assert(h.below != NULL); /* the vat was scheduled: no new scheduling */
+  vat__msg *chain[] = {msg_new(5), msg_new(6)};
+  link_chain(chain, 2);
+  ck_assert(!vat__mailbox_push_chain(&mb, chain[0], chain[1]));
+
+  ck_assert_ptr_null(pop_or_fail(&mb));
+  ck_assert_uint_eq(vat__mailbox_count(&mb), 0);
+  /* Pending work: the vat must neither go idle nor look idle. */
+  ck_assert(vat__mailbox_has_work(&mb));
+  ck_assert(!vat__mailbox_try_idle(&mb, NULL));
+  ck_assert_ptr_null(pop_or_fail(&mb));
+  ck_assert(!vat__mailbox_try_idle(&mb, NULL));
+
+  push_complete(h);
+  for (uintptr_t i = 4; i <= 6; i++)
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
+}
+END_TEST
+
+/* The stall below nodes already taken: those stay poppable. */
+START_TEST(taken_messages_pop_past_half_push) {
+  vat__mailbox mb;
+  vat__mailbox_init(&mb);
+  ck_assert(vat__mailbox_push(&mb, msg_new(1)));
+  ck_assert(!vat__mailbox_push(&mb, msg_new(2)));
+  ck_assert_uint_eq(vat__mailbox_count(&mb), 2);
+  half_push h = push_exchange_only(&mb, msg_new(3));
+  ck_assert_uint_eq(tag_of(pop_or_fail(&mb)), 1);
+  ck_assert_uint_eq(tag_of(pop_or_fail(&mb)), 2);
+  ck_assert_ptr_null(pop_or_fail(&mb));
+  ck_assert(!vat__mailbox_try_idle(&mb, NULL));
+  push_complete(h);
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 3);
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
+}
+END_TEST
+
+typedef struct {
+  vat__mailbox *mb;
+  uint64_t drained;
+  _Atomic uint64_t done;
+} drain_call;
+
+static void *drain_in_thread(void *p) {
+  drain_call *d = p;
+  while (vat__mailbox_pop_stopped(d->mb) != NULL)
+    d->drained++;
+  atomic_store_explicit(&d->done, 1, memory_order_release);
+  return NULL;
+}
+
+/* Emptying the mailbox of a vat that will not run again (at shutdown) must
+ * wait for a producer mid-push: what lies under its node was pushed before
+ * it and would be lost uncounted. */
+START_TEST(drain_of_stopped_vat_waits_for_half_push) {
+  vat__mailbox mb;
+  vat__mailbox_init(&mb);
+  ck_assert(vat__mailbox_push(&mb, msg_new(1)));
+  ck_assert(!vat__mailbox_push(&mb, msg_new(2)));
+  half_push h = push_exchange_only(&mb, msg_new(3));
+  ck_assert(!vat__mailbox_push(&mb, msg_new(4)));
+
+  vat__test_point_arm("mailbox.drain.wait_for_link");
+  drain_call d = {.mb = &mb};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, drain_in_thread, &d), 0);
+  /* The drain found the unlinked node before the push completes. */
+  bool parked = vat__test_point_wait(2);
+  vat__test_point_release();
+  push_complete(h);
+  ck_assert_msg(test_wait_u64(&d.done, 1, 10), "the drain did not finish");
+  pthread_join(t, NULL);
+  ck_assert_msg(d.drained == 4, "drained %" PRIu64 " of 4 messages", d.drained);
+  ck_assert_msg(parked, "the drain never met the half-pushed node");
+}
+END_TEST
+
 /* --- Stress: producers against one consumer ------------------------------
  *
  * The consumer stands for the worker running the vat: it pops only while it
@@ -269,6 +411,29 @@ static uintptr_t stress_tag(unsigned producer, uint32_t seq) {
   return (uintptr_t)seq << 3 | producer;
 }
 
+/* push_chain's protocol with a pause between the exchange and the link
+ * store, as when the producer is preempted there: the consumer meets an
+ * unlinked node and must neither wait for it nor lose what is under it. */
+static bool slow_push_chain(vat__msg *first, vat__msg *last, uint64_t *rng) {
+  vat__msg *before = VAT__MAILBOX_UNLINKED;
+  for (vat__msg *m = first;;) {
+    vat__msg *after = atomic_load_explicit(&m->next, memory_order_relaxed);
+    atomic_store_explicit(&m->next, before, memory_order_relaxed);
+    if (m == last)
+      break;
+    before = m;
+    m = after;
+  }
+  vat__msg *prev = atomic_exchange(&st.mb.top, last);
+  if (below(rng, 4) == 0)
+    sched_yield();
+  else
+    for (uint32_t i = below(rng, 2000); i > 0; i--)
+      atomic_signal_fence(memory_order_seq_cst);
+  atomic_store_explicit(&first->next, prev, memory_order_release);
+  return prev == NULL;
+}
+
 static void *produce(void *p) {
   producer_arg *a = p;
   uint64_t rng = a->seed;
@@ -288,7 +453,11 @@ static void *produce(void *p) {
       chain[i]->arg = (void *)stress_tag(a->id, seq + i);
     }
     link_chain(chain, n);
-    if (vat__mailbox_push_chain(&st.mb, chain[0], chain[n - 1])) {
+    bool was_idle =
+        below(&rng, 16) == 0
+            ? slow_push_chain(chain[0], chain[n - 1], &rng)
+            : vat__mailbox_push_chain(&st.mb, chain[0], chain[n - 1]);
+    if (was_idle) {
       if (atomic_fetch_add(&st.tokens, 1) != 0)
         fail_at("vat scheduled twice: producer %u at seq %" PRIu32, a->id, seq);
       atomic_fetch_add_explicit(&st.handovers, 1, memory_order_relaxed);
@@ -304,6 +473,7 @@ static void *produce(void *p) {
 typedef struct {
   uint64_t idle_periods;
   uint64_t received;
+  uint64_t stalls; /* batches ended by a producer caught mid-push */
 } consumer_result;
 
 static void take_token(void) {
@@ -317,9 +487,10 @@ static void give_token(void) {
 }
 
 /* Like vat__run_batch: pops up to a batch; runs dry means try_idle, and a
- * failed try_idle means keep going. Returns true when it went idle. */
+ * failed try_idle means take again, or, if a producer is still mid-push,
+ * end the batch scheduled. Returns true when it went idle. */
 static bool consume_batch(uint32_t batch, uint32_t *next_seq,
-                          uint64_t *received) {
+                          consumer_result *r) {
   for (uint32_t budget = batch; budget > 0;) {
     vat__msg *m = vat__mailbox_pop(&st.mb, NULL);
     if (m == NULL) {
@@ -327,7 +498,10 @@ static bool consume_batch(uint32_t batch, uint32_t *next_seq,
       if (vat__mailbox_try_idle(&st.mb, NULL))
         return true;
       take_token();
-      continue;
+      if ((m = vat__mailbox_pop(&st.mb, NULL)) == NULL) {
+        r->stalls++;
+        return false;
+      }
     }
     uintptr_t tag = (uintptr_t)m->arg;
     unsigned producer = tag & 7;
@@ -338,7 +512,7 @@ static bool consume_batch(uint32_t batch, uint32_t *next_seq,
       return false;
     }
     next_seq[producer]++;
-    (*received)++;
+    r->received++;
     budget--;
   }
   if (vat__mailbox_has_work(&st.mb))
@@ -366,7 +540,7 @@ static void *consume(void *p) {
       sem_wait(&st.scheduled);
     }
     uint32_t batch = 1 + below(&rng, below(&rng, 4) == 0 ? 4 : 64);
-    idle = consume_batch(batch, next_seq, &r->received);
+    idle = consume_batch(batch, next_seq, r);
     if (idle)
       r->idle_periods++;
     else if (below(&rng, 32) == 0)
@@ -465,6 +639,9 @@ Suite *test_mailbox_suite(void) {
   tcase_add_test(tc, append_local_joins_private_list);
   tcase_add_test(tc, try_idle_fails_after_push);
   tcase_add_test(tc, count_sees_stack_and_private_list);
+  tcase_add_test(tc, take_leaves_half_pushed_segment);
+  tcase_add_test(tc, taken_messages_pop_past_half_push);
+  tcase_add_test(tc, drain_of_stopped_vat_waits_for_half_push);
   suite_add_tcase(s, tc);
 
   TCase *stress = test_case("stress", 240);

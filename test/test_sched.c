@@ -2,6 +2,7 @@
  * its lane, see worker.c) do not starve the ones queued behind them. That
  * it keeps a producer with its consumer is a matter of speed, measured by
  * the benchmarks (bench/counter with two workers), not asserted here. */
+#include <pthread.h>
 #include <stdint.h>
 
 #include "support.h"
@@ -52,10 +53,82 @@ START_TEST(busy_pair_does_not_starve_queued_vats) {
 }
 END_TEST
 
+/* --- A producer caught mid-push does not stall the worker ---------------
+ *
+ * A host thread pushing to a running vat is paused between its exchange
+ * and its link store (the pause point in push_chain). The worker must not
+ * wait for it: another vat on the only worker still runs, and the paused
+ * message is delivered once its producer finishes the push. */
+
+typedef struct holder {
+  _Atomic uint64_t started;
+  _Atomic uint64_t gate;
+  _Atomic uint64_t later;
+} holder;
+
+/* Keeps the vat running (its mailbox not idle) until the test opens the
+ * gate, so the paused push lands on a scheduled vat. */
+static void hold(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  holder *h = state;
+  atomic_store_explicit(&h->started, 1, memory_order_release);
+  if (!test_wait_u64(&h->gate, 1, 30))
+    test_record_bad_call("gate never opened", VAT_ETIMEDOUT, __FILE__,
+                         __LINE__);
+}
+
+static void count_later(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  holder *h = state;
+  atomic_fetch_add_explicit(&h->later, 1, memory_order_release);
+}
+
+static void *send_later(void *arg) {
+  vat_ref *to = arg;
+  expect_vat_ok(vat_thread_register());
+  expect_vat_ok(vat_host_send(to, count_later, NULL));
+  expect_vat_ok(vat_thread_unregister());
+  return NULL;
+}
+
+START_TEST(producer_paused_mid_push_does_not_stall_worker) {
+  vat_system *sys = test_system(1);
+  holder *h;
+  vat_ref *a = test_spawn(sys, sizeof *h, (void **)&h);
+  test_counter *other;
+  vat_ref *b = test_spawn_counter(sys, &other);
+
+  ck_assert_vat_ok(vat_host_send(a, hold, NULL));
+  ck_assert(test_wait_u64(&h->started, 1, 10));
+  vat__test_point_arm("mailbox.push.after_exchange");
+  pthread_t producer;
+  ck_assert_int_eq(pthread_create(&producer, NULL, send_later, a), 0);
+  ck_assert_msg(vat__test_point_wait(10), "the producer never reached the "
+                                          "pause point");
+  atomic_store_explicit(&h->gate, 1, memory_order_release);
+
+  ck_assert_vat_ok(vat_host_send(b, test_hit, NULL));
+  ck_assert_msg(test_wait_u64(&other->hits, 1, 2.0),
+                "another vat did not run within 2 s while a producer to a "
+                "vat on the same worker was paused mid-push");
+  ck_assert_uint_eq(atomic_load(&h->later), 0); /* not linked yet */
+
+  vat__test_point_release();
+  pthread_join(producer, NULL);
+  ck_assert_msg(test_wait_u64(&h->later, 1, 10),
+                "the paused message was not delivered once its push ended");
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&h->later), 1);
+}
+END_TEST
+
 Suite *test_sched_suite(void) {
   Suite *s = suite_create("sched");
   TCase *tc = test_case("policy", 120);
   tcase_add_test(tc, busy_pair_does_not_starve_queued_vats);
+  tcase_add_test(tc, producer_paused_mid_push_does_not_stall_worker);
   suite_add_tcase(s, tc);
   return s;
 }
