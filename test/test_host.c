@@ -545,6 +545,81 @@ START_TEST(deterministic_scenario_replays_byte_for_byte) {
 }
 END_TEST
 
+/* --- The collector's interior pointers ------------------------------------
+ * Refs point inside vats, at many offsets, so the library needs the
+ * collector to recognise interior pointers. A host that turned that off
+ * must get a clear refusal from vat_init, not vats collected under it.
+ * The collector is set up once per process, so the check runs in a fresh
+ * copy of this program, which does only that (see interior_probe) and
+ * reports on a pipe; the other tests never see the setting. */
+
+#define INTERIOR_PROBE_ENV "VAT_TEST_INTERIOR_PROBE"
+
+__attribute__((constructor)) static void interior_probe(void) {
+  const char *fd_text = getenv(INTERIOR_PROBE_ENV);
+  if (fd_text == NULL)
+    return;
+  int fd = atoi(fd_text);
+  GC_set_all_interior_pointers(0);
+  int rc = vat_init();
+  char out[512];
+  int n =
+      snprintf(out, sizeof out, "%s|%s|", vat_err_name(rc), vat_strerror(rc));
+  vat_system *sys = NULL;
+  if (rc != VAT_OK) {
+    /* Refused, so the library stays unusable, and says so. */
+    int again = vat_init();
+    int made = vat_system_new(NULL, &sys);
+    n += snprintf(out + n, sizeof out - (size_t)n, "%s|%s", vat_err_name(again),
+                  vat_err_name(made));
+  }
+  if (write(fd, out, (size_t)n) != n)
+    _exit(2);
+  _exit(0);
+}
+
+START_TEST(init_refuses_without_interior_pointers) {
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    char fd_text[16];
+    snprintf(fd_text, sizeof fd_text, "%d", fds[1]);
+    setenv(INTERIOR_PROBE_ENV, fd_text, 1);
+    close(fds[0]);
+    char *argv[] = {"vat-tests", NULL};
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  char got[512];
+  size_t len = 0;
+  ssize_t n;
+  while (len < sizeof got - 1 &&
+         (n = read(fds[0], got + len, sizeof got - 1 - len)) != 0) {
+    if (n > 0)
+      len += (size_t)n;
+    else if (errno != EINTR)
+      break;
+  }
+  got[len] = 0;
+  close(fds[0]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "the probe process failed (status %d)", status);
+  char want[512];
+  snprintf(want, sizeof want, "VAT_EGCCONFIG|%s|VAT_EGCCONFIG|VAT_ENOTINIT",
+           vat_strerror(VAT_EGCCONFIG));
+  ck_assert_str_eq(got, want);
+  ck_assert_msg(strstr(vat_strerror(VAT_EGCCONFIG), "interior") != NULL,
+                "the message does not name the cause: %s",
+                vat_strerror(VAT_EGCCONFIG));
+}
+END_TEST
+
 Suite *test_host_suite(void) {
   Suite *s = suite_create("host");
   TCase *tc = test_case("host", 60);
@@ -562,5 +637,8 @@ Suite *test_host_suite(void) {
   TCase *det = test_case("determinism", 120);
   tcase_add_test(det, deterministic_scenario_replays_byte_for_byte);
   suite_add_tcase(s, det);
+  TCase *gc = test_case("collector", 30);
+  tcase_add_test(gc, init_refuses_without_interior_pointers);
+  suite_add_tcase(s, gc);
   return s;
 }
