@@ -77,11 +77,17 @@ typedef struct watch {
   vat_down_fn fn;
 } watch;
 
+/* The maps iterate in insertion order, so a vat's end sends its exits and
+ * downs in the order the links and monitors were made. Ids (monitors and
+ * unlinks) come from a counter of the vat that makes them, not of the
+ * process: a deterministic run sees the same ids every time. So a watch is
+ * known to its target by its address, unique where an id is not. */
 struct vat__exits {
   vat__xmap links;     /* linked: peer vat -> a ref of it */
   vat__xmap unlinking; /* unlinked, not yet acknowledged: peer vat -> id */
-  vat__xmap watchers;  /* monitors on this vat: id -> watch */
+  vat__xmap watchers;  /* monitors on this vat: watch address -> watch */
   vat__xmap held;      /* monitors this vat made: id -> watch */
+  uint64_t last_id;    /* of the monitors and unlinks this vat made */
   vat_ref *trap;       /* NULL: not trapping */
   vat_exit_fn trap_fn;
   stop_cb *stops;
@@ -106,7 +112,11 @@ static struct vat__exits *exits_of(vat__vat *v) {
   return c->exits;
 }
 
-static _Atomic uint64_t next_monitor_id = 1;
+/* A new monitor or unlink id, never 0. */
+static uint64_t new_id(vat__vat *v) {
+  return ++exits_of(v)->last_id;
+}
+
 static _Atomic(const vat_atom *) atom_shutdown;
 
 const vat_atom *vat_atom_shutdown(void) {
@@ -293,7 +303,7 @@ static void send_down(vat__worker *w, watch *wa, vat_value reason) {
 static void monitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   watch_sig *s = (watch_sig *)sig;
-  vat__xmap_put(&exits_of(turn->vat)->watchers, s->w->id, s->w);
+  vat__xmap_put(&exits_of(turn->vat)->watchers, (uintptr_t)s->w, s->w);
 }
 
 static void monitor_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
@@ -306,7 +316,7 @@ static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   watch_sig *s = (watch_sig *)sig;
   vat__vat *v = turn->vat;
   if (v->cold && v->cold->exits)
-    vat__xmap_remove(&v->cold->exits->watchers, s->w->id);
+    vat__xmap_remove(&v->cold->exits->watchers, (uintptr_t)s->w);
 }
 
 static const vat__signal_class monitor_class = {monitor_deliver, monitor_drop};
@@ -395,8 +405,7 @@ static int link_op(vat_turn *turn, vat_ref *peer, bool link) {
   *s = (link_sig){.base = {link ? &link_class : &unlink_class},
                   .from = turn->self};
   if (!link)
-    s->id =
-        atomic_fetch_add_explicit(&next_monitor_id, 1, memory_order_relaxed);
+    s->id = new_id(turn->vat);
   rc = vat__send_signal(turn, peer, &s->base);
   if (rc == VAT_OK)
     defer(turn, link ? LINK : UNLINK, peer, NULL)->id = s->id;
@@ -428,8 +437,7 @@ int vat_monitor(vat_turn *turn, vat_ref *target, vat_down_fn on_down,
     return VAT_EINVAL;
   watch *w = vat__gc_alloc(sizeof *w);
   *w = (watch){
-      .id =
-          atomic_fetch_add_explicit(&next_monitor_id, 1, memory_order_relaxed),
+      .id = new_id(turn->vat),
       .watcher = turn->self,
       .who = target,
       .fn = on_down,

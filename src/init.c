@@ -18,10 +18,26 @@ static atomic_bool initialized;
 
 const vat_atom *vat__atom_normal, *vat__atom_killed, *vat__atom_noproc;
 
+/* Refs point inside objects: an entity's ref is the address of the entity
+ * inside its vat (64 bytes in for the first, anywhere in a state for the
+ * others), and the runtime keeps pointers into the middle of its own
+ * objects too (a vat's exits inside its cold block, values inside
+ * messages). With interior-pointer recognition off, a vat reached only
+ * through refs is garbage to the collector. Registering displacements
+ * (GC_register_displacement) would not save it: they must be known before
+ * the first allocation and cover every offset ever used, and an entity's
+ * offset depends on the states the program chooses. So the library
+ * refuses to start rather than lose vats later. */
+static bool interior_pointers_on(void) {
+  return GC_get_all_interior_pointers() != 0;
+}
+
 int vat_init(void) {
   if (atomic_load_explicit(&initialized, memory_order_acquire))
     return VAT_OK;
   GC_INIT();
+  if (!interior_pointers_on())
+    return VAT_EGCCONFIG;
   /* Lets host threads register themselves; also starts parallel markers. */
   GC_allow_register_threads();
   /* A roomier first heap than the collector's few hundred kilobytes: it

@@ -12,11 +12,11 @@
  * shut down meanwhile is stale and ignored.
  */
 #include <stdlib.h>
-#include <time.h>
 
 #define GC_THREADS 1
 #include <gc/gc.h>
 
+#include "vat/host.h"
 #include "vat/supervisor.h"
 #include "vat/timer.h"
 
@@ -65,10 +65,11 @@ static void *gc_new(size_t size) {
   return p;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+/* Seconds on the system's clock, never the real one: in deterministic
+ * mode it is virtual, so the intensity counts the time the host made pass
+ * and a replay restarts (or gives up) exactly as the first run did. */
+static double now_s(vat_turn *turn) {
+  return (double)vat_system_now(vat_turn_system(turn)) * 1e-9;
 }
 
 static void begin_shutdown(vat_turn *turn, sup *s, vat_value reason);
@@ -77,8 +78,8 @@ static void step(vat_turn *turn, sup *s);
 /* --- Restarts ------------------------------------------------------------- */
 
 /* Records a restart; false when it exceeds the intensity. */
-static bool add_restart(sup *s) {
-  double now = now_s();
+static bool add_restart(vat_turn *turn, sup *s) {
+  double now = now_s(turn);
   size_t keep = 0;
   for (size_t i = 0; i < s->nstamps; i++)
     if (now - s->stamps[i] <= s->max_seconds)
@@ -111,7 +112,7 @@ static void run_restarts(vat_turn *turn, sup *s) {
         k->removed = true;
         break;
       }
-      if (!add_restart(s)) {
+      if (!add_restart(turn, s)) {
         begin_shutdown(turn, s, vat_atom_value(vat_atom_shutdown()));
         return;
       }
@@ -304,7 +305,7 @@ static void handle_exit(vat_turn *turn, sup *s, vat_ref *from,
       k->removed = true;
     return;
   }
-  if (!add_restart(s)) {
+  if (!add_restart(turn, s)) {
     begin_shutdown(turn, s, vat_atom_value(vat_atom_shutdown()));
     return;
   }

@@ -1,5 +1,6 @@
 /* Capability patterns: requests in message form, caretakers, sealer /
  * unsealer pairs, facets and membranes, with their refusals. */
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -477,6 +478,195 @@ START_TEST(membrane_made_in_a_turn) {
 }
 END_TEST
 
+/* --- Requests to vats that die ------------------------------------------
+ * A message-form request must not wait for ever on a dead peer, any more
+ * than vat_call does: it breaks with the callee's exit reason when the
+ * callee has ended or ends before answering, through wrappers too. */
+
+static vat_value doomed_reason(void) {
+  return vat_reason_error(sel("doomed"), vat_int(13));
+}
+
+/* "die" requests end the callee without an answer; "answer_then_die"
+ * answers, then ends it in the same turn; anything else is answered. */
+static void doomed_receive(vat_turn *turn, void *state,
+                           const vat_atom *selector, vat_value value) {
+  (void)state;
+  vat_value payload = vat_null();
+  vat_ref *reply = NULL;
+  (void)vat_request_parse(value, &payload, &reply);
+  if (selector == sel("die")) {
+    expect_vat_ok(vat_fail(turn, doomed_reason()));
+    return;
+  }
+  if (reply != NULL)
+    expect_vat_ok(vat_reply(turn, reply, payload));
+  if (selector == sel("answer_then_die"))
+    expect_vat_ok(vat_exit(turn, vat_self(turn), doomed_reason()));
+}
+
+static const vat_entity_def doomed_def = {.receive = doomed_receive};
+
+enum wrapper { W_NONE, W_FACET, W_CARETAKER, W_MEMBRANE, W_COUNT };
+enum fate { F_DIES, F_DEAD, F_ANSWERS_THEN_DIES, F_COUNT };
+
+static const char *const wrapper_names[] = {"none", "facet", "caretaker",
+                                            "membrane"};
+static const char *const fate_names[] = {"dies while handling it",
+                                         "already dead", "answers, then dies"};
+
+/* Wraps `target` as the loop index says; each wrapper in a vat of its own
+ * that outlives the target. */
+static vat_ref *wrap_ref(vat_system *sys, vat_ref *target, int wrapper) {
+  static const vat_atom *allowed[3];
+  allowed[0] = sel("die");
+  allowed[1] = sel("ask");
+  allowed[2] = sel("answer_then_die");
+  vat_ref *out = target, *revoker;
+  switch (wrapper) {
+  case W_FACET:
+    ck_assert_vat_ok(vat_host_facet_new(sys, target, allowed, 3, &out));
+    break;
+  case W_CARETAKER:
+    ck_assert_vat_ok(vat_host_caretaker_new(sys, target, &out, &revoker));
+    break;
+  case W_MEMBRANE:
+    ck_assert_vat_ok(vat_host_membrane_new(sys, target, &out, &revoker));
+    break;
+  }
+  return out;
+}
+
+static void wait_ended(vat_ref *ref) {
+  for (int i = 0; i < 30000 && !vat_ref_is_dead(ref); i++)
+    test_sleep(0.001);
+  ck_assert(vat_ref_is_dead(ref));
+}
+
+static void assert_reason(vat_value got, vat_value want, const char *what) {
+  char g[128], w[128];
+  vat_format(got, g, sizeof g);
+  vat_format(want, w, sizeof w);
+  ck_assert_msg(vat_equal(got, want), "%s: broke with %s, expected %s", what, g,
+                w);
+}
+
+/* Host-form requests, no timeout, for each wrapper and each fate. */
+START_TEST(request_breaks_when_the_callee_dies) {
+  int wrapper = _i % W_COUNT, fate = _i / W_COUNT;
+  char what[128];
+  snprintf(what, sizeof what, "wrapper %s, callee %s", wrapper_names[wrapper],
+           fate_names[fate]);
+  vat_system *sys = test_system(2);
+  vat_ref *callee;
+  ck_assert_vat_ok(vat_host_spawn(sys, &doomed_def, &callee, NULL));
+  vat_ref *to = wrap_ref(sys, callee, wrapper);
+  if (fate == F_DEAD) {
+    ck_assert_vat_ok(vat_host_exit(callee, doomed_reason()));
+    wait_ended(callee);
+  }
+  const char *selector = fate == F_DIES   ? "die"
+                         : fate == F_DEAD ? "ask"
+                                          : "answer_then_die";
+  vat_promise *p;
+  vat_value v = vat_null();
+  ck_assert_vat_ok(vat_host_request(to, sel(selector), vat_int(5), 0, &p));
+  int rc = vat_promise_wait(p, 10, &v);
+  if (fate == F_ANSWERS_THEN_DIES) {
+    /* The answer was sent before the end: it wins. */
+    ck_assert_msg(rc == VAT_OK, "%s: %s", what, vat_err_name(rc));
+    ck_assert(vat_equal(v, vat_int(5)));
+  } else {
+    ck_assert_msg(rc == VAT_EBROKEN, "%s: the request %s", what,
+                  rc == VAT_ETIMEDOUT ? "never settled" : vat_err_name(rc));
+    assert_reason(v, doomed_reason(), what);
+  }
+  wait_ended(callee);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* The same from a turn: the caller's `when` sees the break. */
+typedef struct dasker {
+  vat_ref *to;
+  _Atomic uint64_t settled;
+  bool resolved;
+  vat_value value;
+} dasker;
+
+static void asker_when(vat_turn *turn, void *state, void *ctx, bool resolved,
+                       vat_value value) {
+  (void)turn;
+  (void)ctx;
+  dasker *a = state;
+  a->resolved = resolved;
+  a->value = value;
+  atomic_store_explicit(&a->settled, 1, memory_order_release);
+}
+
+static void asker_go(vat_turn *turn, void *state, void *arg) {
+  dasker *a = state;
+  vat_promise *p;
+  expect_vat_ok(
+      vat_request(turn, a->to, sel((const char *)arg), vat_int(9), 0, &p));
+  expect_vat_ok(vat_when(turn, p, asker_when, NULL));
+}
+
+START_TEST(request_from_a_turn_breaks_when_the_callee_dies) {
+  int wrapper = _i;
+  vat_system *sys = test_system(2);
+  vat_ref *callee;
+  ck_assert_vat_ok(vat_host_spawn(sys, &doomed_def, &callee, NULL));
+  dasker *a;
+  vat_ref *caller = test_spawn(sys, sizeof *a, (void **)&a);
+  a->to = wrap_ref(sys, callee, wrapper);
+  ck_assert_vat_ok(vat_host_send(caller, asker_go, (void *)"die"));
+  ck_assert_msg(test_wait_u64(&a->settled, 1, 10),
+                "wrapper %s: the request never settled",
+                wrapper_names[wrapper]);
+  ck_assert(!a->resolved);
+  assert_reason(a->value, doomed_reason(), wrapper_names[wrapper]);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* Many requests in flight when the callee dies, through a random wrapper:
+ * those it handled before its end resolve, every other one breaks with
+ * its reason, and none is left waiting. */
+START_TEST(requests_in_flight_when_the_callee_dies) {
+  uint64_t rng = test_seed("requests in flight when the callee dies");
+  for (int round = 0; round < 20; round++) {
+    vat_system *sys = test_system(2);
+    vat_ref *callee;
+    ck_assert_vat_ok(vat_host_spawn(sys, &doomed_def, &callee, NULL));
+    int wrapper = (int)test_rand_between(&rng, 0, W_COUNT - 1);
+    vat_ref *to = wrap_ref(sys, callee, wrapper);
+    int n = (int)test_rand_between(&rng, 20, 400);
+    int die_at = (int)test_rand_between(&rng, 0, (uint64_t)n - 1);
+    vat_promise **ps = GC_MALLOC((size_t)n * sizeof *ps);
+    for (int i = 0; i < n; i++)
+      ck_assert_vat_ok(vat_host_request(to, sel(i == die_at ? "die" : "ask"),
+                                        vat_int(i), 0, &ps[i]));
+    for (int i = 0; i < n; i++) {
+      vat_value v = vat_null();
+      int rc = vat_promise_wait(ps[i], 30, &v);
+      if (i < die_at) {
+        ck_assert_msg(rc == VAT_OK, "round %d (%s): request %d of %d: %s",
+                      round, wrapper_names[wrapper], i, n, vat_err_name(rc));
+        ck_assert(vat_equal(v, vat_int(i)));
+      } else {
+        ck_assert_msg(rc == VAT_EBROKEN,
+                      "round %d (%s): request %d of %d (death at %d): %s",
+                      round, wrapper_names[wrapper], i, n, die_at,
+                      vat_err_name(rc));
+        assert_reason(v, doomed_reason(), wrapper_names[wrapper]);
+      }
+    }
+    test_quiesce(sys);
+  }
+}
+END_TEST
+
 Suite *test_caps_suite(void) {
   Suite *s = suite_create("caps");
   TCase *tc = test_case("caps", 60);
@@ -492,5 +682,12 @@ Suite *test_caps_suite(void) {
   tcase_add_test(tc, membrane_wraps_both_ways_and_revokes_all);
   tcase_add_test(tc, membrane_made_in_a_turn);
   suite_add_tcase(s, tc);
+  TCase *dead = test_case("dead callee", 60);
+  tcase_add_loop_test(dead, request_breaks_when_the_callee_dies, 0,
+                      W_COUNT * F_COUNT);
+  tcase_add_loop_test(dead, request_from_a_turn_breaks_when_the_callee_dies, 0,
+                      W_COUNT);
+  tcase_add_test(dead, requests_in_flight_when_the_callee_dies);
+  suite_add_tcase(s, dead);
   return s;
 }

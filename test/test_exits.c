@@ -1059,6 +1059,134 @@ START_TEST(every_monitor_fires_once) {
 }
 END_TEST
 
+/* --- Order: monitors and links fire in the order they were made ---------- */
+
+enum { ORD_MAX = 8 };
+
+/* One watcher that monitors one target several times in one turn and, in
+ * the same turn, links to several linkers; it records the order in which
+ * its down notifications arrive. */
+typedef struct ord_watcher {
+  vat_ref *target;
+  int n;
+  uint64_t ids[ORD_MAX];
+  uint64_t seen[ORD_MAX];
+  int nseen;
+} ord_watcher;
+
+static void ord_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                     vat_value reason) {
+  (void)turn;
+  (void)who;
+  (void)reason;
+  ord_watcher *w = state;
+  if (w->nseen < ORD_MAX)
+    w->seen[w->nseen] = id;
+  w->nseen++;
+}
+
+static void ord_watch(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  ord_watcher *w = state;
+  for (int i = 0; i < w->n; i++)
+    expect_vat_ok(vat_monitor(turn, w->target, ord_down, &w->ids[i]));
+}
+
+/* The target ends; its linkers trap and log who told them, in order. */
+typedef struct ord_log {
+  int order[ORD_MAX];
+  int n;
+} ord_log;
+
+typedef struct ord_linker {
+  ord_log *log;
+  int index;
+} ord_linker;
+
+static void ord_exit(vat_turn *turn, void *state, vat_ref *from,
+                     vat_value reason) {
+  (void)turn;
+  (void)from;
+  (void)reason;
+  ord_linker *l = state;
+  if (l->log->n < ORD_MAX)
+    l->log->order[l->log->n] = l->index;
+  l->log->n++;
+}
+
+static void ord_trap(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), ord_exit));
+}
+
+/* The target links its linkers one by one, in index order. */
+typedef struct ord_target {
+  vat_ref *linkers[ORD_MAX];
+  int n;
+} ord_target;
+
+static void ord_link_all(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  ord_target *t = state;
+  for (int i = 0; i < t->n; i++)
+    expect_vat_ok(vat_link(turn, t->linkers[i]));
+}
+
+static vat_system *ord_system(void) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  return sys;
+}
+
+/* Several monitors by one vat on one target fire in creation order, and a
+ * vat's links fire in the order they were made: every time, not only
+ * when the process-wide ids or the vats' addresses happen to hash that
+ * way. Many rounds in one process, as a deterministic replay would run. */
+START_TEST(monitors_and_links_fire_in_creation_order) {
+  uint64_t rng = test_seed("monitors and links fire in creation order");
+  for (int round = 0; round < 200; round++) {
+    vat_system *sys = ord_system();
+    ord_target *t;
+    vat_ref *target = test_spawn(sys, sizeof *t, (void **)&t);
+    ord_watcher *w;
+    vat_ref *watcher = test_spawn(sys, sizeof *w, (void **)&w);
+    w->target = target;
+    w->n = (int)test_rand_between(&rng, 2, ORD_MAX);
+    ord_log *log = GC_MALLOC(sizeof *log);
+    t->n = (int)test_rand_between(&rng, 2, ORD_MAX);
+    for (int i = 0; i < t->n; i++) {
+      ord_linker *l;
+      t->linkers[i] = test_spawn(sys, sizeof *l, (void **)&l);
+      *l = (ord_linker){.log = log, .index = i};
+      ck_assert_vat_ok(vat_host_send(t->linkers[i], ord_trap, NULL));
+    }
+    ck_assert_vat_ok(vat_host_send(watcher, ord_watch, NULL));
+    ck_assert_vat_ok(vat_host_send(target, ord_link_all, NULL));
+    vat_run_result r;
+    ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
+    ck_assert_vat_ok(vat_host_exit(target, boom()));
+    ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
+    ck_assert_int_eq(w->nseen, w->n);
+    for (int i = 0; i < w->n; i++)
+      ck_assert_msg(w->seen[i] == w->ids[i],
+                    "round %d: down %d of %d was monitor %llu, made as "
+                    "monitor %llu",
+                    round, i + 1, w->n, (unsigned long long)w->seen[i],
+                    (unsigned long long)w->ids[i]);
+    ck_assert_int_eq(log->n, t->n);
+    for (int i = 0; i < t->n; i++)
+      ck_assert_msg(log->order[i] == i,
+                    "round %d: exit %d of %d reached linker %d", round, i + 1,
+                    t->n, log->order[i]);
+    test_quiesce(sys);
+  }
+}
+END_TEST
+
 Suite *test_exits_suite(void) {
   Suite *s = suite_create("exits");
   TCase *tc = test_case("rules", 30);
@@ -1076,5 +1204,8 @@ Suite *test_exits_suite(void) {
   tcase_add_test(st, stress_links_and_monitors);
   tcase_add_test(st, every_monitor_fires_once);
   suite_add_tcase(s, st);
+  TCase *ord = test_case("order", 60);
+  tcase_add_test(ord, monitors_and_links_fire_in_creation_order);
+  suite_add_tcase(s, ord);
   return s;
 }

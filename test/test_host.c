@@ -1,13 +1,21 @@
 /* Host-driven systems: progress only inside the run call, the wake-up
  * descriptor, budgets, no spinning, mixed use with threaded systems, and
  * the deterministic mode. */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Declarations only (no GC_THREADS): this file's threads are plain
+ * pthreads that register themselves through the library. */
+#include <gc/gc.h>
 
 #include "support.h"
 
@@ -352,6 +360,272 @@ START_TEST(virtual_clock_moves_only_when_advanced) {
 }
 END_TEST
 
+/* --- A whole deterministic scenario, replayed in one process -------------
+ * A supervisor restarts children that crash on virtual-time timers, a hub
+ * with several links and monitors on it fails, and every event is written
+ * to a trace. Run many times in one process with the same seed, the trace
+ * must not change by one byte: nothing may depend on process-wide counters,
+ * addresses, hash order or the real clock. */
+
+enum { DT_PEERS = 4, DT_WATCHES = 3, DT_TRACE = 16384 };
+
+static char dt_buf[DT_TRACE];
+static size_t dt_len;
+
+static void dt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void dt_log(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(dt_buf + dt_len, DT_TRACE - dt_len, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    dt_len += (size_t)n < DT_TRACE - dt_len ? (size_t)n : DT_TRACE - dt_len - 1;
+}
+
+static const char *dt_reason(vat_value v) {
+  static char buf[128];
+  vat_format(v, buf, sizeof buf);
+  return buf;
+}
+
+typedef struct dt_kid {
+  int kid;
+} dt_kid;
+
+static void dt_kid_crash(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  dt_kid *k = state;
+  dt_log("crash k%d @%llu\n", k->kid,
+         (unsigned long long)vat_system_now(vat_turn_system(turn)));
+  expect_vat_ok(
+      vat_fail(turn, vat_reason_error(vat_atom_intern("crash"), vat_null())));
+}
+
+static void dt_kid_hello(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  dt_kid *k = state;
+  dt_log("start k%d\n", k->kid);
+  /* Kid 0 crashes every 0.25 s, kid 1 every 0.4 s, of virtual time. */
+  expect_vat_ok(vat_later(turn, 0.25 + 0.15 * k->kid, vat_self(turn),
+                          dt_kid_crash, NULL, NULL));
+}
+
+static void dt_kid_stopped(void *state, vat_value reason) {
+  dt_kid *k = state;
+  dt_log("end k%d %s\n", k->kid, dt_reason(reason));
+}
+
+static int dt_kid_ids[2] = {0, 1};
+
+static int dt_start_kid(vat_turn *turn, void *arg, vat_ref **out) {
+  dt_kid *k;
+  int rc = vat_spawn_link(
+      turn,
+      &(vat_entity_def){.state_size = sizeof *k, .on_stop = dt_kid_stopped},
+      out, (void **)&k);
+  if (rc != VAT_OK)
+    return rc;
+  k->kid = *(int *)arg;
+  return vat_send(turn, *out, dt_kid_hello, NULL);
+}
+
+/* A peer links the hub, traps exits, and monitors the hub and the
+ * supervisor; the watcher monitors the hub several times. */
+typedef struct dt_peer {
+  int index;
+  vat_ref *hub, *sup;
+  uint64_t mons[DT_WATCHES];
+} dt_peer;
+
+static void dt_peer_exit(vat_turn *turn, void *state, vat_ref *from,
+                         vat_value reason) {
+  (void)turn;
+  (void)from;
+  dt_peer *p = state;
+  dt_log("exit p%d %s\n", p->index, dt_reason(reason));
+}
+
+static void dt_peer_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                         vat_value reason) {
+  (void)turn;
+  (void)who;
+  dt_peer *p = state;
+  dt_log("down p%d mon %llu %s\n", p->index, (unsigned long long)id,
+         dt_reason(reason));
+}
+
+static void dt_peer_go(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  dt_peer *p = state;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), dt_peer_exit));
+  expect_vat_ok(vat_link(turn, p->hub));
+  for (int i = 0; i < DT_WATCHES; i++)
+    expect_vat_ok(vat_monitor(turn, p->hub, dt_peer_down, &p->mons[i]));
+  uint64_t on_sup;
+  expect_vat_ok(vat_monitor(turn, p->sup, dt_peer_down, &on_sup));
+  dt_log("peer p%d mons %llu %llu %llu sup %llu\n", p->index,
+         (unsigned long long)p->mons[0], (unsigned long long)p->mons[1],
+         (unsigned long long)p->mons[2], (unsigned long long)on_sup);
+}
+
+static void dt_hub_fail(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  dt_log("hub fails\n");
+  expect_vat_ok(vat_fail(
+      turn, vat_reason_error(vat_atom_intern("hub_down"), vat_int(7))));
+}
+
+static void dt_hub_arm(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_later(turn, 0.7, vat_self(turn), dt_hub_fail, NULL, NULL));
+}
+
+static void dt_scenario(uint64_t seed) {
+  dt_len = 0;
+  dt_buf[0] = 0;
+  vat_system *sys = host_system(true, seed);
+  vat_child_spec kids[2];
+  for (int i = 0; i < 2; i++)
+    kids[i] = (vat_child_spec){.id = "kid",
+                               .start = dt_start_kid,
+                               .arg = &dt_kid_ids[i],
+                               .restart = VAT_PERMANENT,
+                               .shutdown_s = 1};
+  /* At most 4 restarts in 1 s of virtual time. The clock moves in steps
+   * of 0.1 s, so the crashes come at 0.3, 0.4, 0.6, 0.8 (allowed) and
+   * 0.9 s (one too many). */
+  vat_sup_spec spec = {.strategy = VAT_ONE_FOR_ONE,
+                       .max_restarts = 4,
+                       .max_seconds = 1,
+                       .children = kids,
+                       .nchildren = 2};
+  vat_ref *sup, *hub;
+  ck_assert_vat_ok(vat_host_supervisor_start(sys, &spec, &sup));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = 8}, &hub, NULL));
+  ck_assert_vat_ok(vat_host_send(hub, dt_hub_arm, NULL));
+  for (int i = 0; i < DT_PEERS; i++) {
+    vat_ref *ref;
+    dt_peer *p;
+    ck_assert_vat_ok(vat_host_spawn(
+        sys, &(vat_entity_def){.state_size = sizeof *p}, &ref, (void **)&p));
+    *p = (dt_peer){.index = i, .hub = hub, .sup = sup};
+    ck_assert_vat_ok(vat_host_send(ref, dt_peer_go, NULL));
+  }
+  vat_run_result r;
+  for (int step = 0; step < 12; step++) {
+    ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
+    ck_assert_vat_ok(vat_system_advance_clock(sys, 100 * 1000 * 1000));
+  }
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
+  dt_log("sup %s %s\n", vat_ref_is_dead(sup) ? "dead" : "alive",
+         dt_reason(vat_ref_exit_reason(sup)));
+  test_quiesce(sys);
+  ck_assert_uint_lt(dt_len, DT_TRACE - 1);
+}
+
+START_TEST(deterministic_scenario_replays_byte_for_byte) {
+  uint64_t seed = test_seed("deterministic scenario replays");
+  dt_scenario(seed);
+  static char first[DT_TRACE];
+  memcpy(first, dt_buf, dt_len + 1);
+  /* The scenario itself: the supervisor gave up within its window of
+   * virtual time, and the hub's failure reached every peer. */
+  ck_assert_msg(strstr(first, "sup dead 'shutdown") != NULL, "%s", first);
+  ck_assert_msg(strstr(first, "exit p3 error(hub_down, 7)") != NULL, "%s",
+                first);
+  for (int run = 1; run < 60; run++) {
+    dt_scenario(seed);
+    ck_assert_msg(strcmp(first, dt_buf) == 0,
+                  "run %d of seed %llu differs:\n--- first\n%s--- now\n%s", run,
+                  (unsigned long long)seed, first, dt_buf);
+  }
+}
+END_TEST
+
+/* --- The collector's interior pointers ------------------------------------
+ * Refs point inside vats, at many offsets, so the library needs the
+ * collector to recognise interior pointers. A host that turned that off
+ * must get a clear refusal from vat_init, not vats collected under it.
+ * The collector is set up once per process, so the check runs in a fresh
+ * copy of this program, which does only that (see interior_probe) and
+ * reports on a pipe; the other tests never see the setting. */
+
+#define INTERIOR_PROBE_ENV "VAT_TEST_INTERIOR_PROBE"
+
+__attribute__((constructor)) static void interior_probe(void) {
+  const char *fd_text = getenv(INTERIOR_PROBE_ENV);
+  if (fd_text == NULL)
+    return;
+  int fd = atoi(fd_text);
+  GC_set_all_interior_pointers(0);
+  int rc = vat_init();
+  char out[512];
+  int n =
+      snprintf(out, sizeof out, "%s|%s|", vat_err_name(rc), vat_strerror(rc));
+  vat_system *sys = NULL;
+  if (rc != VAT_OK) {
+    /* Refused, so the library stays unusable, and says so. */
+    int again = vat_init();
+    int made = vat_system_new(NULL, &sys);
+    n += snprintf(out + n, sizeof out - (size_t)n, "%s|%s", vat_err_name(again),
+                  vat_err_name(made));
+  }
+  if (write(fd, out, (size_t)n) != n)
+    _exit(2);
+  _exit(0);
+}
+
+START_TEST(init_refuses_without_interior_pointers) {
+  /* The path, not /proc/self/exe itself: under valgrind that names the
+   * tool, while readlink names the program. */
+  char self[4096];
+  ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
+  ck_assert_int_gt(self_len, 0);
+  self[self_len] = 0;
+  int fds[2];
+  ck_assert_int_eq(pipe(fds), 0);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    char fd_text[16];
+    snprintf(fd_text, sizeof fd_text, "%d", fds[1]);
+    setenv(INTERIOR_PROBE_ENV, fd_text, 1);
+    close(fds[0]);
+    char *argv[] = {"vat-tests", NULL};
+    execv(self, argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  char got[512];
+  size_t len = 0;
+  ssize_t n;
+  while (len < sizeof got - 1 &&
+         (n = read(fds[0], got + len, sizeof got - 1 - len)) != 0) {
+    if (n > 0)
+      len += (size_t)n;
+    else if (errno != EINTR)
+      break;
+  }
+  got[len] = 0;
+  close(fds[0]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "the probe process failed (status %d)", status);
+  char want[512];
+  snprintf(want, sizeof want, "VAT_EGCCONFIG|%s|VAT_EGCCONFIG|VAT_ENOTINIT",
+           vat_strerror(VAT_EGCCONFIG));
+  ck_assert_str_eq(got, want);
+  ck_assert_msg(strstr(vat_strerror(VAT_EGCCONFIG), "interior") != NULL,
+                "the message does not name the cause: %s",
+                vat_strerror(VAT_EGCCONFIG));
+}
+END_TEST
+
 Suite *test_host_suite(void) {
   Suite *s = suite_create("host");
   TCase *tc = test_case("host", 60);
@@ -366,5 +640,11 @@ Suite *test_host_suite(void) {
   tcase_add_test(tc, same_seed_same_trace_other_seeds_other_traces);
   tcase_add_test(tc, virtual_clock_moves_only_when_advanced);
   suite_add_tcase(s, tc);
+  TCase *det = test_case("determinism", 120);
+  tcase_add_test(det, deterministic_scenario_replays_byte_for_byte);
+  suite_add_tcase(s, det);
+  TCase *gc = test_case("collector", 30);
+  tcase_add_test(gc, init_refuses_without_interior_pointers);
+  suite_add_tcase(s, gc);
   return s;
 }

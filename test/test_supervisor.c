@@ -466,6 +466,70 @@ START_TEST(which_children) {
 }
 END_TEST
 
+/* --- Intensity on the system's clock -------------------------------------- */
+
+static vat_system *virtual_time_system(void) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  cfg.deterministic = true;
+  cfg.seed = 1;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  return sys;
+}
+
+static void run_dry(vat_system *sys) {
+  vat_run_result r;
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
+  ck_assert(!r.more);
+}
+
+/* Crashes the current kid 0 and runs the system until all is handled. */
+static void crash_and_run(vat_system *sys) {
+  send_kid(0, kid_crash);
+  run_dry(sys);
+}
+
+/* The intensity window is measured on the system's clock, which in
+ * deterministic mode is virtual: crashes spaced by advancing it past the
+ * window are fine however little real time passes, and crashes within it
+ * trip the limit however much real time passes. No real sleeping. */
+START_TEST(intensity_uses_the_virtual_clock) {
+  const uint64_t second = 1000 * 1000 * 1000;
+  vat_system *sys = virtual_time_system();
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 1, 2);
+  spec.max_seconds = 10;
+  uint64_t base = atomic_load(&total_starts);
+  vat_ref *sup;
+  ck_assert_vat_ok(vat_host_supervisor_start(sys, &spec, &sup));
+  run_dry(sys);
+  ck_assert_uint_eq(atomic_load(&total_starts), base + 1);
+  /* Eight crashes, each 11 virtual seconds after the last: never more
+   * than one restart in any 10 s. */
+  for (uint64_t i = 1; i <= 8; i++) {
+    crash_and_run(sys);
+    ck_assert_msg(!vat_ref_is_dead(sup),
+                  "the supervisor gave up at spaced crash %llu",
+                  (unsigned long long)i);
+    ck_assert_uint_eq(atomic_load(&total_starts), base + 1 + i);
+    ck_assert_vat_ok(vat_system_advance_clock(sys, 11 * second));
+  }
+  /* Within one window (8 virtual seconds): two restarts are allowed, the
+   * third is not. */
+  crash_and_run(sys);
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 4 * second));
+  crash_and_run(sys);
+  ck_assert(!vat_ref_is_dead(sup));
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 4 * second));
+  crash_and_run(sys);
+  ck_assert(vat_ref_is_dead(sup));
+  ck_assert(vat_is_atom(vat_ref_exit_reason(sup), vat_atom_shutdown()));
+  ck_assert_uint_eq(atomic_load(&total_starts), base + 11);
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_supervisor_suite(void) {
   Suite *s = suite_create("supervisor");
   TCase *tc = test_case("supervisor", 60);
@@ -482,5 +546,8 @@ Suite *test_supervisor_suite(void) {
   tcase_add_test(tc, nested_supervisors_shut_down_in_order);
   tcase_add_test(tc, which_children);
   suite_add_tcase(s, tc);
+  TCase *clock = test_case("clock", 30);
+  tcase_add_test(clock, intensity_uses_the_virtual_clock);
+  suite_add_tcase(s, clock);
   return s;
 }

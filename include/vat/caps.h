@@ -37,12 +37,22 @@
  * record labelled "vat.request" whose second field is a ref to a reply
  * entity. Whoever handles it answers by sending "resolve" or "break" to
  * the reply ref (vat_reply, vat_reply_error); the first answer settles the
- * caller's promise, later ones are ignored. A request that is never
- * answered never settles unless it has a timeout. */
+ * caller's promise, later ones are ignored.
+ * Like vat_call, a request never waits for ever on a dead peer: if the vat
+ * it was sent to has ended, or ends before answering, the caller's promise
+ * breaks with that vat's exit reason (noproc when none is known). Wrappers
+ * (caretakers, facets, membranes) keep that promise: each forwards a
+ * request with a relay of its own in place of the reply ref, which passes
+ * the answer on and breaks the request with the exit reason of the vat it
+ * forwarded to if that one ends first. An answer sent before its sender
+ * ended still wins. A request whose callee stays alive and never answers
+ * settles only if it has a timeout. */
 
 /** Sends a request in message form to `to` and stores the caller's promise
- *  in *out. The reply entity is made in the calling vat. `timeout_s` > 0
- *  breaks the promise with "timeout" unless answered in time.
+ *  in *out. The reply entity is made in the calling vat; it monitors
+ *  `to`'s vat and breaks the promise with its exit reason if it ends
+ *  before answering. `timeout_s` > 0 breaks the promise with "timeout"
+ *  unless answered in time.
  *  Inside a turn; sent when it commits. Errors: VAT_EINVAL (NULL to,
  *  selector or out; negative timeout), VAT_ENOMEM, VAT_ENOTINTURN,
  *  VAT_ETURNFAILED. */
@@ -83,10 +93,10 @@ int vat_revoke(vat_turn *turn, vat_ref *revoker);
 
 /** Makes a forwarder to `target` and its revoker, both entities of the
  *  calling vat. Until revoked the forwarder sends every dynamic message on
- *  to the target unchanged (requests too: the target answers the caller
- *  directly). Once revoked it drops messages and answers requests with a
- *  "revoked" error. Inside a turn. Errors: VAT_EINVAL (NULL target or
- *  outs), VAT_ENOMEM, VAT_ENOTINTURN, VAT_ETURNFAILED. */
+ *  to the target unchanged (requests with a relay for the answer, see
+ *  "Requests in message form"). Once revoked it drops messages and answers
+ * requests with a "revoked" error. Inside a turn. Errors: VAT_EINVAL (NULL
+ * target or outs), VAT_ENOMEM, VAT_ENOTINTURN, VAT_ETURNFAILED. */
 int vat_caretaker_new(vat_turn *turn, vat_ref *target, vat_ref **forwarder,
                       vat_ref **revoker);
 
@@ -144,7 +154,9 @@ int vat_host_facet_new(vat_system *sys, vat_ref *target,
  * membrane is reached through proxies, and revoking the membrane cuts every
  * one of them: messages are dropped, requests answered with "revoked".
  * Replies to requests cross like any message, so a request unanswered
- * when the membrane is revoked never settles unless it has a timeout.
+ * when the membrane is revoked never settles unless it has a timeout (or
+ * its callee ends: its end reaches the caller like an answer would, and
+ * is dropped the same way after revocation).
  * Messages carrying maps or promises cannot be searched for refs through the
  * public API: they are refused ("refused" error with payload "unwrappable").
  *

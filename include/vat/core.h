@@ -34,7 +34,11 @@ typedef struct vat_turn vat_turn;
 
 /** Initialises the library and the collector. Call once from main() before
  *  any other thread exists; later calls do nothing and return VAT_OK.
- *  Every other call made before it returns VAT_ENOTINIT (or NULL). */
+ *  Every other call made before it returns VAT_ENOTINIT (or NULL).
+ *  The library needs the collector to recognise interior pointers (its
+ *  default): refs point inside vats. If the host turned that off
+ *  (GC_set_all_interior_pointers(0)) it returns VAT_EGCCONFIG and the
+ *  library stays uninitialised; it must stay on after vat_init too. */
 int vat_init(void);
 
 /** Registers the calling thread with the collector so it may use the

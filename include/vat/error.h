@@ -21,7 +21,10 @@
   X(ENOTSUP, -11, "operation not supported in this configuration")             \
   X(ENOTFOUND, -12, "no such item")                                            \
   X(ETYPE, -13, "value has the wrong type")                                    \
-  X(EBROKEN, -14, "promise broken")
+  X(EBROKEN, -14, "promise broken")                                            \
+  X(EGCCONFIG, -15,                                                            \
+    "the collector's interior-pointer recognition is off; libvat needs it "    \
+    "(do not call GC_set_all_interior_pointers(0))")
 
 /** Error codes. VAT_OK is success; every error is negative. */
 typedef enum vat_errno {

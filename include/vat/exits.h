@@ -17,6 +17,10 @@
  * Linking to or monitoring a vat that has ended yields an exit or a down
  * notification with reason `noproc`. Each link and each monitor fires at
  * most once, and a monitor that was not removed fires exactly once.
+ * A vat that ends sends its exit signals in the order its links were made,
+ * then its down notifications in the order its monitors were made, so a
+ * deterministic system (vat_config.deterministic) replays them the same
+ * way every time, in one process or another.
  *
  * Stop callbacks (vat_entity_def.on_stop) run when their vat ends, before
  * its links and monitors fire, so whoever hears of the end sees their work
@@ -108,8 +112,10 @@ int vat_spawn_link(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
 
 /** Monitors `target`'s vat on behalf of the calling entity: when that vat
  *  ends (or if it has already ended: reason `noproc`), `on_down` runs once
- *  on the caller. Each call makes a new monitor; its id (never 0, unique in
- *  the process) is stored in *id. Inside a turn.
+ *  on the caller. Each call makes a new monitor; its id (never 0, unique
+ *  among the monitors the calling vat made, and the same in every run of a
+ *  deterministic system) is stored in *id. Several monitors on one vat fire
+ *  in the order they were made. Inside a turn.
  *  Errors: VAT_EINVAL (NULL target, on_down or id), VAT_ENOTINTURN,
  *  VAT_ETURNFAILED. */
 int vat_monitor(vat_turn *turn, vat_ref *target, vat_down_fn on_down,

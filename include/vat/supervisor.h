@@ -15,6 +15,8 @@
  * forgotten once they end or are shut down.
  * Intensity: more than `max_restarts` restarts within `max_seconds` makes
  * the supervisor shut every child down and end with reason `shutdown`.
+ * Seconds are read on the system's clock (vat_system_now): in
+ * deterministic mode the virtual clock, which only the host moves.
  * Shutting a child down: the supervisor monitors and unlinks it, sends it
  * exit(shutdown), waits for it to end up to the child's `shutdown_s`, then
  * kills it; children are shut down one at a time, newest first.

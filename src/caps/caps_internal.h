@@ -24,6 +24,14 @@ int caps__revoker_new(vat_turn *turn, vat_system *sys, caps__cell *cell,
 
 bool caps__is_revoked(caps__cell *cell);
 
+/* Sends a dynamic message on to `to`, as a wrapper does. A request goes
+ * with a guard in the calling vat in place of its reply ref: the guard
+ * passes the first answer on, and breaks the request with `to`'s exit
+ * reason if `to`'s vat ends (or had ended) before answering. Inside a
+ * turn. Errors: as vat_send_msg, VAT_ENOMEM. */
+int caps__forward(vat_turn *turn, vat_ref *to, const vat_atom *selector,
+                  vat_value value);
+
 /* Refuses a message: answers a request with the error (code, payload),
  * drops anything else. */
 void caps__refuse(vat_turn *turn, vat_value msg, const vat_atom *code,

@@ -32,7 +32,7 @@ static void filter(vat_turn *turn, void *state, const vat_atom *selector,
     caps__refuse(turn, value, vat_atom_refused(), vat_atom_value(selector));
     return;
   }
-  (void)vat_send_msg(turn, f->target, selector, value);
+  (void)caps__forward(turn, f->target, selector, value);
 }
 
 static const vat_entity_def facet_def = {.state_size = sizeof(facet),

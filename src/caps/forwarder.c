@@ -1,8 +1,9 @@
 /* The caretaker: a revocable forwarder (see vat/caps.h).
  *
  * Whoever is given the forwarder instead of the target can use the target
- * exactly as long as the holder of the revoker allows. Requests pass
- * unchanged, so the target answers the original caller directly. */
+ * exactly as long as the holder of the revoker allows. Requests pass with
+ * a guard for their answer (caps__forward), so the caller hears of the
+ * target's end. */
 #define GC_THREADS 1
 #include <gc/gc.h>
 
@@ -21,7 +22,7 @@ static void forward(vat_turn *turn, void *state, const vat_atom *selector,
     caps__refuse(turn, value, vat_atom_revoked(), vat_null());
     return;
   }
-  (void)vat_send_msg(turn, f->target, selector, value);
+  (void)caps__forward(turn, f->target, selector, value);
 }
 
 static const vat_entity_def forwarder_def = {.state_size = sizeof(forwarder),

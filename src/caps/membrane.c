@@ -169,7 +169,7 @@ static void relay(vat_turn *turn, void *state, const vat_atom *selector,
     caps__refuse(turn, value, vat_atom_refused(),
                  vat_atom_named("unwrappable"));
   else if (rc == VAT_OK)
-    (void)vat_send_msg(turn, p->target, selector, crossed);
+    (void)caps__forward(turn, p->target, selector, crossed);
 }
 
 static int make(vat_turn *turn, vat_system *sys, vat_ref *target,

@@ -3,7 +3,18 @@
  * A request carries a ref to a reply entity instead of a resolver, because
  * a ref is a value: wrappers can forward it, a membrane can wrap it, and
  * whoever refuses a request can answer it. The reply entity holds the
- * resolver and turns the first answer it gets into a settlement. */
+ * resolver and turns the first answer it gets into a settlement.
+ *
+ * Nothing waits for ever on a dead peer. The reply entity monitors the vat
+ * the request went to, and each wrapper that forwards a request puts a
+ * relay (a guard) of its own in front of the reply ref, which monitors the
+ * next hop: whichever vat on the way ends before the answer breaks the
+ * request with its exit reason, as vat_call does. The monitor is made by
+ * a message the entity sends itself before the request leaves, so it is
+ * in place before any answer can arrive (an answer comes only after the
+ * request, and so after that message, into the same mailbox); an answer
+ * sent before its sender ended arrives before the down notification
+ * (both come from that vat, in order), so it wins. */
 #define GC_THREADS 1
 #include <gc/gc.h>
 
@@ -28,9 +39,48 @@ int caps__entity(vat_turn *turn, vat_system *sys, const vat_entity_def *def,
   return vat_host_spawn(sys, def, out, state);
 }
 
+/* --- Watching the callee --------------------------------------------------
+ * Shared by the reply entity and the guards: both begin with this. */
+
+typedef struct watch {
+  vat_ref *callee; /* the vat the request went to */
+  uint64_t monitor;
+  bool watching; /* the monitor is live */
+  bool settled;  /* the first answer (or the callee's end) came */
+} watch;
+
+/* The callee's exit reason; a vat already dead when the monitor was made
+ * reports noproc, but its own reason is known and more useful, as
+ * vat_call breaks with it. */
+static vat_value end_reason(vat_ref *who, vat_value reason) {
+  if (vat_is_atom(reason, vat_atom_noproc())) {
+    vat_value known = vat_ref_exit_reason(who);
+    if (!vat_is_null(known))
+      return known;
+  }
+  return reason;
+}
+
+/* The first answer came: the callee's end no longer matters. */
+static void stop_watching(vat_turn *turn, watch *w) {
+  w->settled = true;
+  if (w->watching)
+    (void)vat_demonitor(turn, w->monitor);
+  w->watching = false;
+}
+
+static void start_watching(vat_turn *turn, watch *w, vat_down_fn on_down) {
+  /* Settled already (a wrapper refused the request at once), or the
+   * callee is in this very vat, whose end nobody here would see. */
+  if (w->settled || vat_ref_same_vat(w->callee, vat_self(turn)))
+    return;
+  w->watching = vat_monitor(turn, w->callee, on_down, &w->monitor) == VAT_OK;
+}
+
 /* --- The reply entity ----------------------------------------------------- */
 
 typedef struct reply_state {
+  watch w;
   vat_resolver *resolver;
   double timeout_s; /* host form: armed by its first turn */
 } reply_state;
@@ -46,6 +96,25 @@ static void reply_receive(vat_turn *turn, void *state, const vat_atom *selector,
     (void)vat_break(turn, r->resolver,
                     vat_is_null(value) ? vat_atom_value(vat_atom_refused())
                                        : value);
+  else
+    return;
+  stop_watching(turn, &r->w);
+}
+
+static void reply_down(vat_turn *turn, void *state, uint64_t monitor,
+                       vat_ref *who, vat_value reason) {
+  (void)monitor;
+  reply_state *r = state;
+  r->w.watching = false;
+  if (r->w.settled)
+    return;
+  r->w.settled = true;
+  (void)vat_break(turn, r->resolver, end_reason(who, reason));
+}
+
+static void reply_watch(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  start_watching(turn, &((reply_state *)state)->w, reply_down);
 }
 
 static const vat_entity_def reply_def = {.state_size = sizeof(reply_state),
@@ -84,16 +153,22 @@ static int make_request(vat_turn *turn, vat_ref *to, const vat_atom *selector,
     return rc;
   r->resolver = resolver;
   r->timeout_s = timeout_s;
+  r->w.callee = to;
   vat_value fields[2] = {payload, vat_ref_value(reply)};
   vat_value msg = vat_record(request_label(), fields, 2);
   if (vat_is_null(msg))
     return VAT_ENOMEM;
+  /* The watch goes first: see the top of this file. */
   if (turn != NULL) {
-    rc = arm_timeout(turn, reply, timeout_s);
+    rc = vat_send(turn, reply, reply_watch, NULL);
+    if (rc == VAT_OK)
+      rc = arm_timeout(turn, reply, timeout_s);
     if (rc == VAT_OK)
       rc = vat_send_msg(turn, to, selector, msg);
   } else {
-    rc = timeout_s > 0 ? vat_host_send(reply, host_arm_timeout, NULL) : VAT_OK;
+    rc = vat_host_send(reply, reply_watch, NULL);
+    if (rc == VAT_OK && timeout_s > 0)
+      rc = vat_host_send(reply, host_arm_timeout, NULL);
     if (rc == VAT_OK)
       rc = vat_host_send_msg(to, selector, msg);
   }
@@ -135,6 +210,66 @@ int vat_reply_error(vat_turn *turn, vat_ref *reply, vat_value reason) {
   if (vat_is_null(reason))
     return VAT_EINVAL;
   return vat_send_msg(turn, reply, vat_atom_intern("break"), reason);
+}
+
+/* --- Guards: forwarding a request without losing its callee ------------- */
+
+typedef struct guard_state {
+  watch w;
+  vat_ref *reply; /* the reply ref the request came with */
+} guard_state;
+
+/* Passes the first answer on; later ones are dropped, as the reply entity
+ * would drop them. */
+static void guard_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  guard_state *g = state;
+  if (g->w.settled || (selector != vat_atom_intern("resolve") &&
+                       selector != vat_atom_intern("break")))
+    return;
+  (void)vat_send_msg(turn, g->reply, selector, value);
+  stop_watching(turn, &g->w);
+}
+
+static void guard_down(vat_turn *turn, void *state, uint64_t monitor,
+                       vat_ref *who, vat_value reason) {
+  (void)monitor;
+  guard_state *g = state;
+  g->w.watching = false;
+  if (g->w.settled)
+    return;
+  g->w.settled = true;
+  (void)vat_reply_error(turn, g->reply, end_reason(who, reason));
+}
+
+static void guard_watch(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  start_watching(turn, &((guard_state *)state)->w, guard_down);
+}
+
+static const vat_entity_def guard_def = {.state_size = sizeof(guard_state),
+                                         .receive = guard_receive};
+
+int caps__forward(vat_turn *turn, vat_ref *to, const vat_atom *selector,
+                  vat_value value) {
+  vat_value payload;
+  vat_ref *reply;
+  if (!vat_request_parse(value, &payload, &reply))
+    return vat_send_msg(turn, to, selector, value);
+  vat_ref *guard;
+  guard_state *g;
+  int rc = vat_entity_new(turn, &guard_def, &guard, (void **)&g);
+  if (rc != VAT_OK)
+    return rc;
+  *g = (guard_state){.w = {.callee = to}, .reply = reply};
+  vat_value fields[2] = {payload, vat_ref_value(guard)};
+  vat_value msg = vat_record(request_label(), fields, 2);
+  if (vat_is_null(msg))
+    return VAT_ENOMEM;
+  rc = vat_send(turn, guard, guard_watch, NULL);
+  if (rc == VAT_OK)
+    rc = vat_send_msg(turn, to, selector, msg);
+  return rc;
 }
 
 void caps__refuse(vat_turn *turn, vat_value msg, const vat_atom *code,
