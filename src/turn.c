@@ -3,11 +3,15 @@
  * when it commits; a failed turn is converted into the vat's death here and
  * nowhere else.
  */
+#include <assert.h>
+
 #include "internal.h"
 #include "vat_gc.h"
 
 void vat__turn_defer(vat_turn *t, vat__effect *e) {
+  assert(!t->committing);
   e->next = NULL;
+  e->after = t->out_tail; /* its place among the sends: see commit() */
   if (t->effects_tail)
     t->effects_tail->next = e;
   else
@@ -15,41 +19,79 @@ void vat__turn_defer(vat_turn *t, vat__effect *e) {
   t->effects_tail = e;
 }
 
-static void commit(vat_turn *t) {
+/* Delivers the buffered sends from `m` on, through `upto` (NULL: to the
+ * end of the chain); returns the first one not delivered. `took` says
+ * whether this vat's mailbox was taken since anything else could push to
+ * it. Inline, so the common call with `upto` NULL pays nothing for it. */
+static inline __attribute__((always_inline)) vat__msg *
+deliver_sends(vat_turn *t, vat__msg *m, vat__msg *upto, bool *took) {
   vat__worker *w = t->worker;
-  /* Effects may still add sends; they run before any send is delivered. */
-  for (vat__effect *e = t->effects_head; e != NULL; e = e->next)
+  while (m != NULL) {
+    vat__vat *to = m->target->vat;
+    vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    vat__msg *last = m;
+    if (to == t->vat) {
+      if (!*took) /* others' messages that came first go first */
+        vat__mailbox_take(&to->mailbox, &w->pool);
+      *took = true;
+      vat__mailbox_append_local(&to->mailbox, m);
+    } else {
+      /* Consecutive sends to one vat go in one push. */
+      while (last != upto && next != NULL && next->target->vat == to) {
+        last = next;
+        next = atomic_load_explicit(&next->next, memory_order_relaxed);
+      }
+      atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+      vat__deliver(w, m, last);
+    }
+    if (last == upto)
+      return next;
+    m = next;
+  }
+  return NULL;
+}
+
+/* A turn with effects: each takes place where it was deferred among the
+ * sends, and what it sends goes out right after it. */
+static void commit_in_order(vat_turn *t) {
+  bool took = false;
+  vat__msg *pending = t->out_head, *delivered_to = NULL;
+  t->out_head = t->out_tail = NULL; /* from here on: the effects' sends */
+  t->committing = true;
+  for (vat__effect *e = t->effects_head; e != NULL; e = e->next) {
+    /* Marks only move forward; two effects with no send between share
+     * one. */
+    if (e->after != NULL && e->after != delivered_to) {
+      pending = deliver_sends(t, pending, e->after, &took);
+      delivered_to = e->after;
+    }
     e->commit(t, e);
-  /* The spawned vats' links are reused by run queues once they get mail. */
+    took = false; /* it may have pushed to this vat's own mailbox */
+    vat__msg *own = t->out_head;
+    if (own != NULL) {
+      t->out_head = t->out_tail = NULL;
+      deliver_sends(t, own, NULL, &took);
+    }
+  }
+  t->committing = false;
+  deliver_sends(t, pending, NULL, &took);
+}
+
+static void commit(vat_turn *t) {
+  /* The spawned vats' links are reused by run queues once they get mail;
+   * none can get any before this. */
   for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
     next = v->rq_next;
     v->rq_next = NULL;
   }
-  vat__msg *m = t->out_head;
-  bool took = false;
-  while (m != NULL) {
-    vat__vat *to = m->target->vat;
-    vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
-    if (to == t->vat) {
-      if (!took) /* others' messages that came first go first */
-        vat__mailbox_take(&to->mailbox, &w->pool);
-      took = true;
-      vat__mailbox_append_local(&to->mailbox, m);
-      m = next;
-      continue;
-    }
-    /* Consecutive sends to one vat go in one push. */
-    vat__msg *last = m;
-    while (next != NULL && next->target->vat == to) {
-      last = next;
-      next = atomic_load_explicit(&next->next, memory_order_relaxed);
-    }
-    atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
-    vat__deliver(w, m, last);
-    m = next;
+  if (t->effects_head == NULL) {
+    bool took = false;
+    deliver_sends(t, t->out_head, NULL, &took); /* most turns: sends only */
+  } else {
+    commit_in_order(t);
   }
   if (t->stop)
-    vat__terminate(w, t->vat, vat_atom_value(vat__atom_normal));
+    vat__terminate(t->worker, t->vat, vat_atom_value(vat__atom_normal));
 }
 
 static void discard(vat_turn *t) {

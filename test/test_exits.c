@@ -1059,6 +1059,77 @@ START_TEST(every_monitor_fires_once) {
 }
 END_TEST
 
+/* --- A turn's link is out before its answer -------------------------------
+ * The host, woken by an answer, acts on B; the link A made in the answering
+ * turn must already be queued at B, or B's exit comes before it and A dies
+ * of noproc. */
+
+static void link_then_answer(vat_turn *turn, void *state, void *arg,
+                             vat_resolver *r) {
+  (void)state;
+  expect_vat_ok(vat_link(turn, arg));
+  expect_vat_ok(vat_resolve(turn, r, vat_int(1)));
+}
+
+static void stop_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_stop(turn));
+}
+
+static const char *reason_name(vat_ref *ref) {
+  vat_value r = vat_ref_exit_reason(ref);
+  return vat_is_atom(r, vat_atom_noproc())   ? "noproc"
+         : vat_is_atom(r, vat_atom_normal()) ? "normal"
+                                             : "another reason";
+}
+
+START_TEST(link_made_before_answer_is_in_place_when_host_acts) {
+  enum { ITERATIONS = 200 / TEST_SCALE };
+  for (int i = 0; i < ITERATIONS; i++) {
+    /* One worker: held after the resolution, it runs nothing else. */
+    vat_system *sys = test_system(1);
+    vat_ref *a = test_spawn(sys, 8, NULL);
+    vat_ref *b = test_spawn(sys, 8, NULL);
+    vat__test_point_arm("promise.resolve_commit.after_settle");
+    vat_promise *p;
+    ck_assert_vat_ok(vat_host_call(a, link_then_answer, b, 0, &p));
+    ck_assert(vat__test_point_wait(10));
+    ck_assert_int_eq(vat_promise_peek(p, NULL), VAT_PROMISE_RESOLVED);
+    ck_assert_vat_ok(vat_host_send(b, stop_now, NULL));
+    vat__test_point_release();
+    test_quiesce(sys);
+    ck_assert(vat_ref_is_dead(b));
+    ck_assert(vat_is_atom(vat_ref_exit_reason(b), vat_atom_normal()));
+    ck_assert_msg(!vat_ref_is_dead(a), "iteration %d: A died with %s", i,
+                  reason_name(a));
+  }
+}
+END_TEST
+
+START_TEST(stress_link_then_answer_then_peer_exits_normally) {
+  enum { ITERATIONS = 4000 / TEST_SCALE };
+  vat_system *sys = test_system(2);
+  static vat_ref *as[ITERATIONS]; /* a global: the collector scans it */
+  for (int i = 0; i < ITERATIONS; i++) {
+    vat_ref *b = test_spawn(sys, 8, NULL);
+    as[i] = test_spawn(sys, 8, NULL);
+    vat_promise *p;
+    ck_assert_vat_ok(vat_host_call(as[i], link_then_answer, b, 0, &p));
+    ck_assert_vat_ok(vat_promise_wait(p, 10, NULL));
+    ck_assert_vat_ok(vat_host_send(b, stop_now, NULL));
+  }
+  test_quiesce(sys);
+  int dead = 0;
+  for (int i = 0; i < ITERATIONS; i++)
+    dead += vat_ref_is_dead(as[i]);
+  ck_assert_msg(dead == 0, "%d of %d linkers died (e.g. with %s)", dead,
+                ITERATIONS, dead ? reason_name(as[0]) : "-");
+  for (int i = 0; i < ITERATIONS; i++)
+    as[i] = NULL;
+}
+END_TEST
+
 Suite *test_exits_suite(void) {
   Suite *s = suite_create("exits");
   TCase *tc = test_case("rules", 30);
@@ -1076,5 +1147,9 @@ Suite *test_exits_suite(void) {
   tcase_add_test(st, stress_links_and_monitors);
   tcase_add_test(st, every_monitor_fires_once);
   suite_add_tcase(s, st);
+  TCase *ord = test_case("ordering", 120);
+  tcase_add_test(ord, link_made_before_answer_is_in_place_when_host_acts);
+  tcase_add_test(ord, stress_link_then_answer_then_peer_exits_normally);
+  suite_add_tcase(s, ord);
   return s;
 }
