@@ -189,8 +189,8 @@ struct vat_turn {
   vat__effect *effects_head, *effects_tail;
   bool failed;
   bool stop;
-  bool committing; /* running effects: they may not defer more */
-  vat_value reason;
+  bool committing;  /* running effects: they may not defer more */
+  vat_value reason; /* failed or stop: how the vat ends */
 };
 
 /* The turn running on this thread, and the worker this thread is. Read on

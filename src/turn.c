@@ -90,8 +90,11 @@ static void commit(vat_turn *t) {
   } else {
     commit_in_order(t);
   }
-  if (t->stop)
+  if (t->stop) {
+    /* Stop callbacks run outside any turn (vat/core.h). */
+    vat__current_turn = NULL;
     vat__terminate(t->worker, t->vat, vat_atom_value(vat__atom_normal));
+  }
 }
 
 static void discard(vat_turn *t) {
@@ -100,6 +103,8 @@ static void discard(vat_turn *t) {
     next = atomic_load_explicit(&m->next, memory_order_relaxed);
     vat__msg_free(&w->pool, m);
   }
+  /* Stop callbacks run outside any turn (vat/core.h). */
+  vat__current_turn = NULL;
   for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
     next = v->rq_next;
     v->rq_next = NULL;
@@ -115,7 +120,7 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
   vat__count(&w->delivered, 1);
   v->turns++;
   /* Still the current turn while it commits: deferred effects send through
-   * it. */
+   * it. Ending the vat, if it ends, comes after. */
   if (t.failed)
     discard(&t);
   else if (t.out_head || t.effects_head || t.spawned || t.stop)

@@ -1130,6 +1130,119 @@ START_TEST(stress_link_then_answer_then_peer_exits_normally) {
 }
 END_TEST
 
+/* --- Stop callbacks run outside any turn ---------------------------------- */
+
+enum end_how { END_STOP, END_FAIL, END_KILL, END_EXIT, END_CHILD, END_COUNT };
+
+typedef struct stop_probe {
+  vat_ref *log;    /* a counter the callback sends to from "outside" */
+  vat_resolver *r; /* answered from the callback with its reason */
+  int host_send_rc, resolve_rc, spawn_rc;
+  _Atomic uint64_t ran;
+} stop_probe;
+
+static void probe_on_stop(void *state, vat_value reason) {
+  stop_probe *sp = state;
+  vat_ref *spawned;
+  sp->host_send_rc = vat_host_send(sp->log, test_hit, NULL);
+  sp->resolve_rc = vat_resolve(NULL, sp->r, reason);
+  sp->spawn_rc = vat_host_spawn(vat_ref_system(sp->log), &(vat_entity_def){0},
+                                &spawned, NULL);
+  atomic_fetch_add_explicit(&sp->ran, 1, memory_order_release);
+}
+
+static const vat_entity_def probe_def = {.state_size = sizeof(stop_probe),
+                                         .on_stop = probe_on_stop};
+
+static void fail_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_fail(turn, boom()));
+}
+
+/* The parent's state is a stop_probe too: the child copies it, and hands
+ * back its own through `child_out`. */
+static void spawn_child_then_fail(vat_turn *turn, void *state, void *arg) {
+  stop_probe **child_out = arg;
+  vat_ref *child;
+  stop_probe *cs;
+  expect_vat_ok(vat_spawn(turn, &probe_def, &child, (void **)&cs));
+  cs->log = ((stop_probe *)state)->log;
+  cs->r = ((stop_probe *)state)->r;
+  *child_out = cs;
+  expect_vat_ok(vat_fail(turn, boom()));
+}
+
+START_TEST(stop_callbacks_run_outside_any_turn) {
+  int how = _i;
+  vat_system *sys = test_system(2);
+  test_counter *log;
+  vat_ref *log_ref = test_spawn_counter(sys, &log);
+  vat_ref *v;
+  stop_probe *sp;
+  ck_assert_vat_ok(vat_host_spawn(sys, &probe_def, &v, (void **)&sp));
+  vat_promise *p;
+  ck_assert_vat_ok(vat_promise_new(&p, &sp->r));
+  sp->log = log_ref;
+  /* Written by the parent's turn, read after its callback ran. */
+  static stop_probe *child;
+  child = NULL;
+  vat_value want = boom();
+  switch (how) {
+  case END_STOP:
+    want = atom_v(vat_atom_normal());
+    ck_assert_vat_ok(vat_host_send(v, stop_now, NULL));
+    break;
+  case END_FAIL:
+    ck_assert_vat_ok(vat_host_send(v, fail_now, NULL));
+    break;
+  case END_KILL:
+    want = atom_v(vat_atom_killed());
+    ck_assert_vat_ok(vat_host_exit(v, want));
+    break;
+  case END_EXIT:
+    ck_assert_vat_ok(vat_host_exit(v, want));
+    break;
+  case END_CHILD:
+    /* The parent's own callback runs too; its promise is answered first. */
+    ck_assert_vat_ok(vat_host_send(v, spawn_child_then_fail, (void *)&child));
+    break;
+  }
+  ck_assert(test_wait_u64(&sp->ran, 1, 10));
+  ck_assert_msg(sp->host_send_rc == VAT_OK,
+                "vat_host_send from on_stop returned %s",
+                vat_err_name(sp->host_send_rc));
+  /* END_CHILD: the child's callback answered first; see below. */
+  ck_assert_msg(sp->resolve_rc == VAT_OK ||
+                    (how == END_CHILD && sp->resolve_rc == VAT_EBUSY),
+                "vat_resolve(NULL, ...) from on_stop returned %s",
+                vat_err_name(sp->resolve_rc));
+  ck_assert_msg(sp->spawn_rc == VAT_OK,
+                "vat_host_spawn from on_stop returned %s",
+                vat_err_name(sp->spawn_rc));
+  vat_value got;
+  ck_assert_vat_ok(vat_promise_wait(p, 10, &got));
+  ck_assert(vat_equal(got, want));
+  uint64_t callbacks = 1;
+  if (how == END_CHILD) {
+    stop_probe *cs = child;
+    ck_assert_ptr_nonnull(cs);
+    ck_assert(test_wait_u64(&cs->ran, 1, 10));
+    ck_assert_int_eq(cs->host_send_rc, VAT_OK);
+    ck_assert_int_eq(cs->spawn_rc, VAT_OK);
+    /* One resolver for both: exactly one answered, the other was refused. */
+    ck_assert_int_eq((cs->resolve_rc == VAT_OK) + (sp->resolve_rc == VAT_OK),
+                     1);
+    ck_assert(cs->resolve_rc == VAT_EBUSY || sp->resolve_rc == VAT_EBUSY);
+    callbacks = 2;
+  }
+  ck_assert(test_wait_u64(&log->hits, callbacks, 10));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&log->hits), callbacks);
+  ck_assert_uint_eq(atomic_load(&sp->ran), 1);
+}
+END_TEST
+
 Suite *test_exits_suite(void) {
   Suite *s = suite_create("exits");
   TCase *tc = test_case("rules", 30);
@@ -1150,6 +1263,7 @@ Suite *test_exits_suite(void) {
   TCase *ord = test_case("ordering", 120);
   tcase_add_test(ord, link_made_before_answer_is_in_place_when_host_acts);
   tcase_add_test(ord, stress_link_then_answer_then_peer_exits_normally);
+  tcase_add_loop_test(ord, stop_callbacks_run_outside_any_turn, 0, END_COUNT);
   suite_add_tcase(s, ord);
   return s;
 }

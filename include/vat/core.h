@@ -127,7 +127,11 @@ typedef void (*vat_receive_fn)(vat_turn *turn, void *state,
                                const vat_atom *selector, vat_value value);
 
 /** Runs when the entity's vat ends, however it ends, to release what the
- *  state holds. Runs on a worker, outside any turn; must not block. */
+ *  state holds. Runs on the thread that ran the vat's last turn (a worker,
+ *  or the host thread inside vat_system_run), after that turn committed or
+ *  was discarded, and outside any turn: the host-thread calls work there
+ *  (vat_host_send, vat_host_spawn, vat_resolve with a NULL turn), the
+ *  turn-only ones return VAT_ENOTINTURN. Must not block. */
 typedef void (*vat_stop_fn)(void *state, vat_value reason);
 
 /** What an entity is made of. */

@@ -18,9 +18,10 @@
  * notification with reason `noproc`. Each link and each monitor fires at
  * most once, and a monitor that was not removed fires exactly once.
  *
- * Stop callbacks (vat_entity_def.on_stop) run when their vat ends, before
- * its links and monitors fire, so whoever hears of the end sees their work
- * done. They do not run for vats still alive when their system stops.
+ * Stop callbacks (vat_entity_def.on_stop) run when their vat ends, outside
+ * any turn (see vat/core.h), before its links and monitors fire, so
+ * whoever hears of the end sees their work done. They do not run for vats
+ * still alive when their system stops.
  *
  * Every change to a vat's links and monitors made in a turn takes effect
  * when that turn commits, in call order with its sends; a failed turn
