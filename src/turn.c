@@ -93,7 +93,7 @@ static void commit(vat_turn *t) {
   if (t->stop) {
     /* Stop callbacks run outside any turn (vat/core.h). */
     vat__current_turn = NULL;
-    vat__terminate(t->worker, t->vat, vat_atom_value(vat__atom_normal));
+    vat__terminate(t->worker, t->vat, t->reason);
   }
 }
 
@@ -162,10 +162,17 @@ vat_system *vat_turn_system(vat_turn *turn) {
 }
 
 int vat_stop(vat_turn *turn) {
+  return vat_stop_with(turn, vat_atom_value(vat__atom_normal));
+}
+
+int vat_stop_with(vat_turn *turn, vat_value reason) {
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
     return rc;
+  if (vat_is_null(reason))
+    return VAT_EINVAL;
   turn->stop = true;
+  turn->reason = reason; /* the last call names it */
   return VAT_OK;
 }
 

@@ -1243,6 +1243,114 @@ START_TEST(stop_callbacks_run_outside_any_turn) {
 }
 END_TEST
 
+/* --- vat_stop_with: commit the turn, then end with a reason --------------- */
+
+enum sw_rel { SW_LINKED, SW_TRAPPED, SW_MONITOR, SW_REL_COUNT };
+
+typedef struct sw_watcher {
+  test_counter c; /* messages from the ender */
+  vat_ref *ender;
+  int rel;
+  uint64_t hits_at_signal; /* when the exit or down arrived */
+  int signals;
+  vat_value reason;
+  _Atomic uint64_t done; /* the signal arrived */
+} sw_watcher;
+
+typedef struct sw_ender {
+  vat_ref *watcher;
+  int sends;
+  vat_value reason;
+} sw_ender;
+
+static void sw_send_then_stop_with(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  sw_ender *e = state;
+  for (int i = 0; i < e->sends; i++)
+    expect_vat_ok(vat_send(turn, e->watcher, test_hit, NULL));
+  expect_vat_ok(vat_stop_with(turn, e->reason));
+  /* Effects after it in the same turn still commit, before the end. */
+  expect_vat_ok(vat_send(turn, e->watcher, test_hit, NULL));
+}
+
+static void sw_record(sw_watcher *w, vat_value reason) {
+  w->hits_at_signal = atomic_load_explicit(&w->c.hits, memory_order_relaxed);
+  w->signals++;
+  w->reason = reason;
+  atomic_store_explicit(&w->done, 1, memory_order_release);
+}
+
+static void sw_exit(vat_turn *turn, void *state, vat_ref *from,
+                    vat_value reason) {
+  (void)turn;
+  (void)from;
+  sw_record(state, reason);
+}
+
+static void sw_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)turn;
+  (void)id;
+  (void)who;
+  sw_record(state, reason);
+}
+
+/* In one turn of the watcher: relate to the ender, then start it, so the
+ * LINK or MONITOR reaches it first. */
+static void sw_setup(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  sw_watcher *w = state;
+  uint64_t id;
+  if (w->rel == SW_MONITOR) {
+    expect_vat_ok(vat_monitor(turn, w->ender, sw_down, &id));
+  } else {
+    expect_vat_ok(vat_link(turn, w->ender));
+    if (w->rel == SW_TRAPPED)
+      expect_vat_ok(vat_trap_exit(turn, vat_self(turn), sw_exit));
+  }
+  expect_vat_ok(vat_send(turn, w->ender, sw_send_then_stop_with, NULL));
+}
+
+START_TEST(stop_with_commits_the_turn_then_ends) {
+  int rel = _i % SW_REL_COUNT;
+  bool normal = _i / SW_REL_COUNT == 1;
+  enum { ITERATIONS = 200 / TEST_SCALE };
+  uint64_t seed = test_seed("stop_with_commits_the_turn_then_ends");
+  vat_system *sys = test_system(2);
+  for (int i = 0; i < ITERATIONS; i++) {
+    sw_watcher *w;
+    vat_ref *wref = test_spawn(sys, sizeof(sw_watcher), (void **)&w);
+    sw_ender *e;
+    vat_ref *eref = test_spawn(sys, sizeof(sw_ender), (void **)&e);
+    e->watcher = wref;
+    e->sends = (int)test_rand_between(&seed, 0, 100);
+    e->reason =
+        normal ? atom_v(vat_atom_normal())
+               : vat_reason_error(vat_atom_intern("quit"), vat_int((int64_t)i));
+    w->ender = eref;
+    w->rel = rel;
+    uint64_t all = (uint64_t)e->sends + 1;
+    ck_assert_vat_ok(vat_host_send(wref, sw_setup, NULL));
+    if (rel == SW_LINKED && !normal) {
+      wait_dead(wref); /* killed by the link: the hits came first */
+      ck_assert(vat_equal(vat_ref_exit_reason(wref), e->reason));
+      ck_assert_uint_eq(atomic_load(&w->c.hits), all);
+    } else if (rel == SW_LINKED) {
+      wait_dead(eref); /* normal: no signal the watcher can see */
+      ck_assert(test_wait_u64(&w->c.hits, all, 10));
+    } else {
+      ck_assert(test_wait_u64(&w->done, 1, 10));
+      ck_assert_int_eq(w->signals, 1);
+      ck_assert(vat_equal(w->reason, e->reason));
+      ck_assert_uint_eq(w->hits_at_signal, all);
+    }
+    ck_assert(vat_ref_is_dead(eref));
+    ck_assert(vat_equal(vat_ref_exit_reason(eref), e->reason));
+  }
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_exits_suite(void) {
   Suite *s = suite_create("exits");
   TCase *tc = test_case("rules", 30);
@@ -1264,6 +1372,8 @@ Suite *test_exits_suite(void) {
   tcase_add_test(ord, link_made_before_answer_is_in_place_when_host_acts);
   tcase_add_test(ord, stress_link_then_answer_then_peer_exits_normally);
   tcase_add_loop_test(ord, stop_callbacks_run_outside_any_turn, 0, END_COUNT);
+  tcase_add_loop_test(ord, stop_with_commits_the_turn_then_ends, 0,
+                      SW_REL_COUNT * 2);
   suite_add_tcase(s, ord);
   return s;
 }

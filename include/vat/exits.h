@@ -52,7 +52,8 @@
  *           vat_ref_exit_reason reports for a vat still alive when its
  *           system stopped.
  * Any other value is an error reason; vat_reason_error makes the usual
- * shape (an atom code and an optional payload). */
+ * shape (an atom code and an optional payload). A vat ends itself with any
+ * reason, after its turn's effects, with vat_stop_with (vat/core.h). */
 
 /** The atom "shutdown". Any thread. */
 const vat_atom *vat_atom_shutdown(void);
