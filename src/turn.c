@@ -19,62 +19,62 @@ void vat__turn_defer(vat_turn *t, vat__effect *e) {
   t->effects_tail = e;
 }
 
-/* Delivers the buffered sends from `m` on, through `upto` (NULL: to the
- * end of the chain); returns the first one not delivered. `took` says
- * whether this vat's mailbox was taken since anything else could push to
- * it. Inline, so the common call with `upto` NULL pays nothing for it. */
-static inline __attribute__((always_inline)) vat__msg *
-deliver_sends(vat_turn *t, vat__msg *m, vat__msg *upto, bool *took) {
+/* Delivers the chain of buffered sends from `m` on; `took` says whether
+ * this vat's mailbox was taken since anything else could push to it, and
+ * is returned updated. The common turn's whole commit: keep it lean. */
+static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
   vat__worker *w = t->worker;
   while (m != NULL) {
     vat__vat *to = m->target->vat;
     vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
-    vat__msg *last = m;
     if (to == t->vat) {
-      if (!*took) /* others' messages that came first go first */
+      if (!took) /* others' messages that came first go first */
         vat__mailbox_take(&to->mailbox, &w->pool);
-      *took = true;
+      took = true;
       vat__mailbox_append_local(&to->mailbox, m);
-    } else {
-      /* Consecutive sends to one vat go in one push. */
-      while (last != upto && next != NULL && next->target->vat == to) {
-        last = next;
-        next = atomic_load_explicit(&next->next, memory_order_relaxed);
-      }
-      atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
-      vat__deliver(w, m, last);
+      m = next;
+      continue;
     }
-    if (last == upto)
-      return next;
+    /* Consecutive sends to one vat go in one push. */
+    vat__msg *last = m;
+    while (next != NULL && next->target->vat == to) {
+      last = next;
+      next = atomic_load_explicit(&next->next, memory_order_relaxed);
+    }
+    atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+    vat__deliver(w, m, last);
     m = next;
   }
-  return NULL;
+  return took;
 }
 
 /* A turn with effects: each takes place where it was deferred among the
- * sends, and what it sends goes out right after it. */
-static void commit_in_order(vat_turn *t) {
+ * sends, and what it sends goes out right after it. Out of line: most
+ * turns have none. */
+static __attribute__((noinline)) void commit_in_order(vat_turn *t) {
   bool took = false;
   vat__msg *pending = t->out_head, *delivered_to = NULL;
   t->out_head = t->out_tail = NULL; /* from here on: the effects' sends */
   t->committing = true;
   for (vat__effect *e = t->effects_head; e != NULL; e = e->next) {
     /* Marks only move forward; two effects with no send between share
-     * one. */
-    if (e->after != NULL && e->after != delivered_to) {
-      pending = deliver_sends(t, pending, e->after, &took);
-      delivered_to = e->after;
+     * one. Once delivered, a mark is only compared, never read. */
+    vat__msg *mark = e->after;
+    if (mark != NULL && mark != delivered_to) {
+      vat__msg *rest = atomic_load_explicit(&mark->next, memory_order_relaxed);
+      atomic_store_explicit(&mark->next, NULL, memory_order_relaxed);
+      took = deliver_chain(t, pending, took);
+      pending = rest;
+      delivered_to = mark;
     }
     e->commit(t, e);
     took = false; /* it may have pushed to this vat's own mailbox */
     vat__msg *own = t->out_head;
-    if (own != NULL) {
-      t->out_head = t->out_tail = NULL;
-      deliver_sends(t, own, NULL, &took);
-    }
+    t->out_head = t->out_tail = NULL;
+    took = deliver_chain(t, own, took);
   }
   t->committing = false;
-  deliver_sends(t, pending, NULL, &took);
+  deliver_chain(t, pending, took);
 }
 
 static void commit(vat_turn *t) {
@@ -84,12 +84,10 @@ static void commit(vat_turn *t) {
     next = v->rq_next;
     v->rq_next = NULL;
   }
-  if (t->effects_head == NULL) {
-    bool took = false;
-    deliver_sends(t, t->out_head, NULL, &took); /* most turns: sends only */
-  } else {
+  if (t->effects_head == NULL)
+    deliver_chain(t, t->out_head, false); /* most turns: sends only */
+  else
     commit_in_order(t);
-  }
   if (t->stop) {
     /* Stop callbacks run outside any turn (vat/core.h). */
     vat__current_turn = NULL;
