@@ -3,6 +3,7 @@
  * request timeouts, blocking waits from host threads, and a stress of
  * concurrent requests across both workers. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -721,11 +722,13 @@ static void send_a_wait_send_b(vat_turn *turn, void *state, void *arg) {
   atomic_store_explicit(&mt->sent_a, 1, memory_order_release);
   /* Bounded: a host that never resolves must not hang the worker. */
   double deadline = test_wall_seconds() + 10;
-  while (!atomic_load_explicit(&mt->resolved, memory_order_acquire))
+  while (!atomic_load_explicit(&mt->resolved, memory_order_acquire)) {
     if (test_wall_seconds() > deadline) {
       atomic_fetch_add(&mt->spin_timeouts, 1);
       break;
     }
+    sched_yield(); /* on a busy machine, let the host thread run */
+  }
   expect_vat_ok(vat_promise_send(turn, mt->p, order_take, (void *)2));
 }
 
