@@ -342,8 +342,8 @@ static void table_commit(vat_turn *turn, vat__effect *e) {
     vat__xmap_remove(&x->unlinking, (uintptr_t)te->ref->vat);
     break;
   case SPAWN_LINK:
-    /* The child cannot have run: nothing is delivered before the effects
-     * of the turn that spawned it. */
+    /* The child cannot have run: only this turn holds its ref, and its
+     * sends to it come after this effect (commit keeps program order). */
     vat__xmap_put(&x->links, (uintptr_t)te->ref->vat, te->ref);
     vat__xmap_put(&exits_of(te->ref->vat)->links, (uintptr_t)turn->vat,
                   turn->self);

@@ -60,12 +60,18 @@ struct vat__signal {
   const vat__signal_class *cls;
 };
 
-/* Work a turn defers to its commit (and forgets if it fails). Effects run
- * in the order they were deferred, before the turn's sends are delivered. */
+/* Work a turn defers to its commit (and forgets if it fails). Commit keeps
+ * program order: an effect takes place after the sends buffered before it
+ * was deferred and before those buffered after it, and what it sends
+ * through the turn goes out right after it. So whoever learns of an effect
+ * (a host woken by a resolution, a vat sent a link) finds the turn's
+ * earlier sends and signals already queued. An effect must not defer
+ * another from its commit. */
 typedef struct vat__effect vat__effect;
 struct vat__effect {
   vat__effect *next;
   void (*commit)(vat_turn *turn, vat__effect *effect);
+  vat__msg *after; /* the last send buffered before it; NULL: none */
 };
 
 /* An entity: behaviour plus state. A vat_ref points to one. Its state
@@ -183,7 +189,8 @@ struct vat_turn {
   vat__effect *effects_head, *effects_tail;
   bool failed;
   bool stop;
-  vat_value reason;
+  bool committing;  /* running effects: they may not defer more */
+  vat_value reason; /* failed or stop: how the vat ends */
 };
 
 /* The turn running on this thread, and the worker this thread is. Read on

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "testpoint.h"
 #include "vat/promise.h"
 #include "vat/timer.h"
 #include "vat_gc.h"
@@ -318,8 +319,8 @@ void vat__promises_terminated(vat__worker *w, vat__vat *v, vat_value reason) {
   size_t n = ps->n;
   ps->items = NULL;
   ps->n = ps->cap = 0;
-  /* Not through the turn that may still be current: this vat's buffered
-   * sends were delivered (or discarded) already. */
+  /* No turn is current here: this vat's last turn has committed (or was
+   * discarded), so the notifications go out at once. */
   for (size_t i = 0; i < n; i++)
     settle(items[i], ST_BROKEN, reason, NULL, false);
 }
@@ -441,6 +442,9 @@ int vat_host_call(vat_ref *to, vat_request_fn fn, void *arg, double timeout_s,
 static void resolve_commit(vat_turn *turn, vat__effect *e) {
   vat_promise *p = (vat_promise *)((char *)e - offsetof(vat_promise, effect));
   settle(p, p->answer_state, p->answer, turn, false);
+  /* Whoever waits on p may act now: tests stop here to check that the
+   * turn's earlier effects are out. */
+  VAT__TEST_POINT("promise.resolve_commit.after_settle");
 }
 
 static int answer(vat_turn *turn, vat_resolver *r, int state, vat_value value) {

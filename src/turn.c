@@ -3,11 +3,15 @@
  * when it commits; a failed turn is converted into the vat's death here and
  * nowhere else.
  */
+#include <assert.h>
+
 #include "internal.h"
 #include "vat_gc.h"
 
 void vat__turn_defer(vat_turn *t, vat__effect *e) {
+  assert(!t->committing);
   e->next = NULL;
+  e->after = t->out_tail; /* its place among the sends: see commit() */
   if (t->effects_tail)
     t->effects_tail->next = e;
   else
@@ -15,18 +19,11 @@ void vat__turn_defer(vat_turn *t, vat__effect *e) {
   t->effects_tail = e;
 }
 
-static void commit(vat_turn *t) {
+/* Delivers the chain of buffered sends from `m` on; `took` says whether
+ * this vat's mailbox was taken since anything else could push to it, and
+ * is returned updated. The common turn's whole commit: keep it lean. */
+static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
   vat__worker *w = t->worker;
-  /* Effects may still add sends; they run before any send is delivered. */
-  for (vat__effect *e = t->effects_head; e != NULL; e = e->next)
-    e->commit(t, e);
-  /* The spawned vats' links are reused by run queues once they get mail. */
-  for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
-    next = v->rq_next;
-    v->rq_next = NULL;
-  }
-  vat__msg *m = t->out_head;
-  bool took = false;
   while (m != NULL) {
     vat__vat *to = m->target->vat;
     vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
@@ -48,8 +45,54 @@ static void commit(vat_turn *t) {
     vat__deliver(w, m, last);
     m = next;
   }
-  if (t->stop)
-    vat__terminate(w, t->vat, vat_atom_value(vat__atom_normal));
+  return took;
+}
+
+/* A turn with effects: each takes place where it was deferred among the
+ * sends, and what it sends goes out right after it. Out of line: most
+ * turns have none. */
+static __attribute__((noinline)) void commit_in_order(vat_turn *t) {
+  bool took = false;
+  vat__msg *pending = t->out_head, *delivered_to = NULL;
+  t->out_head = t->out_tail = NULL; /* from here on: the effects' sends */
+  t->committing = true;
+  for (vat__effect *e = t->effects_head; e != NULL; e = e->next) {
+    /* Marks only move forward; two effects with no send between share
+     * one. Once delivered, a mark is only compared, never read. */
+    vat__msg *mark = e->after;
+    if (mark != NULL && mark != delivered_to) {
+      vat__msg *rest = atomic_load_explicit(&mark->next, memory_order_relaxed);
+      atomic_store_explicit(&mark->next, NULL, memory_order_relaxed);
+      took = deliver_chain(t, pending, took);
+      pending = rest;
+      delivered_to = mark;
+    }
+    e->commit(t, e);
+    took = false; /* it may have pushed to this vat's own mailbox */
+    vat__msg *own = t->out_head;
+    t->out_head = t->out_tail = NULL;
+    took = deliver_chain(t, own, took);
+  }
+  t->committing = false;
+  deliver_chain(t, pending, took);
+}
+
+static void commit(vat_turn *t) {
+  /* The spawned vats' links are reused by run queues once they get mail;
+   * none can get any before this. */
+  for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
+    next = v->rq_next;
+    v->rq_next = NULL;
+  }
+  if (t->effects_head == NULL)
+    deliver_chain(t, t->out_head, false); /* most turns: sends only */
+  else
+    commit_in_order(t);
+  if (t->stop) {
+    /* Stop callbacks run outside any turn (vat/core.h). */
+    vat__current_turn = NULL;
+    vat__terminate(t->worker, t->vat, t->reason);
+  }
 }
 
 static void discard(vat_turn *t) {
@@ -58,6 +101,8 @@ static void discard(vat_turn *t) {
     next = atomic_load_explicit(&m->next, memory_order_relaxed);
     vat__msg_free(&w->pool, m);
   }
+  /* Stop callbacks run outside any turn (vat/core.h). */
+  vat__current_turn = NULL;
   for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
     next = v->rq_next;
     v->rq_next = NULL;
@@ -73,7 +118,7 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
   vat__count(&w->delivered, 1);
   v->turns++;
   /* Still the current turn while it commits: deferred effects send through
-   * it. */
+   * it. Ending the vat, if it ends, comes after. */
   if (t.failed)
     discard(&t);
   else if (t.out_head || t.effects_head || t.spawned || t.stop)
@@ -118,10 +163,17 @@ vat_system *vat_turn_system(vat_turn *turn) {
 }
 
 int vat_stop(vat_turn *turn) {
+  return vat_stop_with(turn, vat_atom_value(vat__atom_normal));
+}
+
+int vat_stop_with(vat_turn *turn, vat_value reason) {
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
     return rc;
+  if (vat_is_null(reason))
+    return VAT_EINVAL;
   turn->stop = true;
+  turn->reason = reason; /* the last call names it */
   return VAT_OK;
 }
 

@@ -1187,6 +1187,298 @@ START_TEST(monitors_and_links_fire_in_creation_order) {
 }
 END_TEST
 
+/* --- A turn's link is out before its answer -------------------------------
+ * The host, woken by an answer, acts on B; the link A made in the answering
+ * turn must already be queued at B, or B's exit comes before it and A dies
+ * of noproc. */
+
+static void link_then_answer(vat_turn *turn, void *state, void *arg,
+                             vat_resolver *r) {
+  (void)state;
+  expect_vat_ok(vat_link(turn, arg));
+  expect_vat_ok(vat_resolve(turn, r, vat_int(1)));
+}
+
+static void stop_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_stop(turn));
+}
+
+static const char *reason_name(vat_ref *ref) {
+  vat_value r = vat_ref_exit_reason(ref);
+  return vat_is_atom(r, vat_atom_noproc())   ? "noproc"
+         : vat_is_atom(r, vat_atom_normal()) ? "normal"
+                                             : "another reason";
+}
+
+START_TEST(link_made_before_answer_is_in_place_when_host_acts) {
+  enum { ITERATIONS = 200 / TEST_SCALE };
+  for (int i = 0; i < ITERATIONS; i++) {
+    /* One worker: held after the resolution, it runs nothing else. */
+    vat_system *sys = test_system(1);
+    vat_ref *a = test_spawn(sys, 8, NULL);
+    vat_ref *b = test_spawn(sys, 8, NULL);
+    vat__test_point_arm("promise.resolve_commit.after_settle");
+    vat_promise *p;
+    ck_assert_vat_ok(vat_host_call(a, link_then_answer, b, 0, &p));
+    ck_assert(vat__test_point_wait(10));
+    ck_assert_int_eq(vat_promise_peek(p, NULL), VAT_PROMISE_RESOLVED);
+    ck_assert_vat_ok(vat_host_send(b, stop_now, NULL));
+    vat__test_point_release();
+    test_quiesce(sys);
+    ck_assert(vat_ref_is_dead(b));
+    ck_assert(vat_is_atom(vat_ref_exit_reason(b), vat_atom_normal()));
+    ck_assert_msg(!vat_ref_is_dead(a), "iteration %d: A died with %s", i,
+                  reason_name(a));
+  }
+}
+END_TEST
+
+START_TEST(stress_link_then_answer_then_peer_exits_normally) {
+  enum { ITERATIONS = 4000 / TEST_SCALE };
+  vat_system *sys = test_system(2);
+  static vat_ref *as[ITERATIONS]; /* a global: the collector scans it */
+  for (int i = 0; i < ITERATIONS; i++) {
+    vat_ref *b = test_spawn(sys, 8, NULL);
+    as[i] = test_spawn(sys, 8, NULL);
+    vat_promise *p;
+    ck_assert_vat_ok(vat_host_call(as[i], link_then_answer, b, 0, &p));
+    ck_assert_vat_ok(vat_promise_wait(p, 10, NULL));
+    ck_assert_vat_ok(vat_host_send(b, stop_now, NULL));
+  }
+  test_quiesce(sys);
+  int dead = 0;
+  for (int i = 0; i < ITERATIONS; i++)
+    dead += vat_ref_is_dead(as[i]);
+  ck_assert_msg(dead == 0, "%d of %d linkers died (e.g. with %s)", dead,
+                ITERATIONS, dead ? reason_name(as[0]) : "-");
+  for (int i = 0; i < ITERATIONS; i++)
+    as[i] = NULL;
+}
+END_TEST
+
+/* --- Stop callbacks run outside any turn ---------------------------------- */
+
+enum end_how { END_STOP, END_FAIL, END_KILL, END_EXIT, END_CHILD, END_COUNT };
+
+typedef struct stop_probe {
+  vat_ref *log;    /* a counter the callback sends to from "outside" */
+  vat_resolver *r; /* answered from the callback with its reason */
+  int host_send_rc, resolve_rc, spawn_rc;
+  _Atomic uint64_t ran;
+} stop_probe;
+
+static void probe_on_stop(void *state, vat_value reason) {
+  stop_probe *sp = state;
+  vat_ref *spawned;
+  sp->host_send_rc = vat_host_send(sp->log, test_hit, NULL);
+  sp->resolve_rc = vat_resolve(NULL, sp->r, reason);
+  sp->spawn_rc = vat_host_spawn(vat_ref_system(sp->log), &(vat_entity_def){0},
+                                &spawned, NULL);
+  atomic_fetch_add_explicit(&sp->ran, 1, memory_order_release);
+}
+
+static const vat_entity_def probe_def = {.state_size = sizeof(stop_probe),
+                                         .on_stop = probe_on_stop};
+
+static void fail_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_fail(turn, boom()));
+}
+
+/* The parent's state is a stop_probe too: the child copies it, and hands
+ * back its own through `child_out`. */
+static void spawn_child_then_fail(vat_turn *turn, void *state, void *arg) {
+  stop_probe **child_out = arg;
+  vat_ref *child;
+  stop_probe *cs;
+  expect_vat_ok(vat_spawn(turn, &probe_def, &child, (void **)&cs));
+  cs->log = ((stop_probe *)state)->log;
+  cs->r = ((stop_probe *)state)->r;
+  *child_out = cs;
+  expect_vat_ok(vat_fail(turn, boom()));
+}
+
+START_TEST(stop_callbacks_run_outside_any_turn) {
+  int how = _i;
+  vat_system *sys = test_system(2);
+  test_counter *log;
+  vat_ref *log_ref = test_spawn_counter(sys, &log);
+  vat_ref *v;
+  stop_probe *sp;
+  ck_assert_vat_ok(vat_host_spawn(sys, &probe_def, &v, (void **)&sp));
+  vat_promise *p;
+  ck_assert_vat_ok(vat_promise_new(&p, &sp->r));
+  sp->log = log_ref;
+  /* Written by the parent's turn, read after its callback ran. */
+  static stop_probe *child;
+  child = NULL;
+  vat_value want = boom();
+  switch (how) {
+  case END_STOP:
+    want = atom_v(vat_atom_normal());
+    ck_assert_vat_ok(vat_host_send(v, stop_now, NULL));
+    break;
+  case END_FAIL:
+    ck_assert_vat_ok(vat_host_send(v, fail_now, NULL));
+    break;
+  case END_KILL:
+    want = atom_v(vat_atom_killed());
+    ck_assert_vat_ok(vat_host_exit(v, want));
+    break;
+  case END_EXIT:
+    ck_assert_vat_ok(vat_host_exit(v, want));
+    break;
+  case END_CHILD:
+    /* The parent's own callback runs too; its promise is answered first. */
+    ck_assert_vat_ok(vat_host_send(v, spawn_child_then_fail, (void *)&child));
+    break;
+  }
+  ck_assert(test_wait_u64(&sp->ran, 1, 10));
+  ck_assert_msg(sp->host_send_rc == VAT_OK,
+                "vat_host_send from on_stop returned %s",
+                vat_err_name(sp->host_send_rc));
+  /* END_CHILD: the child's callback answered first; see below. */
+  ck_assert_msg(sp->resolve_rc == VAT_OK ||
+                    (how == END_CHILD && sp->resolve_rc == VAT_EBUSY),
+                "vat_resolve(NULL, ...) from on_stop returned %s",
+                vat_err_name(sp->resolve_rc));
+  ck_assert_msg(sp->spawn_rc == VAT_OK,
+                "vat_host_spawn from on_stop returned %s",
+                vat_err_name(sp->spawn_rc));
+  vat_value got;
+  ck_assert_vat_ok(vat_promise_wait(p, 10, &got));
+  ck_assert(vat_equal(got, want));
+  uint64_t callbacks = 1;
+  if (how == END_CHILD) {
+    stop_probe *cs = child;
+    ck_assert_ptr_nonnull(cs);
+    ck_assert(test_wait_u64(&cs->ran, 1, 10));
+    ck_assert_int_eq(cs->host_send_rc, VAT_OK);
+    ck_assert_int_eq(cs->spawn_rc, VAT_OK);
+    /* One resolver for both: exactly one answered, the other was refused. */
+    ck_assert_int_eq((cs->resolve_rc == VAT_OK) + (sp->resolve_rc == VAT_OK),
+                     1);
+    ck_assert(cs->resolve_rc == VAT_EBUSY || sp->resolve_rc == VAT_EBUSY);
+    callbacks = 2;
+  }
+  ck_assert(test_wait_u64(&log->hits, callbacks, 10));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&log->hits), callbacks);
+  ck_assert_uint_eq(atomic_load(&sp->ran), 1);
+}
+END_TEST
+
+/* --- vat_stop_with: commit the turn, then end with a reason --------------- */
+
+enum sw_rel { SW_LINKED, SW_TRAPPED, SW_MONITOR, SW_REL_COUNT };
+
+typedef struct sw_watcher {
+  test_counter c; /* messages from the ender */
+  vat_ref *ender;
+  int rel;
+  uint64_t hits_at_signal; /* when the exit or down arrived */
+  int signals;
+  vat_value reason;
+  _Atomic uint64_t done; /* the signal arrived */
+} sw_watcher;
+
+typedef struct sw_ender {
+  vat_ref *watcher;
+  int sends;
+  vat_value reason;
+} sw_ender;
+
+static void sw_send_then_stop_with(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  sw_ender *e = state;
+  for (int i = 0; i < e->sends; i++)
+    expect_vat_ok(vat_send(turn, e->watcher, test_hit, NULL));
+  expect_vat_ok(vat_stop_with(turn, e->reason));
+  /* Effects after it in the same turn still commit, before the end. */
+  expect_vat_ok(vat_send(turn, e->watcher, test_hit, NULL));
+}
+
+static void sw_record(sw_watcher *w, vat_value reason) {
+  w->hits_at_signal = atomic_load_explicit(&w->c.hits, memory_order_relaxed);
+  w->signals++;
+  w->reason = reason;
+  atomic_store_explicit(&w->done, 1, memory_order_release);
+}
+
+static void sw_exit(vat_turn *turn, void *state, vat_ref *from,
+                    vat_value reason) {
+  (void)turn;
+  (void)from;
+  sw_record(state, reason);
+}
+
+static void sw_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)turn;
+  (void)id;
+  (void)who;
+  sw_record(state, reason);
+}
+
+/* In one turn of the watcher: relate to the ender, then start it, so the
+ * LINK or MONITOR reaches it first. */
+static void sw_setup(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  sw_watcher *w = state;
+  uint64_t id;
+  if (w->rel == SW_MONITOR) {
+    expect_vat_ok(vat_monitor(turn, w->ender, sw_down, &id));
+  } else {
+    expect_vat_ok(vat_link(turn, w->ender));
+    if (w->rel == SW_TRAPPED)
+      expect_vat_ok(vat_trap_exit(turn, vat_self(turn), sw_exit));
+  }
+  expect_vat_ok(vat_send(turn, w->ender, sw_send_then_stop_with, NULL));
+}
+
+START_TEST(stop_with_commits_the_turn_then_ends) {
+  int rel = _i % SW_REL_COUNT;
+  bool normal = _i / SW_REL_COUNT == 1;
+  enum { ITERATIONS = 200 / TEST_SCALE };
+  uint64_t seed = test_seed("stop_with_commits_the_turn_then_ends");
+  vat_system *sys = test_system(2);
+  for (int i = 0; i < ITERATIONS; i++) {
+    sw_watcher *w;
+    vat_ref *wref = test_spawn(sys, sizeof(sw_watcher), (void **)&w);
+    sw_ender *e;
+    vat_ref *eref = test_spawn(sys, sizeof(sw_ender), (void **)&e);
+    e->watcher = wref;
+    e->sends = (int)test_rand_between(&seed, 0, 100);
+    e->reason =
+        normal ? atom_v(vat_atom_normal())
+               : vat_reason_error(vat_atom_intern("quit"), vat_int((int64_t)i));
+    w->ender = eref;
+    w->rel = rel;
+    uint64_t all = (uint64_t)e->sends + 1;
+    ck_assert_vat_ok(vat_host_send(wref, sw_setup, NULL));
+    if (rel == SW_LINKED && !normal) {
+      wait_dead(wref); /* killed by the link: the hits came first */
+      ck_assert(vat_equal(vat_ref_exit_reason(wref), e->reason));
+      ck_assert_uint_eq(atomic_load(&w->c.hits), all);
+    } else if (rel == SW_LINKED) {
+      wait_dead(eref); /* normal: no signal the watcher can see */
+      ck_assert(test_wait_u64(&w->c.hits, all, 10));
+    } else {
+      ck_assert(test_wait_u64(&w->done, 1, 10));
+      ck_assert_int_eq(w->signals, 1);
+      ck_assert(vat_equal(w->reason, e->reason));
+      ck_assert_uint_eq(w->hits_at_signal, all);
+    }
+    ck_assert(vat_ref_is_dead(eref));
+    ck_assert(vat_equal(vat_ref_exit_reason(eref), e->reason));
+  }
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_exits_suite(void) {
   Suite *s = suite_create("exits");
   TCase *tc = test_case("rules", 30);
@@ -1204,8 +1496,15 @@ Suite *test_exits_suite(void) {
   tcase_add_test(st, stress_links_and_monitors);
   tcase_add_test(st, every_monitor_fires_once);
   suite_add_tcase(s, st);
-  TCase *ord = test_case("order", 60);
+  TCase *ord = test_case("creation order", 60);
   tcase_add_test(ord, monitors_and_links_fire_in_creation_order);
   suite_add_tcase(s, ord);
+  TCase *eff = test_case("commit order", 120);
+  tcase_add_test(eff, link_made_before_answer_is_in_place_when_host_acts);
+  tcase_add_test(eff, stress_link_then_answer_then_peer_exits_normally);
+  tcase_add_loop_test(eff, stop_callbacks_run_outside_any_turn, 0, END_COUNT);
+  tcase_add_loop_test(eff, stop_with_commits_the_turn_then_ends, 0,
+                      SW_REL_COUNT * 2);
+  suite_add_tcase(s, eff);
   return s;
 }

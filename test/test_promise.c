@@ -3,6 +3,7 @@
  * request timeouts, blocking waits from host threads, and a stress of
  * concurrent requests across both workers. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -690,6 +691,240 @@ START_TEST(stress_concurrent_requests_settle_once) {
 }
 END_TEST
 
+/* --- Pipelined sends keep their order when the promise resolves mid-turn -- */
+
+typedef struct order_sink {
+  _Atomic uint64_t n;
+  uintptr_t got[2];
+} order_sink;
+
+static void order_take(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  order_sink *s = state;
+  uint64_t n = atomic_load_explicit(&s->n, memory_order_relaxed);
+  if (n < 2)
+    s->got[n] = (uintptr_t)arg;
+  /* Release: the host that sees the count sees the entry. */
+  atomic_store_explicit(&s->n, n + 1, memory_order_release);
+}
+
+typedef struct midturn {
+  vat_promise *p;
+  _Atomic uint64_t sent_a;   /* the handler sent A: resolve now */
+  _Atomic uint64_t resolved; /* the host resolved p: send B now */
+  _Atomic uint64_t spin_timeouts;
+} midturn;
+
+static void send_a_wait_send_b(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  midturn *mt = state;
+  expect_vat_ok(vat_promise_send(turn, mt->p, order_take, (void *)1));
+  atomic_store_explicit(&mt->sent_a, 1, memory_order_release);
+  /* Bounded: a host that never resolves must not hang the worker. */
+  double deadline = test_wall_seconds() + 10;
+  while (!atomic_load_explicit(&mt->resolved, memory_order_acquire)) {
+    if (test_wall_seconds() > deadline) {
+      atomic_fetch_add(&mt->spin_timeouts, 1);
+      break;
+    }
+    sched_yield(); /* on a busy machine, let the host thread run */
+  }
+  expect_vat_ok(vat_promise_send(turn, mt->p, order_take, (void *)2));
+}
+
+START_TEST(pipelined_sends_keep_order_when_resolved_mid_turn) {
+  enum { ITERATIONS = 2000 / TEST_SCALE };
+  uint64_t seed =
+      test_seed("pipelined_sends_keep_order_when_resolved_mid_turn");
+  vat_system *sys = test_system(2);
+  order_sink *sink;
+  vat_ref *sink_ref = test_spawn(sys, sizeof(order_sink), (void **)&sink);
+  midturn *mt;
+  vat_ref *sender = test_spawn(sys, sizeof(midturn), (void **)&mt);
+  for (int i = 0; i < ITERATIONS; i++) {
+    vat_resolver *r;
+    ck_assert_vat_ok(vat_promise_new(&mt->p, &r));
+    atomic_store(&mt->sent_a, 0);
+    atomic_store(&mt->resolved, 0);
+    atomic_store(&sink->n, 0);
+    ck_assert_vat_ok(vat_host_send(sender, send_a_wait_send_b, NULL));
+    ck_assert(test_wait_u64(&mt->sent_a, 1, 10));
+    /* Directly, or through a promise that resolved already (p follows it). */
+    vat_value to = vat_ref_value(sink_ref);
+    if (test_rand(&seed) & 1) {
+      vat_promise *q;
+      vat_resolver *qr;
+      ck_assert_vat_ok(vat_promise_new(&q, &qr));
+      ck_assert_vat_ok(vat_resolve(NULL, qr, to));
+      to = vat_promise_value(q);
+    }
+    ck_assert_vat_ok(vat_resolve(NULL, r, to));
+    atomic_store_explicit(&mt->resolved, 1, memory_order_release);
+    ck_assert(test_wait_u64(&sink->n, 2, 10));
+    ck_assert_msg(sink->got[0] == 1 && sink->got[1] == 2,
+                  "iteration %d: the target saw %c then %c", i,
+                  sink->got[0] == 1 ? 'A' : 'B', sink->got[1] == 1 ? 'A' : 'B');
+  }
+  ck_assert_uint_eq(atomic_load(&mt->spin_timeouts), 0);
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&sink->n), 2);
+}
+END_TEST
+
+/* --- A host woken by an answer finds the answering turn's sends out ------ */
+
+typedef struct probed {
+  test_counter c;
+  uint64_t hits_at_probe;
+  _Atomic uint64_t probes;
+} probed;
+
+static void probe(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  probed *pr = state;
+  pr->hits_at_probe = atomic_load_explicit(&pr->c.hits, memory_order_relaxed);
+  atomic_fetch_add_explicit(&pr->probes, 1, memory_order_release);
+}
+
+static void send_then_answer(vat_turn *turn, void *state, void *arg,
+                             vat_resolver *r) {
+  (void)state;
+  expect_vat_ok(vat_send(turn, arg, test_hit, NULL));
+  expect_vat_ok(vat_resolve(turn, r, vat_int(1)));
+}
+
+START_TEST(host_woken_by_answer_finds_the_turns_sends_queued) {
+  enum { ITERATIONS = 500 / TEST_SCALE };
+  /* One worker: while it is held just after the resolution, nothing else
+   * runs, so the probe lands exactly where the host's action would. */
+  vat_system *sys = test_system(1);
+  probed *pr;
+  vat_ref *target = test_spawn(sys, sizeof(probed), (void **)&pr);
+  vat_ref *answerer = test_spawn(sys, 8, NULL);
+  for (uint64_t i = 0; i < ITERATIONS; i++) {
+    vat__test_point_arm("promise.resolve_commit.after_settle");
+    vat_promise *p;
+    ck_assert_vat_ok(vat_host_call(answerer, send_then_answer, target, 0, &p));
+    ck_assert(vat__test_point_wait(10));
+    ck_assert_int_eq(vat_promise_peek(p, NULL), VAT_PROMISE_RESOLVED);
+    ck_assert_vat_ok(vat_host_send(target, probe, NULL));
+    vat__test_point_release();
+    ck_assert(test_wait_u64(&pr->probes, i + 1, 10));
+    ck_assert_msg(pr->hits_at_probe == i + 1,
+                  "iteration %llu: the send made before the answer came "
+                  "after the host's probe (%llu hits at the probe)",
+                  (unsigned long long)i, (unsigned long long)pr->hits_at_probe);
+  }
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&pr->c.hits), ITERATIONS);
+}
+END_TEST
+
+START_TEST(stress_host_woken_by_answer_finds_the_turns_sends_queued) {
+  enum { ITERATIONS = 5000 / TEST_SCALE };
+  vat_system *sys = test_system(2);
+  probed *pr;
+  vat_ref *target = test_spawn(sys, sizeof(probed), (void **)&pr);
+  vat_ref *answerer = test_spawn(sys, 8, NULL);
+  uint64_t late = 0;
+  for (uint64_t i = 0; i < ITERATIONS; i++) {
+    vat_promise *p;
+    ck_assert_vat_ok(vat_host_call(answerer, send_then_answer, target, 0, &p));
+    ck_assert_vat_ok(vat_promise_wait(p, 10, NULL));
+    ck_assert_vat_ok(vat_host_send(target, probe, NULL));
+    ck_assert(test_wait_u64(&pr->probes, i + 1, 10));
+    late += pr->hits_at_probe != i + 1;
+  }
+  ck_assert_msg(late == 0,
+                "%llu of %d probes overtook the answering turn's "
+                "send",
+                (unsigned long long)late, ITERATIONS);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- A resolution and a send of one turn arrive in the turn's order ------- */
+
+typedef struct order_watch {
+  vat_promise *p;
+  _Atomic uint64_t watching;
+  _Atomic uint64_t n;
+  char got[2]; /* 'W' the when notification, 'S' the send */
+} order_watch;
+
+static void order_note(order_watch *ow, char what) {
+  uint64_t n = atomic_load_explicit(&ow->n, memory_order_relaxed);
+  if (n < 2)
+    ow->got[n] = what;
+  atomic_store_explicit(&ow->n, n + 1, memory_order_release);
+}
+
+static void order_when(vat_turn *turn, void *state, void *ctx, bool ok,
+                       vat_value v) {
+  (void)turn;
+  (void)ctx;
+  (void)ok;
+  (void)v;
+  order_note(state, 'W');
+}
+
+static void order_sent(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  order_note(state, 'S');
+}
+
+static void order_watch_start(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  order_watch *ow = state;
+  expect_vat_ok(vat_when(turn, ow->p, order_when, NULL));
+  atomic_store_explicit(&ow->watching, 1, memory_order_release);
+}
+
+typedef struct order_resolver {
+  vat_resolver *r;
+  vat_ref *watcher;
+} order_resolver;
+
+static void resolve_then_send(vat_turn *turn, void *state, void *arg) {
+  order_resolver * or = state;
+  if (arg == NULL)
+    expect_vat_ok(vat_resolve(turn, or->r, vat_int(1)));
+  expect_vat_ok(vat_send(turn, or->watcher, order_sent, NULL));
+  if (arg != NULL)
+    expect_vat_ok(vat_resolve(turn, or->r, vat_int(1)));
+}
+
+START_TEST(resolution_and_send_arrive_in_turn_order) {
+  enum { ITERATIONS = 400 / TEST_SCALE };
+  uint64_t seed = test_seed("resolution_and_send_arrive_in_turn_order");
+  vat_system *sys = test_system(2);
+  order_watch *ow;
+  vat_ref *watcher = test_spawn(sys, sizeof(order_watch), (void **)&ow);
+  order_resolver * or ;
+  vat_ref *resolver = test_spawn(sys, sizeof(order_resolver), (void **)& or);
+  or->watcher = watcher;
+  for (int i = 0; i < ITERATIONS; i++) {
+    bool send_first = test_rand(&seed) & 1;
+    ck_assert_vat_ok(vat_promise_new(&ow->p, & or->r));
+    atomic_store(&ow->watching, 0);
+    atomic_store(&ow->n, 0);
+    ck_assert_vat_ok(vat_host_send(watcher, order_watch_start, NULL));
+    ck_assert(test_wait_u64(&ow->watching, 1, 10));
+    ck_assert_vat_ok(vat_host_send(resolver, resolve_then_send,
+                                   send_first ? (void *)1 : NULL));
+    ck_assert(test_wait_u64(&ow->n, 2, 10));
+    char want0 = send_first ? 'S' : 'W', want1 = send_first ? 'W' : 'S';
+    ck_assert_msg(ow->got[0] == want0 && ow->got[1] == want1,
+                  "iteration %d: the turn made %c then %c; the watcher saw %c "
+                  "then %c",
+                  i, want0, want1, ow->got[0], ow->got[1]);
+  }
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_promise_suite(void) {
   Suite *s = suite_create("promise");
   TCase *tc = test_case("promise", 60);
@@ -714,6 +949,10 @@ Suite *test_promise_suite(void) {
   tcase_add_test(tc, dead_callee_host_call_breaks);
   tcase_add_test(tc, promise_as_value);
   tcase_add_test(tc, stress_concurrent_requests_settle_once);
+  tcase_add_test(tc, pipelined_sends_keep_order_when_resolved_mid_turn);
+  tcase_add_test(tc, host_woken_by_answer_finds_the_turns_sends_queued);
+  tcase_add_test(tc, stress_host_woken_by_answer_finds_the_turns_sends_queued);
+  tcase_add_test(tc, resolution_and_send_arrive_in_turn_order);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -288,6 +288,70 @@ START_TEST(self_sends_do_not_starve_other_senders) {
 }
 END_TEST
 
+/* --- vat_stop_with: arguments --------------------------------------------- */
+
+typedef struct stop_with_args {
+  int null_reason, after_fail;
+} stop_with_args;
+
+static void try_stop_with_null(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  stop_with_args *a = state;
+  a->null_reason = vat_stop_with(turn, vat_null());
+}
+
+static void try_stop_with_after_fail(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  stop_with_args *a = state;
+  expect_vat_ok(vat_fail(turn, vat_atom_named("first")));
+  a->after_fail = vat_stop_with(turn, vat_atom_named("second"));
+}
+
+START_TEST(stop_with_checks_its_arguments) {
+  vat_system *sys = test_system(1);
+  ck_assert_vat_err(vat_stop_with(NULL, vat_atom_named("x")), VAT_ENOTINTURN);
+  vat_ref *ref;
+  stop_with_args *a;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(stop_with_args)}, &ref,
+      (void **)&a));
+  ck_assert_vat_ok(vat_host_send(ref, try_stop_with_null, NULL));
+  test_quiesce(sys);
+  ck_assert_int_eq(a->null_reason, VAT_EINVAL);
+  ck_assert(!vat_ref_is_dead(ref)); /* a refused call ends nothing */
+
+  sys = test_system(1);
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(stop_with_args)}, &ref,
+      (void **)&a));
+  ck_assert_vat_ok(vat_host_send(ref, try_stop_with_after_fail, NULL));
+  test_quiesce(sys);
+  ck_assert_int_eq(a->after_fail, VAT_ETURNFAILED);
+  ck_assert(vat_is_atom(vat_ref_exit_reason(ref), vat_atom_intern("first")));
+}
+END_TEST
+
+/* The last call in a turn names the reason; vat_stop is vat_stop_with
+ * `normal`. */
+static void stop_twice(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_stop_with(turn, vat_atom_named("first")));
+  expect_vat_ok(vat_stop_with(turn, vat_atom_named("second")));
+}
+
+START_TEST(stop_with_last_reason_wins) {
+  vat_system *sys = test_system(1);
+  vat_ref *ref = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(ref, stop_twice, NULL));
+  ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL)); /* dead letter */
+  test_quiesce(sys);
+  ck_assert(vat_ref_is_dead(ref));
+  ck_assert(vat_is_atom(vat_ref_exit_reason(ref), vat_atom_intern("second")));
+  ck_assert_uint_eq(test_stats(sys).dead_letters, 1);
+}
+END_TEST
+
 Suite *test_turn_suite(void) {
   Suite *s = suite_create("turn");
   TCase *tc = test_case("turn", 60);
@@ -298,6 +362,8 @@ Suite *test_turn_suite(void) {
   tcase_add_test(tc, bad_arguments_in_a_turn);
   tcase_add_test(tc, many_entities_per_vat);
   tcase_add_test(tc, self_sends_do_not_starve_other_senders);
+  tcase_add_test(tc, stop_with_checks_its_arguments);
+  tcase_add_test(tc, stop_with_last_reason_wins);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -131,7 +131,11 @@ typedef void (*vat_receive_fn)(vat_turn *turn, void *state,
                                const vat_atom *selector, vat_value value);
 
 /** Runs when the entity's vat ends, however it ends, to release what the
- *  state holds. Runs on a worker, outside any turn; must not block. */
+ *  state holds. Runs on the thread that ran the vat's last turn (a worker,
+ *  or the host thread inside vat_system_run), after that turn committed or
+ *  was discarded, and outside any turn: the host-thread calls work there
+ *  (vat_host_send, vat_host_spawn, vat_resolve with a NULL turn), the
+ *  turn-only ones return VAT_ENOTINTURN. Must not block. */
 typedef void (*vat_stop_fn)(void *state, vat_value reason);
 
 /** What an entity is made of. */
@@ -200,9 +204,21 @@ vat_ref *vat_self(vat_turn *turn);
 /** The system running this turn, or NULL as for vat_self. */
 vat_system *vat_turn_system(vat_turn *turn);
 
-/** Ends the calling vat with reason `normal` once this turn commits.
- *  Inside a turn. Errors: VAT_ENOTINTURN, VAT_ETURNFAILED. */
+/** Ends the calling vat with reason `normal` once this turn commits:
+ *  vat_stop_with(turn, normal). Inside a turn. Errors: VAT_ENOTINTURN,
+ *  VAT_ETURNFAILED. */
 int vat_stop(vat_turn *turn);
+
+/** Ends the calling vat with `reason` once this turn commits (Erlang's
+ *  exit/1 after its sends): all of the turn's effects take place first, in
+ *  the order the turn made them, even those made after this call; then the
+ *  vat ends, and its links and monitors see `reason` (see vat/exits.h: a
+ *  `normal` reason kills no linked vat, exactly as vat_stop). Calling it
+ *  again in the same turn replaces the reason; a later vat_fail wins over
+ *  it. Unlike vat_fail, nothing is discarded. Inside a turn.
+ *  Errors: VAT_EINVAL (null reason: nothing changes), VAT_ENOTINTURN,
+ *  VAT_ETURNFAILED. */
+int vat_stop_with(vat_turn *turn, vat_value reason);
 
 /** Fails the turn: none of its effects (sends, spawns, stop) take place and
  *  the vat ends with `reason` (which must not be null: VAT_EINVAL). The

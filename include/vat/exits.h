@@ -22,9 +22,10 @@
  * deterministic system (vat_config.deterministic) replays them the same
  * way every time, in one process or another.
  *
- * Stop callbacks (vat_entity_def.on_stop) run when their vat ends, before
- * its links and monitors fire, so whoever hears of the end sees their work
- * done. They do not run for vats still alive when their system stops.
+ * Stop callbacks (vat_entity_def.on_stop) run when their vat ends, outside
+ * any turn (see vat/core.h), before its links and monitors fire, so
+ * whoever hears of the end sees their work done. They do not run for vats
+ * still alive when their system stops.
  *
  * Every change to a vat's links and monitors made in a turn takes effect
  * when that turn commits, in call order with its sends; a failed turn
@@ -55,7 +56,8 @@
  *           vat_ref_exit_reason reports for a vat still alive when its
  *           system stopped.
  * Any other value is an error reason; vat_reason_error makes the usual
- * shape (an atom code and an optional payload). */
+ * shape (an atom code and an optional payload). A vat ends itself with any
+ * reason, after its turn's effects, with vat_stop_with (vat/core.h). */
 
 /** The atom "shutdown". Any thread. */
 const vat_atom *vat_atom_shutdown(void);

@@ -76,7 +76,10 @@ int vat_host_call(vat_ref *to, vat_request_fn fn, void *arg, double timeout_s,
 /** Resolves the resolver's promise with `value` (a promise value: follow
  *  that promise). Inside a turn (`turn` is the caller's turn): takes effect
  *  when the turn commits; if the turn fails its vat ends and the promise
- *  breaks with the failure. Outside any turn (`turn` NULL, any registered
+ *  breaks with the failure. The turn's effects take place in the order it
+ *  made them, so whoever sees the promise settle finds the sends, signals
+ *  and spawns the turn made before this call already on their way.
+ *  Outside any turn (`turn` NULL, any registered
  *  thread): at once. A resolver answers once; a promise that settled
  *  already (timeout, break) drops the answer and this still returns VAT_OK.
  *  Errors: VAT_EINVAL (NULL resolver), VAT_EBUSY (this resolver was used),
@@ -122,9 +125,9 @@ int vat_promise_wait(vat_promise *p, double timeout_s, vat_value *out);
 
 /** Sends `fn(arg)` to whatever `p` resolves to. If p resolved already,
  *  this is vat_send to that ref. Messages sent to one promise arrive in the
- *  order they were sent. Dropped if p breaks or resolves to a non-ref.
- *  Inside a turn; takes effect when it commits. Errors: VAT_EINVAL,
- *  VAT_ENOTINTURN, VAT_ETURNFAILED. */
+ *  order they were sent, also when p resolves while the turn runs. Dropped if p
+ * breaks or resolves to a non-ref. Inside a turn; takes effect when it commits.
+ * Errors: VAT_EINVAL, VAT_ENOTINTURN, VAT_ETURNFAILED. */
 int vat_promise_send(vat_turn *turn, vat_promise *p, vat_fn fn, void *arg);
 
 /** vat_call to whatever `p` resolves to; *out breaks with p's reason if p
