@@ -148,7 +148,11 @@ struct vat_system {
   unsigned nworkers;
   bool host_driven;
   int wake_fd;               /* host-driven: eventfd, readable on work */
-  _Atomic bool wake_pending; /* an unread write is on wake_fd */
+  _Atomic bool wake_pending; /* a sender writes, or wrote, to wake_fd */
+  /* Writes to wake_fd begun and finished, and `wake_done` as the last run
+   * call to drain it saw it (owned by the run call); see host.c. */
+  _Atomic uint64_t wake_begun, wake_done;
+  uint64_t wake_seen;
   _Atomic bool host_running; /* a thread is inside vat_system_run() */
   uint64_t det_rng;          /* deterministic mode's generator */
   vat__inject inject;
