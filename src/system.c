@@ -151,6 +151,17 @@ static uint64_t count_dropped(vat_system *sys) {
   return n;
 }
 
+/* Waits until no sender from outside is between its state check and its
+ * push. Called after STOPPED is published: a sender that comes later sees
+ * it and drops its message itself, so the wait is for the few stores of
+ * those already past the check, however long they were preempted. */
+static void wait_senders(vat_system *sys) {
+  pthread_mutex_lock(&sys->lock);
+  while (atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) != 0)
+    pthread_cond_wait(&sys->quiet_cond, &sys->lock);
+  pthread_mutex_unlock(&sys->lock);
+}
+
 int vat_system_shutdown(vat_system *sys, double timeout_s) {
   if (sys == NULL)
     return VAT_EINVAL;
@@ -162,10 +173,15 @@ int vat_system_shutdown(vat_system *sys, double timeout_s) {
     return VAT_ECLOSED;
   bool quiet = sys->host_driven ? vat__host_drain(sys, timeout_s)
                                 : wait_quiescent(sys, timeout_s);
+  /* seq_cst: a sender from outside that increments host_inflight after
+   * this sees STOPPED (deliver_external). */
   atomic_store_explicit(&sys->state, VAT__STOPPED, memory_order_seq_cst);
   vat__wake_all(sys);
   vat__workers_join(sys);
   vat__timers_stop(sys);
+  /* Accepted messages still on their way in land before the count, so
+   * each is delivered, a dead letter, or dropped here: never lost. */
+  wait_senders(sys);
   sys->dropped_at_shutdown = count_dropped(sys);
   return quiet ? VAT_OK : VAT_ETIMEDOUT;
 }

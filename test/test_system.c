@@ -1,5 +1,6 @@
 /* Systems: configuration, lifecycle, errors, shutdown with work in flight,
  * several systems at once, and an idle system that burns no CPU. */
+#include <pthread.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,6 +138,100 @@ START_TEST(shutdown_deadline_drops_and_counts) {
 }
 END_TEST
 
+/* --- A sender caught between its state check and its push ------------------
+ */
+
+typedef struct mid_sender {
+  vat_ref *to;
+  vat_promise *promise;
+  int rc;
+} mid_sender;
+
+static void never_answer(vat_turn *turn, void *state, void *arg,
+                         vat_resolver *r) {
+  (void)turn;
+  (void)state;
+  (void)r;
+  if (arg)
+    atomic_store_explicit((_Atomic uint64_t *)arg, 1, memory_order_release);
+}
+
+static void *call_from_host(void *arg) {
+  mid_sender *s = arg;
+  vat_thread_register();
+  s->rc = vat_host_call(s->to, never_answer, NULL, 0, &s->promise);
+  vat_thread_unregister();
+  return NULL;
+}
+
+typedef struct shutdown_job {
+  vat_system *sys;
+  double timeout_s;
+  int rc;
+  _Atomic uint64_t returned;
+} shutdown_job;
+
+static void *shut_down(void *arg) {
+  shutdown_job *j = arg;
+  vat_thread_register();
+  j->rc = vat_system_shutdown(j->sys, j->timeout_s);
+  atomic_store_explicit(&j->returned, 1, memory_order_release);
+  vat_thread_unregister();
+  return NULL;
+}
+
+static bool system_stopped(vat_ref *any, double timeout_s) {
+  double end = test_wall_seconds() + timeout_s;
+  while (vat_is_null(vat_ref_exit_reason(any))) {
+    if (test_wall_seconds() > end)
+      return false;
+    test_sleep(0.001);
+  }
+  return true;
+}
+
+/* A host call accepted (the system was running when the caller looked) and
+ * not yet pushed when the system stops: it is dropped and counted, and its
+ * promise breaks with `shutdown`. Before, shutdown counted first and the
+ * late push left the message neither delivered nor dropped. */
+START_TEST(shutdown_counts_a_send_caught_mid_push) {
+  uint64_t seed = test_seed("shutdown_counts_a_send_caught_mid_push");
+  unsigned workers = (unsigned)test_rand_between(&seed, 1, 2);
+  uint64_t before = test_rand_between(&seed, 1, 200);
+  vat_system *sys = test_system(workers);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
+  for (uint64_t i = 0; i < before; i++)
+    ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
+  vat__test_point_arm("send.external.after_state_check");
+  mid_sender s = {.to = ref};
+  pthread_t caller, closer;
+  ck_assert_int_eq(pthread_create(&caller, NULL, call_from_host, &s), 0);
+  ck_assert_msg(vat__test_point_wait(10), "the caller never reached the push");
+  shutdown_job j = {.sys = sys, .timeout_s = 0.05};
+  ck_assert_int_eq(pthread_create(&closer, NULL, shut_down, &j), 0);
+  ck_assert_msg(system_stopped(ref, 30), "the system never stopped");
+  /* The accepted message is still to be pushed: shutdown must not finish
+   * counting before it lands. */
+  ck_assert_msg(!test_wait_u64(&j.returned, 1, 0.5),
+                "shutdown finished while an accepted send was mid-push");
+  vat__test_point_release();
+  pthread_join(caller, NULL);
+  pthread_join(closer, NULL);
+  ck_assert_vat_ok(s.rc);
+  ck_assert_vat_err(j.rc, VAT_ETIMEDOUT);
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(atomic_load(&c->hits), before);
+  ck_assert_uint_eq(st.delivered + st.dead_letters + st.dropped_at_shutdown,
+                    before + 1);
+  ck_assert_uint_eq(st.dropped_at_shutdown, 1);
+  vat_value why;
+  ck_assert_vat_err(vat_promise_wait(s.promise, 10, &why), VAT_EBROKEN);
+  ck_assert(vat_is_atom(why, vat_atom_shutdown()));
+  ck_assert_vat_ok(vat_system_destroy(sys));
+}
+END_TEST
+
 /* --- Idle systems burn no CPU --------------------------------------------- */
 
 START_TEST(idle_system_burns_no_cpu) {
@@ -198,6 +293,7 @@ Suite *test_system_suite(void) {
   tcase_add_test(tc, shutdown_deadline_drops_and_counts);
   tcase_add_test(tc, idle_system_burns_no_cpu);
   tcase_add_test(tc, several_systems_coexist);
+  tcase_add_test(tc, shutdown_counts_a_send_caught_mid_push);
   suite_add_tcase(s, tc);
   TCase *uninit = tcase_create("uninitialised");
   tcase_add_test(uninit, calls_before_init_are_refused);
