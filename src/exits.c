@@ -217,14 +217,23 @@ static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   vat_fail(turn, s->reason);
 }
 
+/* A link or monitor with a vat of another system: that vat must hear of
+ * this one's end even if it ends only with its system. */
+static void note_if_crossing(vat__vat *v, vat__vat *peer) {
+  if (peer->sys != v->sys)
+    vat__boundary_note(v);
+}
+
 static void link_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   link_sig *s = (link_sig *)sig;
   struct vat__exits *x = exits_of(turn->vat);
   /* While our UNLINK is unacknowledged, the peer sent this LINK before it
    * saw the UNLINK, which will undo it there: ignore it here too. */
-  if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL)
+  if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL) {
     vat__xmap_put(&x->links, (uintptr_t)s->from->vat, s->from);
+    note_if_crossing(turn->vat, s->from->vat);
+  }
 }
 
 /* The target has ended (or its system stopped): answer through the link A
@@ -294,6 +303,7 @@ static void monitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   watch_sig *s = (watch_sig *)sig;
   vat__xmap_put(&exits_of(turn->vat)->watchers, s->w->id, s->w);
+  note_if_crossing(turn->vat, s->w->watcher->vat);
 }
 
 static void monitor_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
@@ -330,6 +340,7 @@ static void table_commit(vat_turn *turn, vat__effect *e) {
   case LINK:
     vat__xmap_put(&x->links, (uintptr_t)te->ref->vat, te->ref);
     vat__xmap_remove(&x->unlinking, (uintptr_t)te->ref->vat);
+    note_if_crossing(turn->vat, te->ref->vat);
     break;
   case SPAWN_LINK:
     /* The child cannot have run: nothing is delivered before the effects
@@ -569,4 +580,35 @@ void vat__exits_terminated(vat__worker *w, vat__vat *v, vat_value reason) {
   vat__xmap_clear(&x->watchers);
   vat__xmap_clear(&x->held);
   x->trap = NULL;
+}
+
+/* --- A stopped system's vats ---------------------------------------------- */
+
+static void stopped_link(void *ctx, uint64_t key, void *value) {
+  (void)key;
+  void **args = ctx;
+  vat__vat *v = args[0];
+  vat_ref *peer = value;
+  if (peer->vat->sys != v->sys)
+    send_exit(NULL, peer, v, *(vat_value *)args[1]);
+}
+
+static void stopped_watch(void *ctx, uint64_t key, void *value) {
+  (void)key;
+  void **args = ctx;
+  vat__vat *v = args[0];
+  watch *wa = value;
+  if (wa->watcher->vat->sys != v->sys)
+    send_down(NULL, wa, *(vat_value *)args[1]);
+}
+
+void vat__exits_system_stopped(vat__vat *v, vat_value reason) {
+  struct vat__exits *x = v->cold ? v->cold->exits : NULL;
+  if (x == NULL)
+    return;
+  /* The vat never runs again, so nothing else reads or changes its maps:
+   * each of these fires once. */
+  void *args[2] = {v, &reason};
+  vat__xmap_each(&x->links, stopped_link, args);
+  vat__xmap_each(&x->watchers, stopped_watch, args);
 }

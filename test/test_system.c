@@ -232,6 +232,104 @@ START_TEST(shutdown_counts_a_send_caught_mid_push) {
 }
 END_TEST
 
+/* --- What a stopped system owes the outside -------------------------------
+ */
+
+/* A host call the callee never answers breaks with `shutdown`. */
+START_TEST(shutdown_breaks_host_calls_left_unanswered) {
+  vat_system *sys = test_system(2);
+  vat_ref *ref = test_spawn(sys, 0, NULL);
+  _Atomic uint64_t received = 0;
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_call(ref, never_answer, (void *)&received, 0, &p));
+  ck_assert(test_wait_u64(&received, 1, 30));
+  test_quiesce(sys);
+  vat_value why = vat_null();
+  ck_assert_vat_err(vat_promise_wait(p, 5, &why), VAT_EBROKEN);
+  ck_assert(vat_is_atom(why, vat_atom_shutdown()));
+}
+END_TEST
+
+/* A watcher in system A and its target in system B. */
+typedef struct watcher {
+  vat_ref *target;
+  _Atomic uint64_t armed, fired;
+  vat_value reason;
+  vat_ref *from;
+} watcher;
+
+typedef struct target {
+  _Atomic uint64_t pings;
+} target;
+
+static void ping(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  atomic_fetch_add_explicit(&((target *)state)->pings, 1, memory_order_release);
+}
+
+static void on_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)turn;
+  (void)id;
+  watcher *w = state;
+  w->from = who;
+  w->reason = reason;
+  atomic_store_explicit(&w->fired, 1, memory_order_release);
+}
+
+static void on_exit(vat_turn *turn, void *state, vat_ref *from,
+                    vat_value reason) {
+  (void)turn;
+  watcher *w = state;
+  w->from = from;
+  w->reason = reason;
+  atomic_store_explicit(&w->fired, 1, memory_order_release);
+}
+
+/* Monitors (arg NULL) or links with exits trapped (arg non-NULL), then
+ * pings: the ping arrives after the MONITOR or LINK, so when it is counted
+ * the target has recorded the watch. */
+static void watch_target(vat_turn *turn, void *state, void *arg) {
+  watcher *w = state;
+  uint64_t id;
+  if (arg == NULL) {
+    expect_vat_ok(vat_monitor(turn, w->target, on_down, &id));
+  } else {
+    expect_vat_ok(vat_trap_exit(turn, vat_self(turn), on_exit));
+    expect_vat_ok(vat_link(turn, w->target));
+  }
+  expect_vat_ok(vat_send(turn, w->target, ping, NULL));
+}
+
+static void watch_across_systems(bool link) {
+  vat_system *a = test_system(1), *b = test_system(2);
+  target *t;
+  vat_ref *tref = test_spawn(b, sizeof *t, (void **)&t);
+  watcher *w;
+  vat_ref *wref = test_spawn(a, sizeof *w, (void **)&w);
+  w->target = tref;
+  ck_assert_vat_ok(vat_host_send(wref, watch_target, link ? wref : NULL));
+  ck_assert(test_wait_u64(&t->pings, 1, 30));
+  test_quiesce(b);
+  ck_assert_msg(test_wait_u64(&w->fired, 1, 10),
+                "no %s from a vat of a stopped system", link ? "exit" : "down");
+  ck_assert(w->from == tref);
+  ck_assert_msg(vat_is_atom(w->reason, vat_atom_shutdown()),
+                "the reason is not shutdown");
+  test_quiesce(a);
+}
+
+START_TEST(shutdown_fires_monitors_from_other_systems) {
+  watch_across_systems(false);
+}
+END_TEST
+
+START_TEST(shutdown_fires_links_from_other_systems) {
+  watch_across_systems(true);
+}
+END_TEST
+
 /* --- Idle systems burn no CPU --------------------------------------------- */
 
 START_TEST(idle_system_burns_no_cpu) {
@@ -294,6 +392,9 @@ Suite *test_system_suite(void) {
   tcase_add_test(tc, idle_system_burns_no_cpu);
   tcase_add_test(tc, several_systems_coexist);
   tcase_add_test(tc, shutdown_counts_a_send_caught_mid_push);
+  tcase_add_test(tc, shutdown_breaks_host_calls_left_unanswered);
+  tcase_add_test(tc, shutdown_fires_monitors_from_other_systems);
+  tcase_add_test(tc, shutdown_fires_links_from_other_systems);
   suite_add_tcase(s, tc);
   TCase *uninit = tcase_create("uninitialised");
   tcase_add_test(uninit, calls_before_init_are_refused);
