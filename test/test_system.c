@@ -232,6 +232,65 @@ START_TEST(shutdown_counts_a_send_caught_mid_push) {
 }
 END_TEST
 
+/* The same race from a vat of another system: its commit passed the
+ * state check while the target's system was closing. */
+typedef struct forwarder {
+  vat_ref *to;
+} forwarder;
+
+static void forward_hit(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  expect_vat_ok(vat_send(turn, ((forwarder *)state)->to, test_hit, NULL));
+}
+
+static void *run_once(void *arg) {
+  vat_thread_register();
+  vat_system_run(arg, 0, 0, NULL);
+  vat_thread_unregister();
+  return NULL;
+}
+
+START_TEST(shutdown_counts_a_cross_system_send_caught_mid_push) {
+  uint64_t seed =
+      test_seed("shutdown_counts_a_cross_system_send_caught_mid_push");
+  uint64_t before = test_rand_between(&seed, 1, 200);
+  vat_system *sys = test_system((unsigned)test_rand_between(&seed, 1, 2));
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  vat_system *from;
+  ck_assert_vat_ok(vat_system_new(&cfg, &from));
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
+  for (uint64_t i = 0; i < before; i++)
+    ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
+  forwarder *f;
+  vat_ref *fref = test_spawn(from, sizeof *f, (void **)&f);
+  f->to = ref;
+  ck_assert_vat_ok(vat_host_send(fref, forward_hit, NULL));
+  /* Armed only now: the host send above passes the same point. */
+  vat__test_point_arm("send.external.after_state_check");
+  pthread_t runner, closer;
+  ck_assert_int_eq(pthread_create(&runner, NULL, run_once, from), 0);
+  ck_assert_msg(vat__test_point_wait(10), "the commit never reached the push");
+  shutdown_job j = {.sys = sys, .timeout_s = 0.05};
+  ck_assert_int_eq(pthread_create(&closer, NULL, shut_down, &j), 0);
+  ck_assert_msg(system_stopped(ref, 30), "the system never stopped");
+  ck_assert_msg(!test_wait_u64(&j.returned, 1, 0.5),
+                "shutdown finished while an accepted send was mid-push");
+  vat__test_point_release();
+  pthread_join(runner, NULL);
+  pthread_join(closer, NULL);
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(atomic_load(&c->hits), before);
+  ck_assert_uint_eq(st.delivered + st.dead_letters + st.dropped_at_shutdown,
+                    before + 1);
+  ck_assert_uint_eq(st.dropped_at_shutdown, 1);
+  ck_assert_vat_ok(vat_system_destroy(sys));
+  test_quiesce(from);
+}
+END_TEST
+
 /* --- What a stopped system owes the outside -------------------------------
  */
 
@@ -247,6 +306,54 @@ START_TEST(shutdown_breaks_host_calls_left_unanswered) {
   vat_value why = vat_null();
   ck_assert_vat_err(vat_promise_wait(p, 5, &why), VAT_EBROKEN);
   ck_assert(vat_is_atom(why, vat_atom_shutdown()));
+}
+END_TEST
+
+/* A request from a vat of another system, never answered, breaks with
+ * `shutdown`, and the caller's `when` sees it. */
+typedef struct caller {
+  vat_ref *callee;
+  _Atomic uint64_t *received;
+  _Atomic uint64_t settled;
+  bool resolved;
+  vat_value value;
+} caller;
+
+static void on_settled(vat_turn *turn, void *state, void *ctx, bool resolved,
+                       vat_value value) {
+  (void)turn;
+  (void)ctx;
+  caller *c = state;
+  c->resolved = resolved;
+  c->value = value;
+  atomic_store_explicit(&c->settled, 1, memory_order_release);
+}
+
+static void call_across(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  caller *c = state;
+  vat_promise *p;
+  expect_vat_ok(
+      vat_call(turn, c->callee, never_answer, (void *)c->received, 0, &p));
+  expect_vat_ok(vat_when(turn, p, on_settled, NULL));
+}
+
+START_TEST(shutdown_breaks_calls_from_other_systems) {
+  vat_system *a = test_system(1), *b = test_system(2);
+  vat_ref *callee = test_spawn(b, 0, NULL);
+  _Atomic uint64_t received = 0;
+  caller *c;
+  vat_ref *cref = test_spawn(a, sizeof *c, (void **)&c);
+  c->callee = callee;
+  c->received = &received;
+  ck_assert_vat_ok(vat_host_send(cref, call_across, NULL));
+  ck_assert(test_wait_u64(&received, 1, 30));
+  test_quiesce(b);
+  ck_assert_msg(test_wait_u64(&c->settled, 1, 10),
+                "a call into a stopped system never settled");
+  ck_assert(!c->resolved);
+  ck_assert(vat_is_atom(c->value, vat_atom_shutdown()));
+  test_quiesce(a);
 }
 END_TEST
 
@@ -392,7 +499,9 @@ Suite *test_system_suite(void) {
   tcase_add_test(tc, idle_system_burns_no_cpu);
   tcase_add_test(tc, several_systems_coexist);
   tcase_add_test(tc, shutdown_counts_a_send_caught_mid_push);
+  tcase_add_test(tc, shutdown_counts_a_cross_system_send_caught_mid_push);
   tcase_add_test(tc, shutdown_breaks_host_calls_left_unanswered);
+  tcase_add_test(tc, shutdown_breaks_calls_from_other_systems);
   tcase_add_test(tc, shutdown_fires_monitors_from_other_systems);
   tcase_add_test(tc, shutdown_fires_links_from_other_systems);
   suite_add_tcase(s, tc);
