@@ -47,8 +47,10 @@
  * saw the target dead), on the target's worker (draining the mailbox of a
  * dead vat), on a host thread, or after the system stopped (w NULL). It
  * only sends, through vat__deliver_now, which never needs a turn. Once the
- * system has stopped, replies are not sent: every vat of a stopped system
- * has ended with `shutdown` as far as anyone can tell.
+ * system has stopped, a drop at a vat still alive answers `shutdown`, not
+ * noproc: every vat of a stopped system has ended with `shutdown` as far
+ * as anyone can tell. Links and monitors it recorded from other systems
+ * fire with `shutdown` too, at shutdown (vat__exits_system_stopped).
  * A dying vat. vat__exits_terminated runs once, on the vat's worker, after
  * `dead` is set: it runs the stop callbacks, then sends EXIT along every
  * link and DOWN for every watch. Signals that reach the vat after that are
@@ -236,11 +238,21 @@ static void link_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   }
 }
 
+/* Why a LINK or MONITOR found no one: noproc for a vat that had ended, as
+ * in Erlang; `shutdown` for one whose system stopped with it alive, which
+ * is how it ended for everyone outside. */
+static vat_value gone_reason(vat_ref *target) {
+  if (!vat__is_dead(target->vat) &&
+      vat__system_state(target->vat->sys) >= VAT__STOPPED)
+    return vat_atom_value(vat_atom_shutdown());
+  return vat_atom_value(vat__atom_noproc);
+}
+
 /* The target has ended (or its system stopped): answer through the link A
  * recorded, so A's rule 1 still applies if A unlinked meanwhile. */
 static void link_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
   link_sig *s = (link_sig *)sig;
-  send_exit(w, s->from, target->vat, vat_atom_value(vat__atom_noproc));
+  send_exit(w, s->from, target->vat, gone_reason(target));
 }
 
 static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
@@ -307,8 +319,7 @@ static void monitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 }
 
 static void monitor_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
-  (void)target;
-  send_down(w, ((watch_sig *)sig)->w, vat_atom_value(vat__atom_noproc));
+  send_down(w, ((watch_sig *)sig)->w, gone_reason(target));
 }
 
 static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {

@@ -427,6 +427,77 @@ static void watch_across_systems(bool link) {
   test_quiesce(a);
 }
 
+/* The MONITOR or LINK still queued when the target's system stops: its
+ * drop answers, and the answer must say `shutdown` too (the vat never
+ * ended; noproc would claim it did not exist). */
+typedef struct blocker {
+  _Atomic uint64_t entered, release;
+} blocker;
+
+static void block_turn(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  blocker *b = state;
+  atomic_store_explicit(&b->entered, 1, memory_order_release);
+  while (!test_wait_u64(&b->release, 1, 60))
+    ;
+}
+
+static void mark_done(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  atomic_store_explicit(&((watcher *)state)->armed, 1, memory_order_release);
+}
+
+/* Watches, then sends itself a message: when that runs, the first turn's
+ * MONITOR or LINK has been delivered to the target's mailbox. */
+static void watch_then_mark(vat_turn *turn, void *state, void *arg) {
+  watch_target(turn, state, arg);
+  expect_vat_ok(vat_send(turn, vat_self(turn), mark_done, NULL));
+}
+
+static void watch_queued_at_shutdown(bool link) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 1;
+  cfg.batch = 1; /* the worker looks at the state after each turn */
+  vat_system *a = test_system(1), *b;
+  ck_assert_vat_ok(vat_system_new(&cfg, &b));
+  blocker *bl;
+  vat_ref *tref = test_spawn(b, sizeof *bl, (void **)&bl);
+  ck_assert_vat_ok(vat_host_send(tref, block_turn, NULL));
+  ck_assert(test_wait_u64(&bl->entered, 1, 30));
+  watcher *w;
+  vat_ref *wref = test_spawn(a, sizeof *w, (void **)&w);
+  w->target = tref;
+  ck_assert_vat_ok(vat_host_send(wref, watch_then_mark, link ? wref : NULL));
+  ck_assert(test_wait_u64(&w->armed, 1, 30));
+  shutdown_job j = {.sys = b, .timeout_s = 0.05};
+  pthread_t closer;
+  ck_assert_int_eq(pthread_create(&closer, NULL, shut_down, &j), 0);
+  ck_assert(system_stopped(tref, 30));
+  atomic_store_explicit(&bl->release, 1, memory_order_release);
+  pthread_join(closer, NULL);
+  ck_assert_vat_err(j.rc, VAT_ETIMEDOUT);
+  ck_assert_uint_eq(test_stats(b).dropped_at_shutdown, 2); /* and the ping */
+  ck_assert_vat_ok(vat_system_destroy(b));
+  ck_assert_msg(test_wait_u64(&w->fired, 1, 10), "no %s for a queued %s",
+                link ? "exit" : "down", link ? "link" : "monitor");
+  ck_assert_msg(vat_is_atom(w->reason, vat_atom_shutdown()),
+                "the reason is not shutdown");
+  test_quiesce(a);
+}
+
+START_TEST(shutdown_answers_a_queued_monitor_with_shutdown) {
+  watch_queued_at_shutdown(false);
+}
+END_TEST
+
+START_TEST(shutdown_answers_a_queued_link_with_shutdown) {
+  watch_queued_at_shutdown(true);
+}
+END_TEST
+
 START_TEST(shutdown_fires_monitors_from_other_systems) {
   watch_across_systems(false);
 }
@@ -504,6 +575,8 @@ Suite *test_system_suite(void) {
   tcase_add_test(tc, shutdown_breaks_calls_from_other_systems);
   tcase_add_test(tc, shutdown_fires_monitors_from_other_systems);
   tcase_add_test(tc, shutdown_fires_links_from_other_systems);
+  tcase_add_test(tc, shutdown_answers_a_queued_monitor_with_shutdown);
+  tcase_add_test(tc, shutdown_answers_a_queued_link_with_shutdown);
   suite_add_tcase(s, tc);
   TCase *uninit = tcase_create("uninitialised");
   tcase_add_test(uninit, calls_before_init_are_refused);
