@@ -47,8 +47,10 @@
  * saw the target dead), on the target's worker (draining the mailbox of a
  * dead vat), on a host thread, or after the system stopped (w NULL). It
  * only sends, through vat__deliver_now, which never needs a turn. Once the
- * system has stopped, replies are not sent: every vat of a stopped system
- * has ended with `shutdown` as far as anyone can tell.
+ * system has stopped, a drop at a vat still alive answers `shutdown`, not
+ * noproc: every vat of a stopped system has ended with `shutdown` as far
+ * as anyone can tell. Links and monitors it recorded from other systems
+ * fire with `shutdown` too, at shutdown (vat__exits_system_stopped).
  * A dying vat. vat__exits_terminated runs once, on the vat's worker, after
  * `dead` is set: it runs the stop callbacks, then sends EXIT along every
  * link and DOWN for every watch. Signals that reach the vat after that are
@@ -227,21 +229,40 @@ static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   vat_fail(turn, s->reason);
 }
 
+/* A link or monitor with a vat of another system: that vat must hear of
+ * this one's end even if it ends only with its system. */
+static void note_if_crossing(vat__vat *v, vat__vat *peer) {
+  if (peer->sys != v->sys)
+    vat__boundary_note(v);
+}
+
 static void link_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   link_sig *s = (link_sig *)sig;
   struct vat__exits *x = exits_of(turn->vat);
   /* While our UNLINK is unacknowledged, the peer sent this LINK before it
    * saw the UNLINK, which will undo it there: ignore it here too. */
-  if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL)
+  if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL) {
     vat__xmap_put(&x->links, (uintptr_t)s->from->vat, s->from);
+    note_if_crossing(turn->vat, s->from->vat);
+  }
+}
+
+/* Why a LINK or MONITOR found no one: noproc for a vat that had ended, as
+ * in Erlang; `shutdown` for one whose system stopped with it alive, which
+ * is how it ended for everyone outside. */
+static vat_value gone_reason(vat_ref *target) {
+  if (!vat__is_dead(target->vat) &&
+      vat__system_state(target->vat->sys) >= VAT__STOPPED)
+    return vat_atom_value(vat_atom_shutdown());
+  return vat_atom_value(vat__atom_noproc);
 }
 
 /* The target has ended (or its system stopped): answer through the link A
  * recorded, so A's rule 1 still applies if A unlinked meanwhile. */
 static void link_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
   link_sig *s = (link_sig *)sig;
-  send_exit(w, s->from, target->vat, vat_atom_value(vat__atom_noproc));
+  send_exit(w, s->from, target->vat, gone_reason(target));
 }
 
 static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
@@ -304,11 +325,11 @@ static void monitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   watch_sig *s = (watch_sig *)sig;
   vat__xmap_put(&exits_of(turn->vat)->watchers, (uintptr_t)s->w, s->w);
+  note_if_crossing(turn->vat, s->w->watcher->vat);
 }
 
 static void monitor_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
-  (void)target;
-  send_down(w, ((watch_sig *)sig)->w, vat_atom_value(vat__atom_noproc));
+  send_down(w, ((watch_sig *)sig)->w, gone_reason(target));
 }
 
 static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
@@ -340,6 +361,7 @@ static void table_commit(vat_turn *turn, vat__effect *e) {
   case LINK:
     vat__xmap_put(&x->links, (uintptr_t)te->ref->vat, te->ref);
     vat__xmap_remove(&x->unlinking, (uintptr_t)te->ref->vat);
+    note_if_crossing(turn->vat, te->ref->vat);
     break;
   case SPAWN_LINK:
     /* The child cannot have run: only this turn holds its ref, and its
@@ -577,4 +599,35 @@ void vat__exits_terminated(vat__worker *w, vat__vat *v, vat_value reason) {
   vat__xmap_clear(&x->watchers);
   vat__xmap_clear(&x->held);
   x->trap = NULL;
+}
+
+/* --- A stopped system's vats ---------------------------------------------- */
+
+static void stopped_link(void *ctx, uint64_t key, void *value) {
+  (void)key;
+  void **args = ctx;
+  vat__vat *v = args[0];
+  vat_ref *peer = value;
+  if (peer->vat->sys != v->sys)
+    send_exit(NULL, peer, v, *(vat_value *)args[1]);
+}
+
+static void stopped_watch(void *ctx, uint64_t key, void *value) {
+  (void)key;
+  void **args = ctx;
+  vat__vat *v = args[0];
+  watch *wa = value;
+  if (wa->watcher->vat->sys != v->sys)
+    send_down(NULL, wa, *(vat_value *)args[1]);
+}
+
+void vat__exits_system_stopped(vat__vat *v, vat_value reason) {
+  struct vat__exits *x = v->cold ? v->cold->exits : NULL;
+  if (x == NULL)
+    return;
+  /* The vat never runs again, so nothing else reads or changes its maps:
+   * each of these fires once. */
+  void *args[2] = {v, &reason};
+  vat__xmap_each(&x->links, stopped_link, args);
+  vat__xmap_each(&x->watchers, stopped_watch, args);
 }

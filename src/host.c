@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "testpoint.h"
 #include "vat/host.h"
 #include "vat_gc.h"
 
@@ -39,27 +40,59 @@ void vat__host_close(vat_system *sys) {
   sys->wake_fd = -1;
 }
 
+/* The wake-up protocol, in the manner of libuv's async handles.
+ *
+ * Sender (after its push): raise wake_pending; if it was down, write to
+ * the descriptor, counting the write in wake_begun before and in wake_done
+ * after. Run call (before it looks for work): drain the descriptor if a
+ * write began since the last drain, then take wake_pending down.
+ *
+ * No wake-up is lost: a sender that finds wake_pending up writes nothing,
+ * but the sender that raised it writes; either a run call takes the flag
+ * down after this sender's raise (and then looks for work, seeing the push
+ * that came before the raise), or none does, and then no drain followed
+ * that write, which the descriptor still holds.
+ * None is left stale, and none makes a poll() loop spin: a write that
+ * lands after a run call drained (a sender preempted between its raise
+ * and its write) had not finished when that call read wake_done, so the
+ * next call, which the readable descriptor brings, drains again. Run calls
+ * that no write preceded make no read() at all. */
 void vat__host_wake(vat_system *sys) {
-  /* One write per run call at most: the flag is cleared by the run call
-   * before it looks for work, so a push after that look writes again. */
+  /* acq_rel: release orders our push before the raise, for the run call
+   * that takes it down and then looks for work. */
   if (atomic_exchange_explicit(&sys->wake_pending, true, memory_order_acq_rel))
     return;
+  VAT__TEST_POINT("host.wake.after_flag");
+  /* seq_cst: counted before the write can land, so a run call woken by
+   * the write sees the count. */
+  atomic_fetch_add_explicit(&sys->wake_begun, 1, memory_order_seq_cst);
   uint64_t one = 1;
   ssize_t n;
   do
     n = write(sys->wake_fd, &one, sizeof one);
   while (n < 0 && errno == EINTR);
+  /* release: a run call that sees this count sees the write landed. */
+  atomic_fetch_add_explicit(&sys->wake_done, 1, memory_order_release);
 }
 
 static void clear_wake(vat_system *sys) {
-  if (!atomic_exchange_explicit(&sys->wake_pending, false,
-                                memory_order_acq_rel))
-    return;
-  uint64_t count;
-  ssize_t n;
-  do
-    n = read(sys->wake_fd, &count, sizeof count);
-  while (n < 0 && errno == EINTR);
+  /* wake_done first, with acquire: the writes it counts have landed, and
+   * their wake_begun counts are visible, so begun >= done below. */
+  uint64_t done = atomic_load_explicit(&sys->wake_done, memory_order_acquire);
+  uint64_t begun = atomic_load_explicit(&sys->wake_begun, memory_order_seq_cst);
+  if (begun != sys->wake_seen) {
+    uint64_t count;
+    ssize_t n;
+    do
+      n = read(sys->wake_fd, &count, sizeof count);
+    while (n < 0 && errno == EINTR);
+    /* Writes not finished yet may land after this read: the next call
+     * drains again until they are all counted done. */
+    sys->wake_seen = done;
+  }
+  /* acq_rel: acquire makes visible the pushes made before every raise we
+   * take down; this comes before the look for work in run_ready. */
+  atomic_exchange_explicit(&sys->wake_pending, false, memory_order_acq_rel);
 }
 
 static uint64_t monotonic_ns(void) {
@@ -76,10 +109,17 @@ static int enter(vat_system *sys) {
     return rc;
   if (!sys->host_driven)
     return VAT_ENOTSUP;
-  if (vat__system_state(sys) >= VAT__STOPPED)
+  if (vat__system_state(sys) != VAT__RUNNING)
     return VAT_ECLOSED;
   if (atomic_exchange_explicit(&sys->host_running, true, memory_order_acquire))
     return VAT_EBUSY;
+  /* Again, inside: shutdown may have closed the system and run it dry
+   * between the first look and the exchange; from here on it waits for
+   * us, and we stop at the next batch once it closes (run_ready). */
+  if (vat__system_state(sys) != VAT__RUNNING) {
+    atomic_store_explicit(&sys->host_running, false, memory_order_release);
+    return VAT_ECLOSED;
+  }
   return VAT_OK;
 }
 
@@ -148,8 +188,14 @@ static bool ready(vat__worker *w) {
 
 /* --- Running ------------------------------------------------------------ */
 
+/* Whether a run call should hand the system over: it is closing and this
+ * is not shutdown's own drain. */
+static bool closing(vat_system *sys, bool draining) {
+  return !draining && vat__system_state(sys) != VAT__RUNNING;
+}
+
 static void run_ready(vat_system *sys, uint64_t max_turns, uint64_t max_ns,
-                      vat_run_result *res) {
+                      bool draining, vat_run_result *res) {
   vat__worker *w = sys->workers[0];
   vat__worker *outer = vat__current_worker;
   vat__current_worker = w;
@@ -164,6 +210,8 @@ static void run_ready(vat_system *sys, uint64_t max_turns, uint64_t max_ns,
     if (max_turns && done >= max_turns)
       break;
     if (max_ns && monotonic_ns() - start >= max_ns)
+      break;
+    if (closing(sys, draining))
       break;
     vat__vat *v = seeded ? next_seeded(w) : next_fifo(w);
     if (v == NULL)
@@ -186,7 +234,7 @@ int vat_system_run(vat_system *sys, uint64_t max_turns, uint64_t max_ns,
   if (rc != VAT_OK)
     return rc;
   vat_run_result res = {0};
-  run_ready(sys, max_turns, max_ns, &res);
+  run_ready(sys, max_turns, max_ns, false, &res);
   leave(sys);
   if (out)
     *out = res;
@@ -205,9 +253,9 @@ int vat_system_run_until_quiescent(vat_system *sys, uint64_t max_turns,
   vat_run_result res = {0};
   do {
     uint64_t left = max_turns ? max_turns - res.turns : 0;
-    run_ready(sys, left, 0, &res);
+    run_ready(sys, left, 0, false, &res);
   } while ((res.more || timer_due(sys)) &&
-           (!max_turns || res.turns < max_turns));
+           (!max_turns || res.turns < max_turns) && !closing(sys, false));
   leave(sys);
   if (out)
     *out = res;
@@ -215,18 +263,24 @@ int vat_system_run_until_quiescent(vat_system *sys, uint64_t max_turns,
 }
 
 bool vat__host_drain(vat_system *sys, double timeout_s) {
-  /* Wait out a run call on another thread: it sees CLOSING and returns. */
+  /* Wait out a run call on another thread: it sees CLOSING at its next
+   * batch and returns; later ones are refused (enter). */
   while (
       atomic_exchange_explicit(&sys->host_running, true, memory_order_acquire))
     sched_yield();
   uint64_t deadline =
       monotonic_ns() + (uint64_t)(timeout_s > 0 ? timeout_s * 1e9 : 0);
   vat_run_result res = {0};
-  do {
-    run_ready(sys, 0, 1000000, &res);
-  } while ((res.more ||
-            atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst)) &&
-           monotonic_ns() < deadline);
+  for (;;) {
+    /* In slices of at most 1 ms, never past the deadline. */
+    uint64_t now = monotonic_ns();
+    uint64_t slice = deadline > now ? deadline - now : 1;
+    run_ready(sys, 0, slice < 1000000 ? slice : 1000000, true, &res);
+    if (!(res.more ||
+          atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst)) ||
+        monotonic_ns() >= deadline)
+      break;
+  }
   bool quiet =
       !res.more &&
       atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) == 0 &&

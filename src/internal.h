@@ -43,6 +43,8 @@ typedef struct vat__cold {
    * short-lived vat that only wants its end seen costs two allocations,
    * not four. */
   vat_stop_fn first_stop;
+  /* In its system's boundary registry (vat__boundary_note). */
+  bool on_boundary;
 } vat__cold;
 
 /* A system-level message with its own delivery and drop behaviour: exit
@@ -154,7 +156,11 @@ struct vat_system {
   unsigned nworkers;
   bool host_driven;
   int wake_fd;               /* host-driven: eventfd, readable on work */
-  _Atomic bool wake_pending; /* an unread write is on wake_fd */
+  _Atomic bool wake_pending; /* a sender writes, or wrote, to wake_fd */
+  /* Writes to wake_fd begun and finished, and `wake_done` as the last run
+   * call to drain it saw it (owned by the run call); see host.c. */
+  _Atomic uint64_t wake_begun, wake_done;
+  uint64_t wake_seen;
   _Atomic bool host_running; /* a thread is inside vat_system_run() */
   uint64_t det_rng;          /* deterministic mode's generator */
   vat__inject inject;
@@ -173,6 +179,11 @@ struct vat_system {
    * host advances (deterministic mode). See vat__clock_now(). */
   bool virtual_clock;
   _Atomic uint64_t virtual_now_ns;
+
+  /* Vats that others outside the system wait on (system.c). */
+  pthread_mutex_t boundary_lock;
+  struct vat__edge *boundary;
+  size_t boundary_len, boundary_prune_at;
 
   /* Counts made outside the workers (host threads, other systems). */
   _Atomic uint64_t ext_dead_letters, ext_spawned, ext_terminated;
@@ -312,5 +323,16 @@ struct timespec vat__deadline_after(double seconds);
 /** Nanoseconds on the system's clock (monotonic, or virtual). Any thread. */
 uint64_t vat__clock_now(vat_system *sys);
 bool vat__quiescent_locked(vat_system *sys);
+/** Records that `v` holds state someone outside its system waits on: a
+ *  request from a host thread or another system, a link or a monitor with
+ *  a vat of another system. At shutdown, such vats break what they owe and
+ *  fire those links and monitors with `shutdown`. Only from v's own turns;
+ *  once per vat, so it costs nothing per message. */
+void vat__boundary_note(vat__vat *v);
+
+/* exits.c */
+/** v's system stopped with v alive: sends EXIT(reason) along its links and
+ *  DOWN(reason) to its monitors that lead out of the system. */
+void vat__exits_system_stopped(vat__vat *v, vat_value reason);
 
 #endif

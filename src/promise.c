@@ -89,6 +89,7 @@ struct vat_promise {
   vat_value answer;
   vat_resolver resolver;
   request req;
+  bool from_host; /* a host thread waits on it (vat_host_call) */
 };
 
 /* The obligations of one vat: promises of requests it received (or
@@ -332,6 +333,9 @@ static void request_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   vat_promise *p = (vat_promise *)((char *)rq - offsetof(vat_promise, req));
   p->owner = turn->vat;
   track(turn->vat, p);
+  /* Owed outside the system: if the system stops first, it breaks then. */
+  if (p->from_host || p->sys != turn->vat->sys)
+    vat__boundary_note(turn->vat);
   rq->fn(turn, state, rq->arg, &p->resolver);
 }
 
@@ -424,6 +428,7 @@ int vat_host_call(vat_ref *to, vat_request_fn fn, void *arg, double timeout_s,
   vat_promise *p;
   if ((rc = make_request(vat_ref_system(to), fn, arg, timeout_s, &p)) != VAT_OK)
     return rc;
+  p->from_host = true;
   if (p->timeout_ns)
     arm_timeout(p);
   rc = vat__host_send_signal(to, &p->req.sig);

@@ -1,6 +1,7 @@
 /* Sending: buffering sends in a turn, sending from host threads, delivering
  * to mailboxes, and dropping messages to dead vats. */
 #include "internal.h"
+#include "testpoint.h"
 
 static vat__msg *buffer(vat_turn *t, vat_ref *to, vat_fn fn, void *arg) {
   vat__msg *m = vat__msg_alloc(&t->worker->pool);
@@ -107,9 +108,12 @@ static void drop_chain(vat__worker *w, vat__msg *m, vat__msg *last) {
 
 /* Delivery into a system from outside its workers: a host thread (w NULL)
  * or a turn of another system. Counted in host_inflight so that shutdown
- * cannot declare the system quiescent while a push is half done. A host
- * send is refused once the system closes; a committed message from another
- * system is still delivered until the workers stop. */
+ * can neither declare the system quiescent nor count what was left queued
+ * while a push is half done: a sender that saw the system running or
+ * closing pushes, and shutdown waits for it; one that saw it stopped drops
+ * the message itself. A host send is refused once the system closes; a
+ * committed message from another system is still delivered until the
+ * workers stop. */
 static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
   vat__vat *to = first->target->vat;
   vat_system *sys = to->sys;
@@ -118,15 +122,18 @@ static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
   atomic_fetch_add_explicit(&sys->host_inflight, 1, memory_order_seq_cst);
   int rc = VAT_OK;
   int state = vat__system_state(sys);
+  VAT__TEST_POINT("send.external.after_state_check");
   if (w == NULL && state != VAT__RUNNING)
     rc = VAT_ECLOSED;
   else if (state >= VAT__STOPPED || vat__is_dead(to))
     drop_chain(w, first, last);
   else if (vat__mailbox_push_chain(&to->mailbox, first, last))
     vat__schedule_external(sys, to);
+  /* Shutdown waits for the last one out, both while closing (quiescence)
+   * and once stopped (before it counts what was left queued). */
   if (atomic_fetch_sub_explicit(&sys->host_inflight, 1, memory_order_seq_cst) ==
           1 &&
-      vat__system_state(sys) == VAT__CLOSING)
+      vat__system_state(sys) != VAT__RUNNING)
     vat__notify_quiet(sys);
   return rc;
 }

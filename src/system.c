@@ -2,10 +2,12 @@
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "vat/exits.h"
 #include "vat_gc.h"
 
 void vat_config_default(vat_config *cfg) {
@@ -53,6 +55,7 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
   vat__msgdepot_init(&sys->depot);
   atomic_init(&sys->state, VAT__RUNNING);
   pthread_mutex_init(&sys->lock, NULL);
+  pthread_mutex_init(&sys->boundary_lock, NULL);
   pthread_cond_init(&sys->park_cond, NULL);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
@@ -151,6 +154,108 @@ static uint64_t count_dropped(vat_system *sys) {
   return n;
 }
 
+/* Waits until no sender from outside is between its state check and its
+ * push. Called after STOPPED is published: a sender that comes later sees
+ * it and drops its message itself, so the wait is for the few stores of
+ * those already past the check, however long they were preempted. */
+static void wait_senders(vat_system *sys) {
+  pthread_mutex_lock(&sys->lock);
+  while (atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) != 0)
+    pthread_cond_wait(&sys->quiet_cond, &sys->lock);
+  pthread_mutex_unlock(&sys->lock);
+}
+
+/* --- The boundary ---------------------------------------------------------
+ *
+ * The system keeps no list of its vats (a vat nobody refers to must stay
+ * collectable), but it must end, for those outside, the vats they wait on.
+ * So it keeps those only: a vat is noted once, the first time it takes on
+ * such state, and the note is a weak reference (a disappearing link): a
+ * vat that is collected was waited on by nobody, and its note empties. */
+
+typedef struct vat__edge {
+  struct vat__edge *next;
+  GC_hidden_pointer vat; /* 0 once the collector reclaimed it */
+} vat__edge;
+
+/* Drops the notes of collected vats; under boundary_lock. Reading `vat`
+ * without the allocator's lock is enough to see whether it is 0. */
+static void prune_edges(vat_system *sys) {
+  size_t live = 0;
+  for (vat__edge **e = &sys->boundary; *e != NULL;) {
+    if ((*e)->vat == 0) {
+      vat__edge *gone = *e;
+      *e = gone->next;
+      gone->next = NULL; /* a stale link would retain the chain */
+    } else {
+      e = &(*e)->next;
+      live++;
+    }
+  }
+  sys->boundary_len = live;
+  sys->boundary_prune_at = 2 * live + 64;
+}
+
+void vat__boundary_note(vat__vat *v) {
+  vat__cold *cold = vat__cold_of(v);
+  if (cold->on_boundary)
+    return;
+  cold->on_boundary = true;
+  vat__edge *e = vat__gc_alloc(sizeof *e);
+  e->vat = GC_HIDE_POINTER(v);
+  if (GC_general_register_disappearing_link((void **)&e->vat, v) ==
+      GC_NO_MEMORY)
+    abort();
+  vat_system *sys = v->sys;
+  pthread_mutex_lock(&sys->boundary_lock);
+  e->next = sys->boundary;
+  sys->boundary = e;
+  if (++sys->boundary_len >= sys->boundary_prune_at)
+    prune_edges(sys);
+  pthread_mutex_unlock(&sys->boundary_lock);
+}
+
+typedef struct reveal_ctx {
+  vat__edge *head;
+  vat__vat **out;
+} reveal_ctx;
+
+/* Under the allocator's lock, so no collection clears a link between the
+ * read and the store into `out`, where the collector sees it. */
+static void *reveal_edges(void *arg) {
+  reveal_ctx *ctx = arg;
+  size_t i = 0;
+  for (vat__edge *e = ctx->head; e != NULL; e = e->next)
+    if (e->vat != 0)
+      ctx->out[i++] = GC_REVEAL_POINTER(e->vat);
+  return NULL;
+}
+
+/* After the workers stopped: the vats noted on the boundary break what
+ * they owe and fire their links and monitors to other systems, all with
+ * `shutdown`. Their own system's vats are stopped too, so nothing there
+ * is told. */
+static void settle_boundary(vat_system *sys) {
+  pthread_mutex_lock(&sys->boundary_lock);
+  reveal_ctx ctx = {.head = sys->boundary};
+  size_t n = sys->boundary_len;
+  sys->boundary = NULL;
+  sys->boundary_len = 0;
+  pthread_mutex_unlock(&sys->boundary_lock);
+  if (n == 0)
+    return;
+  ctx.out = vat__gc_alloc(n * sizeof *ctx.out);
+  GC_call_with_alloc_lock(reveal_edges, &ctx);
+  vat_value reason = vat_atom_value(vat_atom_shutdown());
+  for (size_t i = 0; i < n; i++) {
+    vat__vat *v = ctx.out[i];
+    if (v == NULL || vat__is_dead(v))
+      continue; /* collected, or ended and told everyone then */
+    vat__promises_terminated(NULL, v, reason);
+    vat__exits_system_stopped(v, reason);
+  }
+}
+
 int vat_system_shutdown(vat_system *sys, double timeout_s) {
   if (sys == NULL)
     return VAT_EINVAL;
@@ -162,11 +267,17 @@ int vat_system_shutdown(vat_system *sys, double timeout_s) {
     return VAT_ECLOSED;
   bool quiet = sys->host_driven ? vat__host_drain(sys, timeout_s)
                                 : wait_quiescent(sys, timeout_s);
+  /* seq_cst: a sender from outside that increments host_inflight after
+   * this sees STOPPED (deliver_external). */
   atomic_store_explicit(&sys->state, VAT__STOPPED, memory_order_seq_cst);
   vat__wake_all(sys);
   vat__workers_join(sys);
   vat__timers_stop(sys);
+  /* Accepted messages still on their way in land before the count, so
+   * each is delivered, a dead letter, or dropped here: never lost. */
+  wait_senders(sys);
   sys->dropped_at_shutdown = count_dropped(sys);
+  settle_boundary(sys);
   return quiet ? VAT_OK : VAT_ETIMEDOUT;
 }
 

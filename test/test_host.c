@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,6 +80,15 @@ static void *send_later(void *arg) {
   late_sender *s = arg;
   s->rc = vat_thread_register();
   test_sleep(0.1);
+  if (s->rc == VAT_OK)
+    s->rc = vat_host_send(s->to, test_hit, NULL);
+  vat_thread_unregister();
+  return NULL;
+}
+
+static void *send_now(void *arg) {
+  late_sender *s = arg;
+  s->rc = vat_thread_register();
   if (s->rc == VAT_OK)
     s->rc = vat_host_send(s->to, test_hit, NULL);
   vat_thread_unregister();
@@ -267,6 +277,173 @@ START_TEST(shutdown_runs_a_host_driven_system_dry) {
     ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
   test_quiesce(sys);
   ck_assert_uint_eq(atomic_load(&c->hits), 1000);
+}
+END_TEST
+
+/* --- The wake-up descriptor under racing writers ---------------------------
+ */
+
+/* A sender whose wake-up write lands after the run call that handled its
+ * message: the descriptor is readable with nothing to run. The next run
+ * call must clear it, or a poll() loop spins at 100% CPU for ever. */
+START_TEST(late_wakeup_write_is_cleared_by_the_next_run) {
+  vat_system *sys = host_system(false, 0);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
+  int fd;
+  ck_assert_vat_ok(vat_system_fd(sys, &fd));
+  vat__test_point_arm("host.wake.after_flag");
+  late_sender s = {.to = ref};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, send_now, &s), 0);
+  ck_assert_msg(vat__test_point_wait(10), "the sender never reached its write");
+  vat_run_result r;
+  ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
+  ck_assert_uint_eq(r.turns, 1); /* pushed before the flag was raised */
+  vat__test_point_release();
+  pthread_join(t, NULL);
+  ck_assert_vat_ok(s.rc);
+  ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
+  ck_assert_uint_eq(r.turns, 0);
+  ck_assert_msg(!readable(fd, 0),
+                "the descriptor stayed readable with nothing to run");
+  test_quiesce(sys);
+}
+END_TEST
+
+typedef struct burst {
+  vat_ref *to;
+  uint64_t seed, count;
+} burst;
+
+static void *send_burst(void *arg) {
+  burst *b = arg;
+  vat_thread_register();
+  for (uint64_t i = 0; i < b->count; i++) {
+    expect_vat_ok(vat_host_send(b->to, test_hit, NULL));
+    if (test_rand(&b->seed) % 4 == 0)
+      sched_yield(); /* let the host loop catch up now and then */
+  }
+  vat_thread_unregister();
+  return NULL;
+}
+
+/* Host loop against two senders: it never sleeps on an unreadable
+ * descriptor while a message waits, and the descriptor is never readable
+ * for long with nothing to do. */
+START_TEST(poll_loop_neither_loses_nor_spins_on_wakeups) {
+  uint64_t seed = test_seed("poll_loop_neither_loses_nor_spins_on_wakeups");
+  for (int round = 0; round < 20; round++) {
+    vat_system *sys = host_system(false, 0);
+    test_counter *c;
+    vat_ref *ref = test_spawn_counter(sys, &c);
+    int fd;
+    ck_assert_vat_ok(vat_system_fd(sys, &fd));
+    burst b[2];
+    pthread_t t[2];
+    uint64_t total = 0;
+    for (int i = 0; i < 2; i++) {
+      b[i] = (burst){.to = ref,
+                     .seed = test_rand(&seed) | 1,
+                     .count = test_rand_between(&seed, 1, 2000 / TEST_SCALE)};
+      total += b[i].count;
+      ck_assert_int_eq(pthread_create(&t[i], NULL, send_burst, &b[i]), 0);
+    }
+    uint64_t idle_wakeups = 0;
+    while (atomic_load(&c->hits) < total) {
+      vat_run_result r;
+      ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
+      if (r.more || atomic_load(&c->hits) == total)
+        continue;
+      if (readable(fd, 10000)) {
+        idle_wakeups += r.turns == 0;
+        continue;
+      }
+      /* Ten seconds without a wake-up: none may be owed. */
+      ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
+      ck_assert_msg(r.turns == 0,
+                    "%llu messages waited behind an unreadable descriptor",
+                    (unsigned long long)r.turns);
+    }
+    for (int i = 0; i < 2; i++)
+      pthread_join(t[i], NULL);
+    vat_run_result r;
+    ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
+    ck_assert_msg(!readable(fd, 0),
+                  "readable with nothing to run after the senders finished");
+    /* At most one spurious wake-up per write, and a write per send. */
+    if (round == 0)
+      fprintf(stderr, "poll loop: %llu idle wake-ups for %llu sends\n",
+              (unsigned long long)idle_wakeups, (unsigned long long)total);
+    ck_assert_uint_le(idle_wakeups, total);
+    test_quiesce(sys);
+  }
+}
+END_TEST
+
+/* --- Host-driven shutdown keeps its deadline --------------------------------
+ */
+
+typedef struct spinner {
+  _Atomic uint64_t turns;
+} spinner;
+
+static void spin_forever(vat_turn *turn, void *state, void *arg) {
+  atomic_fetch_add_explicit(&((spinner *)state)->turns, 1,
+                            memory_order_release);
+  expect_vat_ok(vat_send(turn, vat_self(turn), spin_forever, arg));
+}
+
+START_TEST(shutdown_deadline_bounds_a_busy_host_system) {
+  vat_system *sys = host_system(false, 0);
+  spinner *sp;
+  vat_ref *ref = test_spawn(sys, sizeof *sp, (void **)&sp);
+  ck_assert_vat_ok(vat_host_send(ref, spin_forever, NULL));
+  double start = test_wall_seconds();
+  ck_assert_vat_err(vat_system_shutdown(sys, 0.2), VAT_ETIMEDOUT);
+  double took = test_wall_seconds() - start;
+  ck_assert_msg(took < 5, "shutdown(0.2) took %.2f s", took);
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_gt(st.delivered, 0);
+  ck_assert_uint_eq(st.dropped_at_shutdown, 1);
+  ck_assert_uint_eq(st.delivered, atomic_load(&sp->turns));
+  ck_assert_vat_ok(vat_system_destroy(sys));
+}
+END_TEST
+
+typedef struct runner {
+  vat_system *sys;
+  int rc;
+} runner;
+
+static void *run_until_refused(void *arg) {
+  runner *r = arg;
+  vat_thread_register();
+  while ((r->rc = vat_system_run(r->sys, 0, 0, NULL)) == VAT_OK)
+    ;
+  vat_thread_unregister();
+  return NULL;
+}
+
+/* A run call with no budget on another thread must hand the system over
+ * once it closes, or shutdown waits for it for ever. */
+START_TEST(shutdown_stops_a_concurrent_run_call) {
+  vat_system *sys = host_system(false, 0);
+  spinner *sp;
+  vat_ref *ref = test_spawn(sys, sizeof *sp, (void **)&sp);
+  ck_assert_vat_ok(vat_host_send(ref, spin_forever, NULL));
+  runner r = {.sys = sys};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, run_until_refused, &r), 0);
+  ck_assert(test_wait_u64(&sp->turns, 1000, 30));
+  double start = test_wall_seconds();
+  ck_assert_vat_err(vat_system_shutdown(sys, 0.2), VAT_ETIMEDOUT);
+  double took = test_wall_seconds() - start;
+  ck_assert_msg(took < 5, "shutdown(0.2) took %.2f s", took);
+  pthread_join(t, NULL);
+  ck_assert_vat_err(r.rc, VAT_ECLOSED);
+  ck_assert_uint_eq(test_stats(sys).dropped_at_shutdown, 1);
+  ck_assert_vat_ok(vat_system_destroy(sys));
 }
 END_TEST
 
@@ -637,6 +814,10 @@ Suite *test_host_suite(void) {
   tcase_add_test(tc, run_errors);
   tcase_add_test(tc, one_runner_at_a_time);
   tcase_add_test(tc, shutdown_runs_a_host_driven_system_dry);
+  tcase_add_test(tc, late_wakeup_write_is_cleared_by_the_next_run);
+  tcase_add_test(tc, poll_loop_neither_loses_nor_spins_on_wakeups);
+  tcase_add_test(tc, shutdown_deadline_bounds_a_busy_host_system);
+  tcase_add_test(tc, shutdown_stops_a_concurrent_run_call);
   tcase_add_test(tc, same_seed_same_trace_other_seeds_other_traces);
   tcase_add_test(tc, virtual_clock_moves_only_when_advanced);
   suite_add_tcase(s, tc);

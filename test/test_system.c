@@ -1,5 +1,6 @@
 /* Systems: configuration, lifecycle, errors, shutdown with work in flight,
  * several systems at once, and an idle system that burns no CPU. */
+#include <pthread.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -137,6 +138,376 @@ START_TEST(shutdown_deadline_drops_and_counts) {
 }
 END_TEST
 
+/* --- A sender caught between its state check and its push ------------------
+ */
+
+typedef struct mid_sender {
+  vat_ref *to;
+  vat_promise *promise;
+  int rc;
+} mid_sender;
+
+static void never_answer(vat_turn *turn, void *state, void *arg,
+                         vat_resolver *r) {
+  (void)turn;
+  (void)state;
+  (void)r;
+  if (arg)
+    atomic_store_explicit((_Atomic uint64_t *)arg, 1, memory_order_release);
+}
+
+static void *call_from_host(void *arg) {
+  mid_sender *s = arg;
+  vat_thread_register();
+  s->rc = vat_host_call(s->to, never_answer, NULL, 0, &s->promise);
+  vat_thread_unregister();
+  return NULL;
+}
+
+typedef struct shutdown_job {
+  vat_system *sys;
+  double timeout_s;
+  int rc;
+  _Atomic uint64_t returned;
+} shutdown_job;
+
+static void *shut_down(void *arg) {
+  shutdown_job *j = arg;
+  vat_thread_register();
+  j->rc = vat_system_shutdown(j->sys, j->timeout_s);
+  atomic_store_explicit(&j->returned, 1, memory_order_release);
+  vat_thread_unregister();
+  return NULL;
+}
+
+static bool system_stopped(vat_ref *any, double timeout_s) {
+  double end = test_wall_seconds() + timeout_s;
+  while (vat_is_null(vat_ref_exit_reason(any))) {
+    if (test_wall_seconds() > end)
+      return false;
+    test_sleep(0.001);
+  }
+  return true;
+}
+
+/* A host call accepted (the system was running when the caller looked) and
+ * not yet pushed when the system stops: it is dropped and counted, and its
+ * promise breaks with `shutdown`. Before, shutdown counted first and the
+ * late push left the message neither delivered nor dropped. */
+START_TEST(shutdown_counts_a_send_caught_mid_push) {
+  uint64_t seed = test_seed("shutdown_counts_a_send_caught_mid_push");
+  unsigned workers = (unsigned)test_rand_between(&seed, 1, 2);
+  uint64_t before = test_rand_between(&seed, 1, 200);
+  vat_system *sys = test_system(workers);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
+  for (uint64_t i = 0; i < before; i++)
+    ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
+  vat__test_point_arm("send.external.after_state_check");
+  mid_sender s = {.to = ref};
+  pthread_t caller, closer;
+  ck_assert_int_eq(pthread_create(&caller, NULL, call_from_host, &s), 0);
+  ck_assert_msg(vat__test_point_wait(10), "the caller never reached the push");
+  shutdown_job j = {.sys = sys, .timeout_s = 0.05};
+  ck_assert_int_eq(pthread_create(&closer, NULL, shut_down, &j), 0);
+  ck_assert_msg(system_stopped(ref, 30), "the system never stopped");
+  /* The accepted message is still to be pushed: shutdown must not finish
+   * counting before it lands. */
+  ck_assert_msg(!test_wait_u64(&j.returned, 1, 0.5),
+                "shutdown finished while an accepted send was mid-push");
+  vat__test_point_release();
+  pthread_join(caller, NULL);
+  pthread_join(closer, NULL);
+  ck_assert_vat_ok(s.rc);
+  ck_assert_vat_err(j.rc, VAT_ETIMEDOUT);
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(atomic_load(&c->hits), before);
+  ck_assert_uint_eq(st.delivered + st.dead_letters + st.dropped_at_shutdown,
+                    before + 1);
+  ck_assert_uint_eq(st.dropped_at_shutdown, 1);
+  vat_value why;
+  ck_assert_vat_err(vat_promise_wait(s.promise, 10, &why), VAT_EBROKEN);
+  ck_assert(vat_is_atom(why, vat_atom_shutdown()));
+  ck_assert_vat_ok(vat_system_destroy(sys));
+}
+END_TEST
+
+/* The same race from a vat of another system: its commit passed the
+ * state check while the target's system was closing. */
+typedef struct forwarder {
+  vat_ref *to;
+} forwarder;
+
+static void forward_hit(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  expect_vat_ok(vat_send(turn, ((forwarder *)state)->to, test_hit, NULL));
+}
+
+static void *run_once(void *arg) {
+  vat_thread_register();
+  vat_system_run(arg, 0, 0, NULL);
+  vat_thread_unregister();
+  return NULL;
+}
+
+START_TEST(shutdown_counts_a_cross_system_send_caught_mid_push) {
+  uint64_t seed =
+      test_seed("shutdown_counts_a_cross_system_send_caught_mid_push");
+  uint64_t before = test_rand_between(&seed, 1, 200);
+  vat_system *sys = test_system((unsigned)test_rand_between(&seed, 1, 2));
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  vat_system *from;
+  ck_assert_vat_ok(vat_system_new(&cfg, &from));
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
+  for (uint64_t i = 0; i < before; i++)
+    ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
+  forwarder *f;
+  vat_ref *fref = test_spawn(from, sizeof *f, (void **)&f);
+  f->to = ref;
+  ck_assert_vat_ok(vat_host_send(fref, forward_hit, NULL));
+  /* Armed only now: the host send above passes the same point. */
+  vat__test_point_arm("send.external.after_state_check");
+  pthread_t runner, closer;
+  ck_assert_int_eq(pthread_create(&runner, NULL, run_once, from), 0);
+  ck_assert_msg(vat__test_point_wait(10), "the commit never reached the push");
+  shutdown_job j = {.sys = sys, .timeout_s = 0.05};
+  ck_assert_int_eq(pthread_create(&closer, NULL, shut_down, &j), 0);
+  ck_assert_msg(system_stopped(ref, 30), "the system never stopped");
+  ck_assert_msg(!test_wait_u64(&j.returned, 1, 0.5),
+                "shutdown finished while an accepted send was mid-push");
+  vat__test_point_release();
+  pthread_join(runner, NULL);
+  pthread_join(closer, NULL);
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(atomic_load(&c->hits), before);
+  ck_assert_uint_eq(st.delivered + st.dead_letters + st.dropped_at_shutdown,
+                    before + 1);
+  ck_assert_uint_eq(st.dropped_at_shutdown, 1);
+  ck_assert_vat_ok(vat_system_destroy(sys));
+  test_quiesce(from);
+}
+END_TEST
+
+/* --- What a stopped system owes the outside -------------------------------
+ */
+
+/* A host call the callee never answers breaks with `shutdown`. */
+START_TEST(shutdown_breaks_host_calls_left_unanswered) {
+  vat_system *sys = test_system(2);
+  vat_ref *ref = test_spawn(sys, 0, NULL);
+  _Atomic uint64_t received = 0;
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_call(ref, never_answer, (void *)&received, 0, &p));
+  ck_assert(test_wait_u64(&received, 1, 30));
+  test_quiesce(sys);
+  vat_value why = vat_null();
+  ck_assert_vat_err(vat_promise_wait(p, 5, &why), VAT_EBROKEN);
+  ck_assert(vat_is_atom(why, vat_atom_shutdown()));
+}
+END_TEST
+
+/* A request from a vat of another system, never answered, breaks with
+ * `shutdown`, and the caller's `when` sees it. */
+typedef struct caller {
+  vat_ref *callee;
+  _Atomic uint64_t *received;
+  _Atomic uint64_t settled;
+  bool resolved;
+  vat_value value;
+} caller;
+
+static void on_settled(vat_turn *turn, void *state, void *ctx, bool resolved,
+                       vat_value value) {
+  (void)turn;
+  (void)ctx;
+  caller *c = state;
+  c->resolved = resolved;
+  c->value = value;
+  atomic_store_explicit(&c->settled, 1, memory_order_release);
+}
+
+static void call_across(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  caller *c = state;
+  vat_promise *p;
+  expect_vat_ok(
+      vat_call(turn, c->callee, never_answer, (void *)c->received, 0, &p));
+  expect_vat_ok(vat_when(turn, p, on_settled, NULL));
+}
+
+START_TEST(shutdown_breaks_calls_from_other_systems) {
+  vat_system *a = test_system(1), *b = test_system(2);
+  vat_ref *callee = test_spawn(b, 0, NULL);
+  _Atomic uint64_t received = 0;
+  caller *c;
+  vat_ref *cref = test_spawn(a, sizeof *c, (void **)&c);
+  c->callee = callee;
+  c->received = &received;
+  ck_assert_vat_ok(vat_host_send(cref, call_across, NULL));
+  ck_assert(test_wait_u64(&received, 1, 30));
+  test_quiesce(b);
+  ck_assert_msg(test_wait_u64(&c->settled, 1, 10),
+                "a call into a stopped system never settled");
+  ck_assert(!c->resolved);
+  ck_assert(vat_is_atom(c->value, vat_atom_shutdown()));
+  test_quiesce(a);
+}
+END_TEST
+
+/* A watcher in system A and its target in system B. */
+typedef struct watcher {
+  vat_ref *target;
+  _Atomic uint64_t armed, fired;
+  vat_value reason;
+  vat_ref *from;
+} watcher;
+
+typedef struct target {
+  _Atomic uint64_t pings;
+} target;
+
+static void ping(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  atomic_fetch_add_explicit(&((target *)state)->pings, 1, memory_order_release);
+}
+
+static void on_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)turn;
+  (void)id;
+  watcher *w = state;
+  w->from = who;
+  w->reason = reason;
+  atomic_store_explicit(&w->fired, 1, memory_order_release);
+}
+
+static void on_exit(vat_turn *turn, void *state, vat_ref *from,
+                    vat_value reason) {
+  (void)turn;
+  watcher *w = state;
+  w->from = from;
+  w->reason = reason;
+  atomic_store_explicit(&w->fired, 1, memory_order_release);
+}
+
+/* Monitors (arg NULL) or links with exits trapped (arg non-NULL), then
+ * pings: the ping arrives after the MONITOR or LINK, so when it is counted
+ * the target has recorded the watch. */
+static void watch_target(vat_turn *turn, void *state, void *arg) {
+  watcher *w = state;
+  uint64_t id;
+  if (arg == NULL) {
+    expect_vat_ok(vat_monitor(turn, w->target, on_down, &id));
+  } else {
+    expect_vat_ok(vat_trap_exit(turn, vat_self(turn), on_exit));
+    expect_vat_ok(vat_link(turn, w->target));
+  }
+  expect_vat_ok(vat_send(turn, w->target, ping, NULL));
+}
+
+static void watch_across_systems(bool link) {
+  vat_system *a = test_system(1), *b = test_system(2);
+  target *t;
+  vat_ref *tref = test_spawn(b, sizeof *t, (void **)&t);
+  watcher *w;
+  vat_ref *wref = test_spawn(a, sizeof *w, (void **)&w);
+  w->target = tref;
+  ck_assert_vat_ok(vat_host_send(wref, watch_target, link ? wref : NULL));
+  ck_assert(test_wait_u64(&t->pings, 1, 30));
+  test_quiesce(b);
+  ck_assert_msg(test_wait_u64(&w->fired, 1, 10),
+                "no %s from a vat of a stopped system", link ? "exit" : "down");
+  ck_assert(w->from == tref);
+  ck_assert_msg(vat_is_atom(w->reason, vat_atom_shutdown()),
+                "the reason is not shutdown");
+  test_quiesce(a);
+}
+
+/* The MONITOR or LINK still queued when the target's system stops: its
+ * drop answers, and the answer must say `shutdown` too (the vat never
+ * ended; noproc would claim it did not exist). */
+typedef struct blocker {
+  _Atomic uint64_t entered, release;
+} blocker;
+
+static void block_turn(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  blocker *b = state;
+  atomic_store_explicit(&b->entered, 1, memory_order_release);
+  while (!test_wait_u64(&b->release, 1, 60))
+    ;
+}
+
+static void mark_done(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  atomic_store_explicit(&((watcher *)state)->armed, 1, memory_order_release);
+}
+
+/* Watches, then sends itself a message: when that runs, the first turn's
+ * MONITOR or LINK has been delivered to the target's mailbox. */
+static void watch_then_mark(vat_turn *turn, void *state, void *arg) {
+  watch_target(turn, state, arg);
+  expect_vat_ok(vat_send(turn, vat_self(turn), mark_done, NULL));
+}
+
+static void watch_queued_at_shutdown(bool link) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 1;
+  cfg.batch = 1; /* the worker looks at the state after each turn */
+  vat_system *a = test_system(1), *b;
+  ck_assert_vat_ok(vat_system_new(&cfg, &b));
+  blocker *bl;
+  vat_ref *tref = test_spawn(b, sizeof *bl, (void **)&bl);
+  ck_assert_vat_ok(vat_host_send(tref, block_turn, NULL));
+  ck_assert(test_wait_u64(&bl->entered, 1, 30));
+  watcher *w;
+  vat_ref *wref = test_spawn(a, sizeof *w, (void **)&w);
+  w->target = tref;
+  ck_assert_vat_ok(vat_host_send(wref, watch_then_mark, link ? wref : NULL));
+  ck_assert(test_wait_u64(&w->armed, 1, 30));
+  shutdown_job j = {.sys = b, .timeout_s = 0.05};
+  pthread_t closer;
+  ck_assert_int_eq(pthread_create(&closer, NULL, shut_down, &j), 0);
+  ck_assert(system_stopped(tref, 30));
+  atomic_store_explicit(&bl->release, 1, memory_order_release);
+  pthread_join(closer, NULL);
+  ck_assert_vat_err(j.rc, VAT_ETIMEDOUT);
+  ck_assert_uint_eq(test_stats(b).dropped_at_shutdown, 2); /* and the ping */
+  ck_assert_vat_ok(vat_system_destroy(b));
+  ck_assert_msg(test_wait_u64(&w->fired, 1, 10), "no %s for a queued %s",
+                link ? "exit" : "down", link ? "link" : "monitor");
+  ck_assert_msg(vat_is_atom(w->reason, vat_atom_shutdown()),
+                "the reason is not shutdown");
+  test_quiesce(a);
+}
+
+START_TEST(shutdown_answers_a_queued_monitor_with_shutdown) {
+  watch_queued_at_shutdown(false);
+}
+END_TEST
+
+START_TEST(shutdown_answers_a_queued_link_with_shutdown) {
+  watch_queued_at_shutdown(true);
+}
+END_TEST
+
+START_TEST(shutdown_fires_monitors_from_other_systems) {
+  watch_across_systems(false);
+}
+END_TEST
+
+START_TEST(shutdown_fires_links_from_other_systems) {
+  watch_across_systems(true);
+}
+END_TEST
+
 /* --- Idle systems burn no CPU --------------------------------------------- */
 
 START_TEST(idle_system_burns_no_cpu) {
@@ -198,6 +569,14 @@ Suite *test_system_suite(void) {
   tcase_add_test(tc, shutdown_deadline_drops_and_counts);
   tcase_add_test(tc, idle_system_burns_no_cpu);
   tcase_add_test(tc, several_systems_coexist);
+  tcase_add_test(tc, shutdown_counts_a_send_caught_mid_push);
+  tcase_add_test(tc, shutdown_counts_a_cross_system_send_caught_mid_push);
+  tcase_add_test(tc, shutdown_breaks_host_calls_left_unanswered);
+  tcase_add_test(tc, shutdown_breaks_calls_from_other_systems);
+  tcase_add_test(tc, shutdown_fires_monitors_from_other_systems);
+  tcase_add_test(tc, shutdown_fires_links_from_other_systems);
+  tcase_add_test(tc, shutdown_answers_a_queued_monitor_with_shutdown);
+  tcase_add_test(tc, shutdown_answers_a_queued_link_with_shutdown);
   suite_add_tcase(s, tc);
   TCase *uninit = tcase_create("uninitialised");
   tcase_add_test(uninit, calls_before_init_are_refused);

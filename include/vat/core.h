@@ -93,12 +93,24 @@ int vat_system_new(const vat_config *cfg, vat_system **out);
 
 /** Stops accepting sends from host threads, waits until the system is
  *  quiescent (no queued message, no vat running) or `timeout_s` seconds
- *  have passed, then stops the workers. Messages still queued at the
- *  deadline are dropped and counted (vat_stats.dropped_at_shutdown).
+ *  have passed, then stops the workers. Messages still queued then are
+ *  dropped and counted (vat_stats.dropped_at_shutdown), a request's promise
+ *  breaking with `shutdown`. No accepted message is lost: one whose sender
+ *  (a host thread, or a vat of another system) was already past the
+ *  system's state check is waited for, so once this returns, delivered +
+ *  dead_letters + dropped_at_shutdown counts every message accepted.
+ *  Then everything outside the system waits on its vats settles with the
+ *  reason `shutdown` (vat_atom_shutdown()): promises of requests they
+ *  received from host threads (vat_host_call) or from vats of other
+ *  systems, and did not answer, break; monitors held by vats of other
+ *  systems get their down; links to vats of other systems carry the exit
+ *  (which, not `normal`, ends a linked vat that does not trap exits).
  *  Returns VAT_OK when it reached quiescence, VAT_ETIMEDOUT when it did not
  *  (the workers are stopped either way), VAT_ECLOSED when already shut down.
  *  A host-driven system is run by this call, on the calling thread, until
- *  it is quiescent or the deadline passes.
+ *  it is quiescent or the deadline passes (a turn that never returns is
+ *  the one thing the deadline cannot cut short); a vat_system_run() on
+ *  another thread returns at its next batch of turns.
  *  Host thread; not from one of this system's own turns (VAT_EINTURN). */
 int vat_system_shutdown(vat_system *sys, double timeout_s);
 
@@ -241,7 +253,9 @@ bool vat_ref_is_dead(vat_ref *ref);
 
 /** The exit reason of the ref's vat: null while it runs; `shutdown` once
  *  its system has stopped with the vat still alive (vat_ref_is_dead stays
- *  false for it: the vat was never ended one by one). Any thread. */
+ *  false for it: the vat was never ended one by one, but what it owed
+ *  outside its system was settled with that reason; see
+ *  vat_system_shutdown). Any thread. */
 vat_value vat_ref_exit_reason(vat_ref *ref);
 
 /** The well-known reasons, as atoms: "normal", "killed", "noproc". */

@@ -4,20 +4,28 @@
  * only inside vat_system_run(), on the thread that calls it, so a host fits
  * libvat into its own loop (poll/epoll, libuv, a frame loop):
  *
+ *   int fd;
+ *   vat_system_fd(sys, &fd);
  *   for (;;) {
  *     vat_run_result r;
- *     vat_system_run(sys, 0, 0, &r);            // run what is ready
+ *     vat_system_run(sys, 0, 0, &r);   // run what is ready
  *     int64_t ns;
- *     vat_system_next_timer(sys, &ns);          // -1: no timer pending
- *     int timeout_ms = r.more ? 0 : ns < 0 ? -1 : (int)((ns + 999999) /
- * 1000000); poll(&(struct pollfd){fd, POLLIN, 0}, 1, timeout_ms);  // fd:
- * vat_system_fd
+ *     vat_system_next_timer(sys, &ns); // -1: no timer pending
+ *     int ms = r.more ? 0 : ns < 0 ? -1 : (int)((ns + 999999) / 1000000);
+ *     poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, ms);
  *   }
  *
  * The descriptor becomes readable when work arrives from outside a run
  * call: a host thread's send, another system's vat, a timer thread of
- * another system. vat_system_run() clears it. Sends made by the system's own
- * turns do not make it readable: they are what `more` reports.
+ * another system. Sends made by the system's own turns do not make it
+ * readable: they are what `more` reports. A run call drains it. What is
+ * promised: between run calls, while work from outside waits unrun, the
+ * descriptor is readable (or becomes so as soon as the sender, between
+ * its push and its write, goes on); and a wake-up that lands during or
+ * after the run call that handled its work leaves it readable for at most
+ * one more run call, so a loop like the one above wakes once more for
+ * nothing, never spins. vat_system_run() returns VAT_ECLOSED once the
+ * system is shutting down: the loop's cue to stop.
  *
  * Only one thread may be inside vat_system_run() at a time (VAT_EBUSY).
  */
@@ -36,24 +44,27 @@ typedef struct vat_run_result {
 
 /** Fires due timers, then runs ready turns of a host-driven system on the
  *  calling thread until nothing is ready, `max_turns` turns ran (0: no
- *  limit), or `max_ns` nanoseconds passed (0: no limit; checked between
- *  batches of turns). `out` may be NULL. Host thread.
+ *  limit), `max_ns` nanoseconds passed (0: no limit; checked between
+ *  batches of turns), or vat_system_shutdown() began (checked between
+ *  batches too: the system is then the shutdown's to run). `out` may be
+ *  NULL. Host thread.
  *  Errors: VAT_EINVAL (NULL sys), VAT_ENOTSUP (a system with workers),
- *  VAT_EBUSY (another thread is inside it), VAT_ECLOSED (shut down),
- *  VAT_EINTURN, VAT_ENOTINIT, VAT_ENOTREGISTERED. */
+ *  VAT_EBUSY (another thread is inside it), VAT_ECLOSED (shutting down or
+ *  shut down), VAT_EINTURN, VAT_ENOTINIT, VAT_ENOTREGISTERED. */
 int vat_system_run(vat_system *sys, uint64_t max_turns, uint64_t max_ns,
                    vat_run_result *out);
 
 /** Runs until nothing is ready and no timer is due (in deterministic mode:
- *  due on the virtual clock, which this does not move), or `max_turns`
- *  turns ran (0: no limit). Errors as vat_system_run. */
+ *  due on the virtual clock, which this does not move), `max_turns` turns
+ *  ran (0: no limit), or shutdown began. Errors as vat_system_run. */
 int vat_system_run_until_quiescent(vat_system *sys, uint64_t max_turns,
                                    vat_run_result *out);
 
 /** A file descriptor that polls readable when work arrived from outside a
- *  run call. Owned by the system (closed by vat_system_destroy); do not
- *  read or close it. Any thread. Errors: VAT_EINVAL, VAT_ENOTSUP (a system
- *  with workers), VAT_ECLOSED (destroyed). */
+ *  run call (see the top of this file for what is promised). Owned by the
+ * system (closed by vat_system_destroy); do not read or close it. Any thread.
+ * Errors: VAT_EINVAL, VAT_ENOTSUP (a system with workers), VAT_ECLOSED
+ * (destroyed). */
 int vat_system_fd(vat_system *sys, int *fd);
 
 /** Nanoseconds until the next timer is due (0: due now), or -1 when none
