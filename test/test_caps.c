@@ -39,7 +39,13 @@ static void target_receive(vat_turn *turn, void *state,
         vat_reply(turn, reply, vat_int((int64_t)atomic_load(&t->hits))));
   else if (selector == sel("get_inner"))
     expect_vat_ok(vat_reply(turn, reply, vat_ref_value(t->inner)));
-  else if (selector == sel("is_inner"))
+  else if (selector == sel("get_inner_in_error"))
+    expect_vat_ok(vat_reply(
+        turn, reply, vat_error(sel("carried"), vat_ref_value(t->inner))));
+  else if (selector == sel("get_inner_in_record")) {
+    vat_value field = vat_ref_value(t->inner);
+    expect_vat_ok(vat_reply(turn, reply, vat_record(sel("box"), &field, 1)));
+  } else if (selector == sel("is_inner"))
     expect_vat_ok(
         vat_reply(turn, reply, vat_bool(vat_value_ref(payload) == t->inner)));
   else if (selector == sel("call_back")) {
@@ -449,6 +455,54 @@ START_TEST(membrane_wraps_both_ways_and_revokes_all) {
 }
 END_TEST
 
+/* Refs inside errors and records cross a membrane wrapped like bare refs
+ * (a ref that slipped through unwrapped would escape revocation); a
+ * promise cannot be searched for refs, so it is refused. */
+START_TEST(membrane_wraps_refs_in_errors_and_records) {
+  vat_system *sys = test_system(2);
+  target *t, *in;
+  vat_ref *ref = spawn_target(sys, &t);
+  t->inner = spawn_target(sys, &in);
+  vat_ref *wrapped, *revoker;
+  ck_assert_vat_ok(vat_host_membrane_new(sys, ref, &wrapped, &revoker));
+
+  vat_value err = request(wrapped, "get_inner_in_error", vat_null(), VAT_OK);
+  ck_assert(vat_error_code(err) == sel("carried"));
+  vat_ref *via_error = vat_value_ref(vat_error_payload(err));
+  ck_assert_ptr_nonnull(via_error);
+  ck_assert_msg(via_error != t->inner, "a ref in an error leaked through");
+  vat_value rec = request(wrapped, "get_inner_in_record", vat_null(), VAT_OK);
+  ck_assert(vat_record_label(rec) == sel("box"));
+  vat_ref *via_record = vat_value_ref(vat_at(rec, 0));
+  ck_assert_ptr_nonnull(via_record);
+  ck_assert_msg(via_record != t->inner, "a ref in a record leaked through");
+  /* Both are proxies that work, and sent back in they are the inner ref. */
+  ck_assert(
+      vat_equal(request(via_error, "echo", vat_int(3), VAT_OK), vat_int(3)));
+  vat_value back = vat_error(sel("carried"), vat_ref_value(via_record));
+  vat_value echoed = request(wrapped, "echo", back, VAT_OK);
+  ck_assert_ptr_eq(vat_value_ref(vat_error_payload(echoed)), via_record);
+  ck_assert(
+      vat_equal(request(wrapped, "is_inner", vat_ref_value(via_error), VAT_OK),
+                vat_bool(true)));
+  /* A promise is refused as unwrappable. */
+  vat_promise *p;
+  vat_resolver *r;
+  ck_assert_vat_ok(vat_promise_new(&p, &r));
+  assert_error(request(wrapped, "echo", vat_promise_value(p), VAT_EBROKEN),
+               vat_atom_refused());
+
+  ck_assert(vat_equal(request(revoker, "revoke", vat_null(), VAT_OK),
+                      vat_bool(true)));
+  for (int i = 0; i < 5; i++) {
+    ck_assert_vat_ok(vat_host_send_msg(via_error, sel("hit"), vat_null()));
+    ck_assert_vat_ok(vat_host_send_msg(via_record, sel("hit"), vat_null()));
+  }
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&in->hits), 0);
+}
+END_TEST
+
 typedef struct holder {
   vat_ref *target, *wrapped, *revoker;
 } holder;
@@ -491,6 +545,7 @@ Suite *test_caps_suite(void) {
   tcase_add_test(tc, facet_lets_through_only_its_selectors);
   tcase_add_test(tc, membrane_wraps_both_ways_and_revokes_all);
   tcase_add_test(tc, membrane_made_in_a_turn);
+  tcase_add_test(tc, membrane_wraps_refs_in_errors_and_records);
   suite_add_tcase(s, tc);
   return s;
 }

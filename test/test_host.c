@@ -62,6 +62,41 @@ START_TEST(run_respects_turn_budget) {
 }
 END_TEST
 
+/* A vat that keeps itself busy, until told to stop or for 30 s at most. */
+typedef struct spinner {
+  _Atomic uint64_t stop;
+  double until;
+  uint64_t turns;
+} spinner;
+
+static void spin_on(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  spinner *sp = state;
+  sp->turns++;
+  if (!atomic_load_explicit(&sp->stop, memory_order_acquire) &&
+      test_wall_seconds() < sp->until)
+    expect_vat_ok(vat_send(turn, vat_self(turn), spin_on, NULL));
+}
+
+/* host.h: vat_system_run returns once `max_ns` passed, with work left. */
+START_TEST(run_respects_time_budget) {
+  vat_system *sys = host_system(false, 0);
+  spinner *sp;
+  vat_ref *ref = test_spawn(sys, sizeof(spinner), (void **)&sp);
+  sp->until = test_wall_seconds() + 30;
+  ck_assert_vat_ok(vat_host_send(ref, spin_on, NULL));
+  vat_run_result r;
+  double t0 = test_wall_seconds();
+  ck_assert_vat_ok(vat_system_run(sys, 0, 20 * 1000000, &r));
+  double took = test_wall_seconds() - t0;
+  ck_assert_msg(r.more, "ran dry in %.3f s: the budget was ignored", took);
+  ck_assert_uint_eq(r.turns, sp->turns);
+  ck_assert_msg(took < 10, "a 20 ms budget took %.3f s", took);
+  atomic_store_explicit(&sp->stop, 1, memory_order_release);
+  test_quiesce(sys);
+}
+END_TEST
+
 typedef struct late_sender {
   vat_ref *to;
   int rc;
@@ -357,6 +392,7 @@ Suite *test_host_suite(void) {
   TCase *tc = test_case("host", 60);
   tcase_add_test(tc, progress_only_inside_run);
   tcase_add_test(tc, run_respects_turn_budget);
+  tcase_add_test(tc, run_respects_time_budget);
   tcase_add_test(tc, fd_wakes_poll_when_another_thread_sends);
   tcase_add_test(tc, idle_embedded_host_does_not_spin);
   tcase_add_test(tc, host_driven_and_threaded_systems_talk);
