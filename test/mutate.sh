@@ -102,12 +102,12 @@ if [[ $LIST == 1 ]]; then
   exit 0
 fi
 
-# Splits a row on unescaped '|' ("\|" is a literal bar).
-field() {
-  python3 -c '
-import re, sys
-parts = [p.replace("\\|", "|") for p in re.split(r"(?<!\\)\|", sys.argv[1])]
-print(parts[int(sys.argv[2])])' "$1" "$2"
+# Splits a row into the array F; "\|" in a row is a literal bar.
+split_row() {
+  local r=${1//\\|/$'\x1f'}
+  IFS='|' read -r -a F <<<"$r"
+  local i
+  for i in "${!F[@]}"; do F[i]=${F[i]//$'\x1f'/|}; done
 }
 
 # Applies one edit to $1/$file, checking the line matches exactly once.
@@ -153,10 +153,10 @@ git -C "$ROOT" worktree add --detach "$TREE" HEAD >/dev/null 2>&1
 for name in "${names[@]}"; do
   found=0
   while IFS= read -r row; do
-    [[ $(field "$row" 0) == "$name" ]] || continue
+    split_row "$row"
+    [[ ${F[0]} == "$name" ]] || continue
     found=1
-    file=$(field "$row" 1)
-    python3 - "$TREE/$file" "$(field "$row" 3)" <<'PY' || exit 2
+    python3 - "$TREE/${F[1]}" "${F[3]}" <<'PY' || exit 2
 import sys
 old = sys.argv[2].strip()
 n = sum(1 for l in open(sys.argv[1]).read().split("\n") if l.strip() == old)
@@ -189,11 +189,11 @@ for name in "${names[@]}"; do
   files=()
   suites=""
   while IFS= read -r row; do
-    [[ $(field "$row" 0) == "$name" ]] || continue
-    file=$(field "$row" 1)
-    suites=$(field "$row" 2)
-    files+=("$file")
-    apply_edit "$TREE" "$file" "$(field "$row" 3)" "$(field "$row" 4)"
+    split_row "$row"
+    [[ ${F[0]} == "$name" ]] || continue
+    suites=${F[2]}
+    files+=("${F[1]}")
+    apply_edit "$TREE" "${F[1]}" "${F[3]}" "${F[4]-}"
   done < <(rows)
   log=$SCRATCH/$name.log
   verdict=""

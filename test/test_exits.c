@@ -386,6 +386,7 @@ typedef struct watcher {
   int demon_rc[4];
   int downs;
   uint64_t seen[8];
+  _Atomic uint64_t downs_seen; /* downs, for the host to wait on */
 } watcher;
 
 static void w_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
@@ -397,6 +398,7 @@ static void w_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
   if (w->downs < 8)
     w->seen[w->downs] = id;
   w->downs++;
+  atomic_fetch_add_explicit(&w->downs_seen, 1, memory_order_release);
 }
 
 static void w_later(vat_turn *turn, void *state, void *arg) {
@@ -437,7 +439,8 @@ START_TEST(monitor_ids_and_demonitor) {
   w->s = s;
   ck_assert_vat_ok(vat_host_send(wref, w_setup, NULL));
   wait_dead(s);
-  test_sleep(0.02);
+  /* Monitor 0 must have fired before w_after tries to remove it. */
+  ck_assert(test_wait_u64(&w->downs_seen, 2, 30));
   ck_assert_vat_ok(vat_host_send(wref, w_after, NULL));
   test_quiesce(sys);
   for (int i = 0; i < 4; i++)
