@@ -58,6 +58,7 @@ fail-null-accepted|src/turn.c|turn|if (vat_is_null(reason))|if (0)
 exits-links-before-stop-callbacks|src/exits.c|exits|if (v->cold->first_stop)|vat__xmap_each(&x0->links, notify_link, args0); vat__xmap_each(&x0->watchers, notify_watch, args0); vat__xmap_clear(&x0->links); vat__xmap_clear(&x0->watchers); if (v->cold->first_stop)
 exits-links-before-stop-callbacks|src/exits.c|exits|(void)reason; /* v->cold->exit_reason holds it */|(void)reason; struct vat__exits *x0 = v->cold->exits ? v->cold->exits : exits_of(v); void *args0[2] = {w, v};
 trap-null-keeps-trapping|src/exits.c|exits|x->trap = receiver;|if (receiver) x->trap = receiver;
+trap-null-keeps-trapping|src/exits.c|exits|x->trap_fn = receiver ? on_exit : NULL;|if (receiver) x->trap_fn = on_exit;
 trap-ignores-kill|src/exits.c|exits|bool kill = !s->link && is_kill(s->reason);|bool kill = false;
 normal-exit-kills|src/exits.c|exits supervisor|if (vat_reason_is_normal(s->reason) && s->from_vat != v)|if (0)
 rule1-ignored|src/exits.c|exits|if (x == NULL \|\| !vat__xmap_remove(&x->links, (uintptr_t)s->from_vat))|if (x != NULL) vat__xmap_remove(&x->links, (uintptr_t)s->from_vat); if (0)

@@ -327,8 +327,8 @@ START_TEST(boxes_survive_collections_and_garbage_goes) {
     vat_value garbage, content = vat_string("garbage");
     ck_assert_vat_ok(vat_seal(s, content, &garbage));
     links[i] = GC_base((void *)content.as.obj);
-    ck_assert_int_eq(
-        GC_general_register_disappearing_link(&links[i], links[i]), 0);
+    ck_assert_int_eq(GC_general_register_disappearing_link(&links[i], links[i]),
+                     0);
   }
   for (int i = 0; i < 4; i++) {
     GC_gcollect();
@@ -344,8 +344,8 @@ START_TEST(boxes_survive_collections_and_garbage_goes) {
   for (int i = 0; i < GARBAGE; i++)
     cleared += links[i] == NULL;
   /* Conservative scanning may keep a few alive through stale words. */
-  ck_assert_msg(cleared > GARBAGE * 9 / 10, "%d of %d contents freed",
-                cleared, GARBAGE);
+  ck_assert_msg(cleared > GARBAGE * 9 / 10, "%d of %d contents freed", cleared,
+                GARBAGE);
 #endif
 }
 END_TEST
