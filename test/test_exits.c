@@ -724,7 +724,7 @@ END_TEST
 
 typedef struct bad {
   int link_null, monitor_null, exit_null, trap_foreign, trap_nofn,
-      host_exit_in_turn;
+      host_exit_in_turn, monitor_null_target, monitor_null_id;
   vat_ref *foreign;
 } bad;
 
@@ -734,6 +734,8 @@ static void try_bad(vat_turn *turn, void *state, void *arg) {
   uint64_t id;
   b->link_null = vat_link(turn, NULL);
   b->monitor_null = vat_monitor(turn, b->foreign, NULL, &id);
+  b->monitor_null_target = vat_monitor(turn, NULL, v_down, &id);
+  b->monitor_null_id = vat_monitor(turn, b->foreign, v_down, NULL);
   b->exit_null = vat_exit(turn, b->foreign, vat_null());
   b->trap_foreign = vat_trap_exit(turn, b->foreign, v_exit);
   b->trap_nofn = vat_trap_exit(turn, vat_self(turn), NULL);
@@ -757,6 +759,10 @@ START_TEST(bad_calls) {
   test_quiesce(sys);
   ck_assert_int_eq(b->link_null, VAT_EINVAL);
   ck_assert_int_eq(b->monitor_null, VAT_EINVAL);
+  ck_assert_int_eq(b->monitor_null_target, VAT_EINVAL);
+  ck_assert_int_eq(b->monitor_null_id, VAT_EINVAL);
+  /* Once the target's system is closing. */
+  ck_assert_vat_err(vat_host_exit(other, boom()), VAT_ECLOSED);
   ck_assert_int_eq(b->exit_null, VAT_EINVAL);
   ck_assert_int_eq(b->trap_foreign, VAT_EINVAL);
   ck_assert_int_eq(b->trap_nofn, VAT_EINVAL);
@@ -1233,6 +1239,77 @@ START_TEST(trap_exit_null_stops_trapping) {
 }
 END_TEST
 
+/* A failed turn changes no links or monitors (exits.h), not only
+ * spawn_link's: a link made in it does not exist, an unlink made in it did
+ * not happen. V's end shows which: only a link carries its error to S. */
+typedef struct fl {
+  vat_ref *s, *probe_to;
+  bool unlink; /* the failing turn unlinks a committed link */
+} fl;
+
+static void fl_link(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  expect_vat_ok(vat_link(turn, ((fl *)state)->s));
+}
+
+static void fl_fail(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  fl *f = state;
+  uint64_t id;
+  if (f->unlink)
+    expect_vat_ok(vat_unlink(turn, f->s));
+  else
+    expect_vat_ok(vat_link(turn, f->s));
+  expect_vat_ok(vat_monitor(turn, f->s, v_down, &id));
+  expect_vat_ok(vat_fail(turn, boom()));
+}
+
+/* The watcher hears V's down after V's exits left: then probes S. */
+static void fl_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)id;
+  (void)who;
+  (void)reason;
+  expect_vat_ok(vat_send(turn, ((fl *)state)->probe_to, test_hit, NULL));
+}
+
+/* One commit of W's, in order at V: (link,) the watch, the failing turn. */
+static void fl_watch(vat_turn *turn, void *state, void *arg) {
+  fl *w = state;
+  uint64_t id;
+  if (w->unlink)
+    expect_vat_ok(vat_send(turn, arg, fl_link, NULL));
+  expect_vat_ok(vat_monitor(turn, arg, fl_down, &id));
+  expect_vat_ok(vat_send(turn, arg, fl_fail, NULL));
+}
+
+START_TEST(failed_turn_discards_link_changes) {
+  bool unlink = _i == 1;
+  vat_system *sys = test_system(2);
+  test_counter *c;
+  vat_ref *s = test_spawn_counter(sys, &c);
+  fl *f, *w;
+  vat_ref *v = test_spawn(sys, sizeof(fl), (void **)&f);
+  vat_ref *wref = test_spawn(sys, sizeof(fl), (void **)&w);
+  f->s = s;
+  f->unlink = w->unlink = unlink;
+  w->probe_to = s;
+  ck_assert_vat_ok(vat_host_send(wref, fl_watch, v));
+  wait_dead(v);
+  ck_assert(vat_equal(vat_ref_exit_reason(v), boom()));
+  if (unlink) {
+    /* The link survived the failed unlink and took S down. */
+    wait_dead(s);
+    ck_assert(vat_equal(vat_ref_exit_reason(s), boom()));
+  } else {
+    /* The probe came after any exit V sent S, and S was alive for it. */
+    ck_assert(test_wait_u64(&c->hits, 1, 30));
+    ck_assert(!vat_ref_is_dead(s));
+  }
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_exits_suite(void) {
   Suite *s = suite_create("exits");
   TCase *tc = test_case("rules", 30);
@@ -1248,6 +1325,7 @@ Suite *test_exits_suite(void) {
   tcase_add_loop_test(tc, exit_and_down_follow_the_last_turns_sends, 0, 4);
   tcase_add_test(tc, stop_callbacks_run_before_links_and_monitors_fire);
   tcase_add_test(tc, trap_exit_null_stops_trapping);
+  tcase_add_loop_test(tc, failed_turn_discards_link_changes, 0, 2);
   suite_add_tcase(s, tc);
   TCase *st = test_case("stress", 120);
   tcase_add_test(st, stress_links_and_monitors);

@@ -97,6 +97,51 @@ START_TEST(run_respects_time_budget) {
 }
 END_TEST
 
+/* host.h: "Sends made by the system's own turns do not make it readable:
+ * they are what `more` reports." */
+static void send_on(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  uintptr_t left = (uintptr_t)arg;
+  if (left > 0)
+    expect_vat_ok(vat_send(turn, vat_self(turn), send_on, (void *)(left - 1)));
+}
+
+START_TEST(own_sends_do_not_wake_the_fd) {
+  vat_system *sys = host_system(false, 0);
+  int fd;
+  ck_assert_vat_ok(vat_system_fd(sys, &fd));
+  vat_ref *ref = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(ref, send_on, (void *)(uintptr_t)100));
+  ck_assert(readable(fd, 0)); /* a host thread's send does */
+  vat_run_result r;
+  ck_assert_vat_ok(vat_system_run(sys, 10, 0, &r));
+  ck_assert_uint_eq(r.turns, 10);
+  ck_assert(r.more);
+  ck_assert_msg(!readable(fd, 0), "the system's own sends woke its fd");
+  ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
+  ck_assert_uint_eq(r.turns, 91);
+  ck_assert(!r.more);
+  ck_assert(!readable(fd, 0));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* run_until_quiescent stops after `max_turns`, with `more` set. */
+START_TEST(run_until_quiescent_respects_max_turns) {
+  vat_system *sys = host_system(true, 3);
+  vat_ref *ref = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(ref, send_on, (void *)(uintptr_t)100));
+  vat_run_result r;
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 25, &r));
+  ck_assert_uint_eq(r.turns, 25);
+  ck_assert(r.more);
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
+  ck_assert_uint_eq(r.turns, 76);
+  ck_assert(!r.more);
+  test_quiesce(sys);
+}
+END_TEST
+
 typedef struct late_sender {
   vat_ref *to;
   int rc;
@@ -395,6 +440,8 @@ Suite *test_host_suite(void) {
   tcase_add_test(tc, progress_only_inside_run);
   tcase_add_test(tc, run_respects_turn_budget);
   tcase_add_test(tc, run_respects_time_budget);
+  tcase_add_test(tc, own_sends_do_not_wake_the_fd);
+  tcase_add_test(tc, run_until_quiescent_respects_max_turns);
   tcase_add_test(tc, fd_wakes_poll_when_another_thread_sends);
   tcase_add_test(tc, idle_embedded_host_does_not_spin);
   tcase_add_test(tc, host_driven_and_threaded_systems_talk);
