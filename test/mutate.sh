@@ -128,7 +128,10 @@ open(path, "w").write("\n".join(lines))
 PY
 }
 
-names=("$@")
+# Everything below runs from main, read whole before it starts: editing
+# this file during a run cannot change the run. (Not indented: heredocs.)
+main() {
+local names=("$@")
 if [[ ${#names[@]} == 0 ]]; then
   mapfile -t names < <(rows | cut -d'|' -f1 | uniq)
 fi
@@ -224,3 +227,6 @@ total=$((caught + survived + broken))
 echo "total: $total, caught $caught, survived $survived, did not build $broken"
 [[ $broken == 0 ]] || exit 2
 [[ $survived == 0 ]]
+}
+
+main "$@"
