@@ -503,6 +503,23 @@ START_TEST(membrane_wraps_refs_in_errors_and_records) {
   ck_assert(
       vat_equal(request(wrapped, "is_inner", vat_ref_value(via_error), VAT_OK),
                 vat_bool(true)));
+  /* A proxy reaching the membrane from the side its target is not on (the
+   * test reads the inside's proxy straight from its state) is not
+   * unwrapped there: only proxies whose targets live on the destination
+   * side are. Unwrapped, it would hand the inside a bare outside ref. */
+  target *out;
+  vat_ref *oref = spawn_target(sys, &out);
+  ck_assert(
+      vat_equal(request(wrapped, "call_back", vat_ref_value(oref), VAT_OK),
+                vat_bool(true)));
+  vat_ref *inside_proxy = t->stored;
+  ck_assert_ptr_ne(inside_proxy, oref);
+  ck_assert(vat_equal(
+      request(wrapped, "call_back", vat_ref_value(inside_proxy), VAT_OK),
+      vat_bool(true)));
+  ck_assert_msg(t->stored != oref, "a proxy crossing the wrong way was "
+                                   "unwrapped to the bare outside ref");
+  ck_assert(test_wait_u64(&out->pings, 2, 10));
   /* A promise is refused as unwrappable. */
   vat_promise *p;
   vat_resolver *r;
