@@ -1,6 +1,7 @@
 /* Exits: links, monitors, trap_exit and exit signals, checked against what
  * Erlang/OTP does in the same scenario; stop callbacks; concurrent stress.
  */
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -1153,9 +1154,14 @@ static struct {
   bool b_woken_in_stop;
 } sc;
 
+/* The collector's signals may interrupt poll (EINTR): ask again. */
 static bool readable_now(int fd) {
-  struct pollfd p = {.fd = fd, .events = POLLIN};
-  return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = poll(&p, 1, 0);
+    if (n >= 0 || errno != EINTR)
+      return n == 1 && (p.revents & POLLIN);
+  }
 }
 
 static void sc_on_stop(void *state, vat_value reason) {

@@ -1,6 +1,7 @@
 /* Host-driven systems: progress only inside the run call, the wake-up
  * descriptor, budgets, no spinning, mixed use with threaded systems, and
  * the deterministic mode. */
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
@@ -22,9 +23,19 @@ static vat_system *host_system(bool deterministic, uint64_t seed) {
   return sys;
 }
 
+/* Polls until `fd` is readable or `timeout_ms` passed. The collector's
+ * stop-the-world signals interrupt poll (EINTR): go on to the deadline. */
 static bool readable(int fd, int timeout_ms) {
-  struct pollfd p = {.fd = fd, .events = POLLIN};
-  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+  double until = test_wall_seconds() + timeout_ms * 1e-3;
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    double left_ms = (until - test_wall_seconds()) * 1e3;
+    int n = poll(&p, 1, left_ms > 0 ? (int)left_ms + 1 : 0);
+    if (n == 1)
+      return (p.revents & POLLIN) != 0;
+    if (n == 0 || errno != EINTR)
+      return false;
+  }
 }
 
 START_TEST(progress_only_inside_run) {
