@@ -153,6 +153,31 @@ START_TEST(run_until_quiescent_respects_max_turns) {
 }
 END_TEST
 
+/* run_until_quiescent runs "until nothing is ready and no timer is due":
+ * a zero-delay timer armed by a turn is due at once, on the virtual clock
+ * too, so the same call fires it and runs its message. */
+static void arm_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_later(turn, 0, arg, test_hit, NULL, NULL));
+}
+
+START_TEST(run_until_quiescent_fires_timers_that_fall_due) {
+  vat_system *sys = host_system(true, 5);
+  test_counter *c;
+  vat_ref *cref = test_spawn_counter(sys, &c);
+  vat_ref *ref = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(ref, arm_now, cref));
+  vat_run_result r;
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
+  ck_assert_uint_eq(atomic_load(&c->hits), 1);
+  ck_assert_uint_eq(r.turns, 2);
+  int64_t ns;
+  ck_assert_vat_ok(vat_system_next_timer(sys, &ns));
+  ck_assert_int_eq(ns, -1);
+  test_quiesce(sys);
+}
+END_TEST
+
 typedef struct late_sender {
   vat_ref *to;
   int rc;
@@ -453,6 +478,7 @@ Suite *test_host_suite(void) {
   tcase_add_test(tc, run_respects_time_budget);
   tcase_add_test(tc, own_sends_do_not_wake_the_fd);
   tcase_add_test(tc, run_until_quiescent_respects_max_turns);
+  tcase_add_test(tc, run_until_quiescent_fires_timers_that_fall_due);
   tcase_add_test(tc, fd_wakes_poll_when_another_thread_sends);
   tcase_add_test(tc, idle_embedded_host_does_not_spin);
   tcase_add_test(tc, host_driven_and_threaded_systems_talk);
