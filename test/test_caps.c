@@ -40,7 +40,13 @@ static void target_receive(vat_turn *turn, void *state,
         vat_reply(turn, reply, vat_int((int64_t)atomic_load(&t->hits))));
   else if (selector == sel("get_inner"))
     expect_vat_ok(vat_reply(turn, reply, vat_ref_value(t->inner)));
-  else if (selector == sel("is_inner"))
+  else if (selector == sel("get_inner_in_error"))
+    expect_vat_ok(vat_reply(
+        turn, reply, vat_error(sel("carried"), vat_ref_value(t->inner))));
+  else if (selector == sel("get_inner_in_record")) {
+    vat_value field = vat_ref_value(t->inner);
+    expect_vat_ok(vat_reply(turn, reply, vat_record(sel("box"), &field, 1)));
+  } else if (selector == sel("is_inner"))
     expect_vat_ok(
         vat_reply(turn, reply, vat_bool(vat_value_ref(payload) == t->inner)));
   else if (selector == sel("call_back")) {
@@ -262,7 +268,8 @@ START_TEST(revocation_under_load_is_final) {
     *s = (load_sender){.to = h->fwd, .done = &done};
     ck_assert_vat_ok(vat_host_send(ref, send_hits, NULL));
   }
-  ck_assert(test_wait_u64(&t->hits, 1, 10) || atomic_load(&t->hits) > 0);
+  /* Revoke under load: once hits have started to arrive. */
+  ck_assert(test_wait_u64(&t->hits, 1, 10));
   request(h->revoker, "revoke", vat_null(), VAT_OK);
   assert_error(request(h->fwd, "echo", vat_null(), VAT_EBROKEN),
                vat_atom_revoked());
@@ -311,11 +318,20 @@ START_TEST(boxes_survive_collections_and_garbage_goes) {
   static vat_value kept[64];
   for (int i = 0; i < 64; i++)
     ck_assert_vat_ok(vat_seal(s, vat_int(i), &kept[i]));
-  for (int i = 0; i < 20000 / TEST_SCALE; i++) {
-    vat_value garbage;
-    ck_assert_vat_ok(vat_seal(s, vat_int(-1), &garbage));
+  /* The garbage boxes hold strings; a disappearing link to each (in
+   * memory the collector does not scan) is cleared once the string is
+   * freed, which needs the sealer to have forgotten its dropped box. */
+  enum { GARBAGE = 20000 / TEST_SCALE };
+  void **links = GC_MALLOC_ATOMIC(GARBAGE * sizeof *links);
+  ck_assert_ptr_nonnull(links);
+  for (int i = 0; i < GARBAGE; i++) {
+    vat_value garbage, content = vat_string("garbage");
+    ck_assert_vat_ok(vat_seal(s, content, &garbage));
+    links[i] = GC_base((void *)content.as.obj);
+    ck_assert_int_eq(GC_general_register_disappearing_link(&links[i], links[i]),
+                     0);
   }
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     GC_gcollect();
     GC_invoke_finalizers();
   }
@@ -324,6 +340,14 @@ START_TEST(boxes_survive_collections_and_garbage_goes) {
     ck_assert_vat_ok(vat_unseal(u, kept[i], &out));
     ck_assert(vat_equal(out, vat_int(i)));
   }
+#if !VAT_GC_NO_COLLECT
+  int cleared = 0;
+  for (int i = 0; i < GARBAGE; i++)
+    cleared += links[i] == NULL;
+  /* Conservative scanning may keep a few alive through stale words. */
+  ck_assert_msg(cleared > GARBAGE * 9 / 10, "%d of %d contents freed", cleared,
+                GARBAGE);
+#endif
 }
 END_TEST
 
@@ -447,6 +471,71 @@ START_TEST(membrane_wraps_both_ways_and_revokes_all) {
   ck_assert_uint_eq(atomic_load(&t->hits), 0);
   ck_assert_uint_eq(atomic_load(&in->hits), 0);
   ck_assert_uint_eq(atomic_load(&out->pings), 1);
+}
+END_TEST
+
+/* Refs inside errors and records cross a membrane wrapped like bare refs
+ * (a ref that slipped through unwrapped would escape revocation); a
+ * promise cannot be searched for refs, so it is refused. */
+START_TEST(membrane_wraps_refs_in_errors_and_records) {
+  vat_system *sys = test_system(2);
+  target *t, *in;
+  vat_ref *ref = spawn_target(sys, &t);
+  t->inner = spawn_target(sys, &in);
+  vat_ref *wrapped, *revoker;
+  ck_assert_vat_ok(vat_host_membrane_new(sys, ref, &wrapped, &revoker));
+
+  vat_value err = request(wrapped, "get_inner_in_error", vat_null(), VAT_OK);
+  ck_assert(vat_error_code(err) == sel("carried"));
+  vat_ref *via_error = vat_value_ref(vat_error_payload(err));
+  ck_assert_ptr_nonnull(via_error);
+  ck_assert_msg(via_error != t->inner, "a ref in an error leaked through");
+  vat_value rec = request(wrapped, "get_inner_in_record", vat_null(), VAT_OK);
+  ck_assert(vat_record_label(rec) == sel("box"));
+  vat_ref *via_record = vat_value_ref(vat_at(rec, 0));
+  ck_assert_ptr_nonnull(via_record);
+  ck_assert_msg(via_record != t->inner, "a ref in a record leaked through");
+  /* Both are proxies that work, and sent back in they are the inner ref. */
+  ck_assert(
+      vat_equal(request(via_error, "echo", vat_int(3), VAT_OK), vat_int(3)));
+  vat_value back = vat_error(sel("carried"), vat_ref_value(via_record));
+  vat_value echoed = request(wrapped, "echo", back, VAT_OK);
+  ck_assert_ptr_eq(vat_value_ref(vat_error_payload(echoed)), via_record);
+  ck_assert(
+      vat_equal(request(wrapped, "is_inner", vat_ref_value(via_error), VAT_OK),
+                vat_bool(true)));
+  /* A proxy reaching the membrane from the side its target is not on (the
+   * test reads the inside's proxy straight from its state) is not
+   * unwrapped there: only proxies whose targets live on the destination
+   * side are. Unwrapped, it would hand the inside a bare outside ref. */
+  target *out;
+  vat_ref *oref = spawn_target(sys, &out);
+  ck_assert(
+      vat_equal(request(wrapped, "call_back", vat_ref_value(oref), VAT_OK),
+                vat_bool(true)));
+  vat_ref *inside_proxy = t->stored;
+  ck_assert_ptr_ne(inside_proxy, oref);
+  ck_assert(vat_equal(
+      request(wrapped, "call_back", vat_ref_value(inside_proxy), VAT_OK),
+      vat_bool(true)));
+  ck_assert_msg(t->stored != oref, "a proxy crossing the wrong way was "
+                                   "unwrapped to the bare outside ref");
+  ck_assert(test_wait_u64(&out->pings, 2, 10));
+  /* A promise is refused as unwrappable. */
+  vat_promise *p;
+  vat_resolver *r;
+  ck_assert_vat_ok(vat_promise_new(&p, &r));
+  assert_error(request(wrapped, "echo", vat_promise_value(p), VAT_EBROKEN),
+               vat_atom_refused());
+
+  ck_assert(vat_equal(request(revoker, "revoke", vat_null(), VAT_OK),
+                      vat_bool(true)));
+  for (int i = 0; i < 5; i++) {
+    ck_assert_vat_ok(vat_host_send_msg(via_error, sel("hit"), vat_null()));
+    ck_assert_vat_ok(vat_host_send_msg(via_record, sel("hit"), vat_null()));
+  }
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&in->hits), 0);
 }
 END_TEST
 
@@ -681,6 +770,7 @@ Suite *test_caps_suite(void) {
   tcase_add_test(tc, facet_lets_through_only_its_selectors);
   tcase_add_test(tc, membrane_wraps_both_ways_and_revokes_all);
   tcase_add_test(tc, membrane_made_in_a_turn);
+  tcase_add_test(tc, membrane_wraps_refs_in_errors_and_records);
   suite_add_tcase(s, tc);
   TCase *dead = test_case("dead callee", 60);
   tcase_add_loop_test(dead, request_breaks_when_the_callee_dies, 0,

@@ -1,6 +1,8 @@
 /* Exits: links, monitors, trap_exit and exit signals, checked against what
  * Erlang/OTP does in the same scenario; stop callbacks; concurrent stress.
  */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -385,6 +387,7 @@ typedef struct watcher {
   int demon_rc[4];
   int downs;
   uint64_t seen[8];
+  _Atomic uint64_t downs_seen; /* downs, for the host to wait on */
 } watcher;
 
 static void w_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
@@ -396,6 +399,7 @@ static void w_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
   if (w->downs < 8)
     w->seen[w->downs] = id;
   w->downs++;
+  atomic_fetch_add_explicit(&w->downs_seen, 1, memory_order_release);
 }
 
 static void w_later(vat_turn *turn, void *state, void *arg) {
@@ -436,7 +440,8 @@ START_TEST(monitor_ids_and_demonitor) {
   w->s = s;
   ck_assert_vat_ok(vat_host_send(wref, w_setup, NULL));
   wait_dead(s);
-  test_sleep(0.02);
+  /* Monitor 0 must have fired before w_after tries to remove it. */
+  ck_assert(test_wait_u64(&w->downs_seen, 2, 30));
   ck_assert_vat_ok(vat_host_send(wref, w_after, NULL));
   test_quiesce(sys);
   for (int i = 0; i < 4; i++)
@@ -720,7 +725,7 @@ END_TEST
 
 typedef struct bad {
   int link_null, monitor_null, exit_null, trap_foreign, trap_nofn,
-      host_exit_in_turn;
+      host_exit_in_turn, monitor_null_target, monitor_null_id;
   vat_ref *foreign;
 } bad;
 
@@ -730,6 +735,8 @@ static void try_bad(vat_turn *turn, void *state, void *arg) {
   uint64_t id;
   b->link_null = vat_link(turn, NULL);
   b->monitor_null = vat_monitor(turn, b->foreign, NULL, &id);
+  b->monitor_null_target = vat_monitor(turn, NULL, v_down, &id);
+  b->monitor_null_id = vat_monitor(turn, b->foreign, v_down, NULL);
   b->exit_null = vat_exit(turn, b->foreign, vat_null());
   b->trap_foreign = vat_trap_exit(turn, b->foreign, v_exit);
   b->trap_nofn = vat_trap_exit(turn, vat_self(turn), NULL);
@@ -753,6 +760,10 @@ START_TEST(bad_calls) {
   test_quiesce(sys);
   ck_assert_int_eq(b->link_null, VAT_EINVAL);
   ck_assert_int_eq(b->monitor_null, VAT_EINVAL);
+  ck_assert_int_eq(b->monitor_null_target, VAT_EINVAL);
+  ck_assert_int_eq(b->monitor_null_id, VAT_EINVAL);
+  /* Once the target's system is closing. */
+  ck_assert_vat_err(vat_host_exit(other, boom()), VAT_ECLOSED);
   ck_assert_int_eq(b->exit_null, VAT_EINVAL);
   ck_assert_int_eq(b->trap_foreign, VAT_EINVAL);
   ck_assert_int_eq(b->trap_nofn, VAT_EINVAL);
@@ -1479,6 +1490,252 @@ START_TEST(stop_with_commits_the_turn_then_ends) {
 }
 END_TEST
 
+/* --- Orders the header promises ------------------------------------------ */
+
+enum { ORDER_SENDS = 64 };
+
+/* A trapping, monitoring vat that notes how many of S's messages it had
+ * seen when S's exit signal and down notification came. */
+typedef struct order_log {
+  uint64_t msgs;
+  int64_t exit_after, down_after; /* -1: not (yet) heard */
+  _Atomic uint64_t heard;
+} order_log;
+
+static void ol_msg(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  ((order_log *)state)->msgs++;
+}
+
+static void ol_exit(vat_turn *turn, void *state, vat_ref *from,
+                    vat_value reason) {
+  (void)turn;
+  (void)from;
+  (void)reason;
+  order_log *o = state;
+  o->exit_after = (int64_t)o->msgs;
+  atomic_fetch_add_explicit(&o->heard, 1, memory_order_release);
+}
+
+static void ol_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)turn;
+  (void)id;
+  (void)who;
+  (void)reason;
+  order_log *o = state;
+  o->down_after = (int64_t)o->msgs;
+  atomic_fetch_add_explicit(&o->heard, 1, memory_order_release);
+}
+
+/* S's last turn: its sends, then the end of its vat, in one commit. */
+static void s_send_then_stop(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  for (int i = 0; i < ORDER_SENDS; i++)
+    expect_vat_ok(vat_send(turn, arg, ol_msg, NULL));
+  expect_vat_ok(vat_stop(turn));
+}
+
+static void ol_setup(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  uint64_t id;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), ol_exit));
+  expect_vat_ok(vat_link(turn, arg));
+  expect_vat_ok(vat_monitor(turn, arg, ol_down, &id));
+  expect_vat_ok(vat_send(turn, arg, s_send_then_stop, vat_self(turn)));
+}
+
+/* exits.h: signals from one vat to another arrive in the order they were
+ * committed, with its messages. A vat that sends and stops in one turn
+ * must not have its exit overtake those sends. */
+START_TEST(exit_and_down_follow_the_last_turns_sends) {
+  vat_system *sys = test_system(_i % 2 + 1);
+  order_log *o;
+  vat_ref *v = test_spawn(sys, sizeof(order_log), (void **)&o);
+  o->exit_after = o->down_after = -1;
+  vat_ref *s = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(v, ol_setup, s));
+  ck_assert(test_wait_u64(&o->heard, 2, 30));
+  test_quiesce(sys);
+  ck_assert_uint_eq(o->msgs, ORDER_SENDS);
+  ck_assert_int_eq(o->exit_after, ORDER_SENDS);
+  ck_assert_int_eq(o->down_after, ORDER_SENDS);
+}
+END_TEST
+
+/* Stop callbacks run before links and monitors fire. Two host-driven
+ * systems make it observable without a race: S lives in A, its watcher in
+ * B, so S's exit and down make B's descriptor readable the moment they are
+ * sent; S's stop callback looks at that descriptor. */
+static struct {
+  int fd_b;
+  int stops;
+  bool b_woken_in_stop;
+} sc;
+
+/* The collector's signals may interrupt poll (EINTR): ask again. */
+static bool readable_now(int fd) {
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = poll(&p, 1, 0);
+    if (n >= 0 || errno != EINTR)
+      return n == 1 && (p.revents & POLLIN);
+  }
+}
+
+static void sc_on_stop(void *state, vat_value reason) {
+  (void)state;
+  (void)reason;
+  sc.stops++;
+  sc.b_woken_in_stop = readable_now(sc.fd_b);
+}
+
+static vat_system *host_driven(void) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  return sys;
+}
+
+static void sc_setup(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  uint64_t id;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), ol_exit));
+  expect_vat_ok(vat_link(turn, arg));
+  expect_vat_ok(vat_monitor(turn, arg, ol_down, &id));
+}
+
+START_TEST(stop_callbacks_run_before_links_and_monitors_fire) {
+  vat_system *a = host_driven(), *b = host_driven();
+  ck_assert_vat_ok(vat_system_fd(b, &sc.fd_b));
+  vat_ref *s;
+  ck_assert_vat_ok(vat_host_spawn(
+      a, &(vat_entity_def){.state_size = 8, .on_stop = sc_on_stop}, &s, NULL));
+  order_log *o;
+  vat_ref *w = test_spawn(b, sizeof(order_log), (void **)&o);
+  o->exit_after = o->down_after = -1;
+  ck_assert_vat_ok(vat_host_send(w, sc_setup, s));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(b, 0, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(a, 0, NULL));
+  /* Linked and monitored; now S stops, and B hears nothing before. */
+  ck_assert(!readable_now(sc.fd_b));
+  ck_assert_vat_ok(vat_host_send(s, s_die, (void *)(intptr_t)K_NORMAL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(a, 0, NULL));
+  ck_assert_int_eq(sc.stops, 1);
+  ck_assert_msg(!sc.b_woken_in_stop,
+                "the exit or down reached the watcher before the stop "
+                "callback ran");
+  ck_assert(readable_now(sc.fd_b));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(b, 0, NULL));
+  ck_assert_uint_eq(atomic_load(&o->heard), 2);
+  test_quiesce(a);
+  test_quiesce(b);
+}
+END_TEST
+
+static void tn_trap(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_trap_exit(turn, vat_self(turn), v_exit));
+}
+
+static void tn_untrap_and_link(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_trap_exit(turn, NULL, NULL));
+  expect_vat_ok(vat_link(turn, arg));
+  expect_vat_ok(vat_send(turn, arg, s_die, (void *)(intptr_t)K_ERROR));
+}
+
+/* vat_trap_exit with a NULL receiver stops trapping: a linked vat's error
+ * then ends the caller, as if it had never trapped. */
+START_TEST(trap_exit_null_stops_trapping) {
+  vat_system *sys = test_system(2);
+  victim *v;
+  vat_ref *vref = test_spawn(sys, sizeof(victim), (void **)&v);
+  vat_ref *s = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(vref, tn_trap, NULL));
+  ck_assert_vat_ok(vat_host_send(vref, tn_untrap_and_link, s));
+  wait_dead(vref);
+  test_quiesce(sys);
+  ck_assert_int_eq(v->exits, 0);
+  ck_assert(vat_equal(vat_ref_exit_reason(vref), boom()));
+}
+END_TEST
+
+/* A failed turn changes no links or monitors (exits.h), not only
+ * spawn_link's: a link made in it does not exist, an unlink made in it did
+ * not happen. V's end shows which: only a link carries its error to S. */
+typedef struct fl {
+  vat_ref *s, *probe_to;
+  bool unlink; /* the failing turn unlinks a committed link */
+} fl;
+
+static void fl_link(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  expect_vat_ok(vat_link(turn, ((fl *)state)->s));
+}
+
+static void fl_fail(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  fl *f = state;
+  uint64_t id;
+  if (f->unlink)
+    expect_vat_ok(vat_unlink(turn, f->s));
+  else
+    expect_vat_ok(vat_link(turn, f->s));
+  expect_vat_ok(vat_monitor(turn, f->s, v_down, &id));
+  expect_vat_ok(vat_fail(turn, boom()));
+}
+
+/* The watcher hears V's down after V's exits left: then probes S. */
+static void fl_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)id;
+  (void)who;
+  (void)reason;
+  expect_vat_ok(vat_send(turn, ((fl *)state)->probe_to, test_hit, NULL));
+}
+
+/* One commit of W's, in order at V: (link,) the watch, the failing turn. */
+static void fl_watch(vat_turn *turn, void *state, void *arg) {
+  fl *w = state;
+  uint64_t id;
+  if (w->unlink)
+    expect_vat_ok(vat_send(turn, arg, fl_link, NULL));
+  expect_vat_ok(vat_monitor(turn, arg, fl_down, &id));
+  expect_vat_ok(vat_send(turn, arg, fl_fail, NULL));
+}
+
+START_TEST(failed_turn_discards_link_changes) {
+  bool unlink = _i == 1;
+  vat_system *sys = test_system(2);
+  test_counter *c;
+  vat_ref *s = test_spawn_counter(sys, &c);
+  fl *f, *w;
+  vat_ref *v = test_spawn(sys, sizeof(fl), (void **)&f);
+  vat_ref *wref = test_spawn(sys, sizeof(fl), (void **)&w);
+  f->s = s;
+  f->unlink = w->unlink = unlink;
+  w->probe_to = s;
+  ck_assert_vat_ok(vat_host_send(wref, fl_watch, v));
+  wait_dead(v);
+  ck_assert(vat_equal(vat_ref_exit_reason(v), boom()));
+  if (unlink) {
+    /* The link survived the failed unlink and took S down. */
+    wait_dead(s);
+    ck_assert(vat_equal(vat_ref_exit_reason(s), boom()));
+  } else {
+    /* The probe came after any exit V sent S, and S was alive for it. */
+    ck_assert(test_wait_u64(&c->hits, 1, 30));
+    ck_assert(!vat_ref_is_dead(s));
+  }
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_exits_suite(void) {
   Suite *s = suite_create("exits");
   TCase *tc = test_case("rules", 30);
@@ -1491,6 +1748,10 @@ Suite *test_exits_suite(void) {
   tcase_add_test(tc, chain_of_links);
   tcase_add_test(tc, stop_callbacks_run_once);
   tcase_add_test(tc, bad_calls);
+  tcase_add_loop_test(tc, exit_and_down_follow_the_last_turns_sends, 0, 4);
+  tcase_add_test(tc, stop_callbacks_run_before_links_and_monitors_fire);
+  tcase_add_test(tc, trap_exit_null_stops_trapping);
+  tcase_add_loop_test(tc, failed_turn_discards_link_changes, 0, 2);
   suite_add_tcase(s, tc);
   TCase *st = test_case("stress", 120);
   tcase_add_test(st, stress_links_and_monitors);

@@ -31,9 +31,19 @@ static vat_system *host_system(bool deterministic, uint64_t seed) {
   return sys;
 }
 
+/* Polls until `fd` is readable or `timeout_ms` passed. The collector's
+ * stop-the-world signals interrupt poll (EINTR): go on to the deadline. */
 static bool readable(int fd, int timeout_ms) {
-  struct pollfd p = {.fd = fd, .events = POLLIN};
-  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+  double until = test_wall_seconds() + timeout_ms * 1e-3;
+  for (;;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    double left_ms = (until - test_wall_seconds()) * 1e3;
+    int n = poll(&p, 1, left_ms > 0 ? (int)left_ms + 1 : 0);
+    if (n == 1)
+      return (p.revents & POLLIN) != 0;
+    if (n == 0 || errno != EINTR)
+      return false;
+  }
 }
 
 START_TEST(progress_only_inside_run) {
@@ -67,6 +77,111 @@ START_TEST(run_respects_turn_budget) {
   ck_assert_uint_eq(r.turns, 93);
   ck_assert(!r.more);
   ck_assert_uint_eq(atomic_load(&c->hits), 100);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* A vat that keeps itself busy, until told to stop or for 30 s at most. */
+typedef struct spinner {
+  _Atomic uint64_t stop;
+  double until;
+  uint64_t turns;
+} spinner;
+
+static void spin_on(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  spinner *sp = state;
+  sp->turns++;
+  if (!atomic_load_explicit(&sp->stop, memory_order_acquire) &&
+      test_wall_seconds() < sp->until)
+    expect_vat_ok(vat_send(turn, vat_self(turn), spin_on, NULL));
+}
+
+/* host.h: vat_system_run returns once `max_ns` passed, with work left. */
+START_TEST(run_respects_time_budget) {
+  vat_system *sys = host_system(false, 0);
+  spinner *sp;
+  vat_ref *ref = test_spawn(sys, sizeof(spinner), (void **)&sp);
+  sp->until = test_wall_seconds() + 30;
+  ck_assert_vat_ok(vat_host_send(ref, spin_on, NULL));
+  vat_run_result r;
+  double t0 = test_wall_seconds();
+  ck_assert_vat_ok(vat_system_run(sys, 0, 20 * 1000000, &r));
+  double took = test_wall_seconds() - t0;
+  ck_assert_msg(r.more, "ran dry in %.3f s: the budget was ignored", took);
+  ck_assert_uint_eq(r.turns, sp->turns);
+  ck_assert_msg(took < 10, "a 20 ms budget took %.3f s", took);
+  atomic_store_explicit(&sp->stop, 1, memory_order_release);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* host.h: "Sends made by the system's own turns do not make it readable:
+ * they are what `more` reports." */
+static void send_on(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  uintptr_t left = (uintptr_t)arg;
+  if (left > 0)
+    expect_vat_ok(vat_send(turn, vat_self(turn), send_on, (void *)(left - 1)));
+}
+
+START_TEST(own_sends_do_not_wake_the_fd) {
+  vat_system *sys = host_system(false, 0);
+  int fd;
+  ck_assert_vat_ok(vat_system_fd(sys, &fd));
+  vat_ref *ref = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(ref, send_on, (void *)(uintptr_t)100));
+  ck_assert(readable(fd, 0)); /* a host thread's send does */
+  vat_run_result r;
+  ck_assert_vat_ok(vat_system_run(sys, 10, 0, &r));
+  ck_assert_uint_eq(r.turns, 10);
+  ck_assert(r.more);
+  ck_assert_msg(!readable(fd, 0), "the system's own sends woke its fd");
+  ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
+  ck_assert_uint_eq(r.turns, 91);
+  ck_assert(!r.more);
+  ck_assert(!readable(fd, 0));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* run_until_quiescent stops after `max_turns`, with `more` set. */
+START_TEST(run_until_quiescent_respects_max_turns) {
+  vat_system *sys = host_system(true, 3);
+  vat_ref *ref = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(ref, send_on, (void *)(uintptr_t)100));
+  vat_run_result r;
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 25, &r));
+  ck_assert_uint_eq(r.turns, 25);
+  ck_assert(r.more);
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
+  ck_assert_uint_eq(r.turns, 76);
+  ck_assert(!r.more);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* run_until_quiescent runs "until nothing is ready and no timer is due":
+ * a zero-delay timer armed by a turn is due at once, on the virtual clock
+ * too, so the same call fires it and runs its message. */
+static void arm_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_later(turn, 0, arg, test_hit, NULL, NULL));
+}
+
+START_TEST(run_until_quiescent_fires_timers_that_fall_due) {
+  vat_system *sys = host_system(true, 5);
+  test_counter *c;
+  vat_ref *cref = test_spawn_counter(sys, &c);
+  vat_ref *ref = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(ref, arm_now, cref));
+  vat_run_result r;
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
+  ck_assert_uint_eq(atomic_load(&c->hits), 1);
+  ck_assert_uint_eq(r.turns, 2);
+  int64_t ns;
+  ck_assert_vat_ok(vat_system_next_timer(sys, &ns));
+  ck_assert_int_eq(ns, -1);
   test_quiesce(sys);
 }
 END_TEST
@@ -176,8 +291,10 @@ START_TEST(host_driven_and_threaded_systems_talk) {
   while (atomic_load(&ra->got) < 51 && test_wall_seconds() - start < 30) {
     vat_run_result r;
     ck_assert_vat_ok(vat_system_run(host, 0, 0, &r));
-    if (!r.more)
-      readable(fd, 1000); /* the threaded system's reply wakes us */
+    /* The threaded system's reply wakes us; without it we would hang. */
+    if (!r.more && atomic_load(&ra->got) < 51)
+      ck_assert_msg(readable(fd, 10000),
+                    "a reply from the threaded system did not wake the fd");
   }
   ck_assert_uint_eq(atomic_load(&ra->got), 51);
   test_quiesce(host);
@@ -384,19 +501,19 @@ END_TEST
 /* --- Host-driven shutdown keeps its deadline --------------------------------
  */
 
-typedef struct spinner {
+typedef struct busy_vat {
   _Atomic uint64_t turns;
-} spinner;
+} busy_vat;
 
 static void spin_forever(vat_turn *turn, void *state, void *arg) {
-  atomic_fetch_add_explicit(&((spinner *)state)->turns, 1,
+  atomic_fetch_add_explicit(&((busy_vat *)state)->turns, 1,
                             memory_order_release);
   expect_vat_ok(vat_send(turn, vat_self(turn), spin_forever, arg));
 }
 
 START_TEST(shutdown_deadline_bounds_a_busy_host_system) {
   vat_system *sys = host_system(false, 0);
-  spinner *sp;
+  busy_vat *sp;
   vat_ref *ref = test_spawn(sys, sizeof *sp, (void **)&sp);
   ck_assert_vat_ok(vat_host_send(ref, spin_forever, NULL));
   double start = test_wall_seconds();
@@ -429,7 +546,7 @@ static void *run_until_refused(void *arg) {
  * once it closes, or shutdown waits for it for ever. */
 START_TEST(shutdown_stops_a_concurrent_run_call) {
   vat_system *sys = host_system(false, 0);
-  spinner *sp;
+  busy_vat *sp;
   vat_ref *ref = test_spawn(sys, sizeof *sp, (void **)&sp);
   ck_assert_vat_ok(vat_host_send(ref, spin_forever, NULL));
   runner r = {.sys = sys};
@@ -808,6 +925,10 @@ Suite *test_host_suite(void) {
   TCase *tc = test_case("host", 60);
   tcase_add_test(tc, progress_only_inside_run);
   tcase_add_test(tc, run_respects_turn_budget);
+  tcase_add_test(tc, run_respects_time_budget);
+  tcase_add_test(tc, own_sends_do_not_wake_the_fd);
+  tcase_add_test(tc, run_until_quiescent_respects_max_turns);
+  tcase_add_test(tc, run_until_quiescent_fires_timers_that_fall_due);
   tcase_add_test(tc, fd_wakes_poll_when_another_thread_sends);
   tcase_add_test(tc, idle_embedded_host_does_not_spin);
   tcase_add_test(tc, host_driven_and_threaded_systems_talk);

@@ -2,6 +2,7 @@
  * observer's vat, broken promises when the callee dies, pipelining,
  * request timeouts, blocking waits from host threads, and a stress of
  * concurrent requests across both workers. */
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -470,13 +471,24 @@ START_TEST(request_timeout_breaks_and_late_answer_dropped) {
 }
 END_TEST
 
+/* A late timeout does nothing visible, so the test looks at the timer
+ * itself: on a virtual clock, once the answer came, no timer is pending. */
 START_TEST(answer_in_time_cancels_timeout) {
-  vat_system *sys = test_system(2);
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  cfg.deterministic = true;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
   vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
-  /* Long enough for a loaded machine to answer first. */
   caller *c = run_call(sys, to, answer_arg, (void *)(intptr_t)8, 0.5);
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
   expect_settled(c, true, vat_int(8));
-  test_sleep(0.6);
+  int64_t ns;
+  ck_assert_vat_ok(vat_system_next_timer(sys, &ns));
+  ck_assert_msg(ns == -1, "a timer is still pending, due in %ld ns", (long)ns);
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 1000000000));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
   test_quiesce(sys);
   ck_assert_uint_eq(atomic_load(&c->settled), 1);
 }
@@ -587,6 +599,87 @@ START_TEST(promise_as_value) {
   ck_assert_vat_err(vat_break(NULL, r, vat_null()), VAT_EINVAL);
   ck_assert_vat_err(vat_call(NULL, NULL, answer_arg, NULL, 0, &p),
                     VAT_ENOTINTURN);
+}
+END_TEST
+
+/* --- Edges of the API the header promises --------------------------------- */
+
+typedef struct edges {
+  vat_promise *to_int; /* resolves to an integer: not a ref */
+  vat_ref *sink;
+  int when_null_p, when_null_fn, send_rc;
+} edges;
+
+static void try_edges(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  edges *e = state;
+  e->when_null_p = vat_when(turn, NULL, record, NULL);
+  e->when_null_fn = vat_when(turn, e->to_int, NULL, NULL);
+  /* Pipelined to a promise that settles on an integer: dropped. */
+  e->send_rc = vat_promise_send(turn, e->to_int, test_hit, NULL);
+}
+
+START_TEST(promise_api_edges) {
+  vat_system *sys = test_system(1);
+  vat_promise *p;
+  vat_resolver *r;
+  ck_assert_vat_ok(vat_promise_new(&p, &r));
+  ck_assert_ptr_eq(vat_resolver_promise(r), p);
+  /* NaN is no timeout: refused, not a wait for ever. */
+  ck_assert_vat_err(vat_promise_wait(p, NAN, NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_promise_wait(p, 0, NULL), VAT_ETIMEDOUT);
+  test_counter *c;
+  edges *e;
+  vat_ref *sink = test_spawn_counter(sys, &c);
+  vat_ref *ref = test_spawn(sys, sizeof(edges), (void **)&e);
+  e->to_int = p;
+  e->sink = sink;
+  ck_assert_vat_ok(vat_host_send(ref, try_edges, NULL));
+  ck_assert_vat_ok(vat_resolve(NULL, r, vat_int(5)));
+  vat_value v;
+  ck_assert_vat_ok(vat_promise_wait(p, 10, &v));
+  ck_assert(vat_equal(v, vat_int(5)));
+  ck_assert_vat_ok(vat_host_send(ref, try_edges, NULL)); /* settled now */
+  test_quiesce(sys);
+  ck_assert_int_eq(e->when_null_p, VAT_EINVAL);
+  ck_assert_int_eq(e->when_null_fn, VAT_EINVAL);
+  ck_assert_int_eq(e->send_rc, VAT_OK);
+  ck_assert_uint_eq(atomic_load(&c->hits), 0);
+}
+END_TEST
+
+/* promise.h: the wait's timeout is real time, even in deterministic mode,
+ * where the virtual clock does not move by itself. */
+START_TEST(wait_uses_real_time_in_deterministic_mode) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  cfg.deterministic = true;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_call(to, answer_arg, (void *)(intptr_t)1, 0, &p));
+  double t0 = test_wall_seconds();
+  ck_assert_vat_err(vat_promise_wait(p, 0.05, NULL), VAT_ETIMEDOUT);
+  double took = test_wall_seconds() - t0;
+  ck_assert_msg(took >= 0.05, "waited %.4f s", took);
+  ck_assert_uint_eq(vat_system_now(sys), 0); /* the virtual clock stood */
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_vat_ok(vat_promise_wait(p, 0, NULL));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* promise.h: VAT_ECLOSED once the target's system is closing. */
+START_TEST(host_call_into_closed_system) {
+  vat_system *sys = test_system(1);
+  vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
+  ck_assert_vat_ok(vat_system_shutdown(sys, 10));
+  vat_promise *p = NULL;
+  ck_assert_vat_err(vat_host_call(to, answer_arg, NULL, 0, &p), VAT_ECLOSED);
+  ck_assert_vat_ok(vat_system_destroy(sys));
+  ck_assert_vat_err(vat_host_call(to, answer_arg, NULL, 0, &p), VAT_ECLOSED);
 }
 END_TEST
 
@@ -948,6 +1041,9 @@ Suite *test_promise_suite(void) {
   tcase_add_test(tc, wait_from_turn_is_an_error);
   tcase_add_test(tc, dead_callee_host_call_breaks);
   tcase_add_test(tc, promise_as_value);
+  tcase_add_test(tc, promise_api_edges);
+  tcase_add_test(tc, wait_uses_real_time_in_deterministic_mode);
+  tcase_add_test(tc, host_call_into_closed_system);
   tcase_add_test(tc, stress_concurrent_requests_settle_once);
   tcase_add_test(tc, pipelined_sends_keep_order_when_resolved_mid_turn);
   tcase_add_test(tc, host_woken_by_answer_finds_the_turns_sends_queued);

@@ -64,6 +64,7 @@ static void kid_trap(vat_turn *turn, void *state, void *arg) {
 }
 
 static bool fail_start[MAX_KIDS];
+static int fail_next[MAX_KIDS]; /* fail this many starts, then succeed */
 
 static void kid_hello(vat_turn *turn, void *state, void *arg) {
   (void)arg;
@@ -78,6 +79,10 @@ static int start_kid(vat_turn *turn, void *arg, vat_ref **out) {
   kid_state *k;
   if (fail_start[a->kid])
     return VAT_EINVAL;
+  if (fail_next[a->kid] > 0) {
+    fail_next[a->kid]--; /* only the supervisor's turns start kids */
+    return VAT_EINVAL;
+  }
   int rc = vat_spawn_link(turn,
                           &(vat_entity_def){.state_size = sizeof(kid_state),
                                             .on_stop = kid_stopped},
@@ -530,6 +535,136 @@ START_TEST(intensity_uses_the_virtual_clock) {
 }
 END_TEST
 
+/* --- Promises of supervisor.h nobody tested ------------------------------ */
+
+/* "max_restarts 0 means no restart at all is allowed." */
+START_TEST(max_restarts_zero_allows_none) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 2, 0);
+  vat_ref *sup = start_sup(sys, &spec, 2);
+  send_kid(0, kid_crash);
+  ck_assert(test_wait_u64(&total_ends, 2, 30));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&total_starts), 2);
+  ck_assert(vat_is_atom(vat_ref_exit_reason(sup), vat_atom_shutdown()));
+}
+END_TEST
+
+/* "A non-zero return is a failed start: counted as a restart, and tried
+ * again while the intensity allows." Two failed tries, then it starts. */
+START_TEST(failed_restart_is_retried) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 2, 3);
+  vat_ref *sup = start_sup(sys, &spec, 2);
+  fail_next[0] = 2;
+  send_kid(0, kid_crash);
+  ck_assert(test_wait_u64(&starts[0], 2, 30));
+  ck_assert_int_eq(fail_next[0], 0);
+  ck_assert(!vat_ref_is_dead(sup));
+  stop_and_quiesce(sys, sup, 3);
+}
+END_TEST
+
+/* The same with a budget too small: the retries count as restarts. */
+START_TEST(failed_restarts_count_toward_intensity) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 2, 2);
+  vat_ref *sup = start_sup(sys, &spec, 2);
+  fail_next[0] = 2; /* crash + 2 failed tries: 3 restarts in 10 s */
+  send_kid(0, kid_crash);
+  ck_assert(test_wait_u64(&total_ends, 2, 30));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&starts[0]), 1);
+  ck_assert(vat_is_atom(vat_ref_exit_reason(sup), vat_atom_shutdown()));
+}
+END_TEST
+
+/* Temporary children are forgotten once they end or are shut down: a
+ * one_for_all restart starts neither the one that ended nor the one it
+ * shut down. */
+START_TEST(temporary_children_are_forgotten) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ALL, 3, 5);
+  specs[1].restart = VAT_TEMPORARY; /* crashes first */
+  specs[2].restart = VAT_TEMPORARY; /* shut down by the restart */
+  vat_ref *sup = start_sup(sys, &spec, 3);
+  send_kid(1, kid_crash);
+  ck_assert(test_wait_u64(&total_ends, 1, 30));
+  send_kid(0, kid_crash);
+  ck_assert(test_wait_u64(&starts[0], 2, 30));
+  ck_assert(test_wait_u64(&total_ends, 3, 30)); /* kid 0, and kid 2 */
+  /* A which_children round trip orders this after the restart. */
+  vat_ref *aref;
+  asker *a;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(asker)}, &aref, (void **)&a));
+  ck_assert_vat_ok(vat_host_supervisor_which_children(sup, aref, got_children));
+  ck_assert(test_wait_u64(&a->answered, 1, 30));
+  ck_assert(a->refs[0] != NULL && a->refs[1] == NULL && a->refs[2] == NULL);
+  stop_and_quiesce(sys, sup, 4);
+  ck_assert_uint_eq(atomic_load(&starts[1]), 1);
+  ck_assert_uint_eq(atomic_load(&starts[2]), 1);
+}
+END_TEST
+
+START_TEST(bad_specs_are_refused) {
+  vat_system *sys = test_system(1);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 2, 3);
+  vat_ref *sup = NULL;
+  ck_assert_vat_err(vat_host_supervisor_start(sys, &spec, NULL), VAT_EINVAL);
+  spec.max_seconds = 0;
+  ck_assert_vat_err(vat_host_supervisor_start(sys, &spec, &sup), VAT_EINVAL);
+  spec.max_seconds = -1;
+  ck_assert_vat_err(vat_host_supervisor_start(sys, &spec, &sup), VAT_EINVAL);
+  spec.max_seconds = 10;
+  specs[1].start = NULL;
+  ck_assert_vat_err(vat_host_supervisor_start(sys, &spec, &sup), VAT_EINVAL);
+  ck_assert_ptr_null(sup);
+  ck_assert_vat_err(vat_host_supervisor_stop(NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_supervisor_stop(NULL, sup), VAT_ENOTINTURN);
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&total_starts), 0);
+}
+END_TEST
+
+/* From a turn: which_children, then stop. */
+typedef struct sup_user {
+  vat_ref *sup;
+  int which_null_rc;
+} sup_user;
+
+static void user_asks_and_stops(vat_turn *turn, void *state, void *arg) {
+  sup_user *u = state;
+  u->which_null_rc =
+      vat_supervisor_which_children(turn, NULL, vat_self(turn), got_children);
+  expect_vat_ok(vat_supervisor_which_children(turn, u->sup, arg, got_children));
+  expect_vat_ok(vat_supervisor_stop(turn, u->sup));
+}
+
+START_TEST(stop_and_which_children_from_a_turn) {
+  vat_system *sys = test_system(2);
+  vat_sup_spec spec = make_spec(VAT_REST_FOR_ONE, 2, 5);
+  vat_ref *sup = start_sup(sys, &spec, 2);
+  vat_ref *aref;
+  asker *a;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(asker)}, &aref, (void **)&a));
+  sup_user *u;
+  vat_ref *uref = test_spawn(sys, sizeof(sup_user), (void **)&u);
+  u->sup = sup;
+  ck_assert_vat_ok(vat_host_send(uref, user_asks_and_stops, aref));
+  ck_assert(test_wait_u64(&a->answered, 1, 30));
+  ck_assert(test_wait_u64(&total_ends, 2, 30));
+  test_quiesce(sys);
+  ck_assert_int_eq(u->which_null_rc, VAT_EINVAL);
+  ck_assert_uint_eq(a->n, 2);
+  ck_assert(a->refs[0] == kid_ref(0) && a->refs[1] == kid_ref(1));
+  ck_assert_str_eq(trace(2), "E1 E0");
+  ck_assert(vat_ref_is_dead(sup));
+  ck_assert(vat_reason_is_normal(vat_ref_exit_reason(sup)));
+}
+END_TEST
+
 Suite *test_supervisor_suite(void) {
   Suite *s = suite_create("supervisor");
   TCase *tc = test_case("supervisor", 60);
@@ -545,6 +680,12 @@ Suite *test_supervisor_suite(void) {
   tcase_add_test(tc, failed_start_at_init);
   tcase_add_test(tc, nested_supervisors_shut_down_in_order);
   tcase_add_test(tc, which_children);
+  tcase_add_test(tc, max_restarts_zero_allows_none);
+  tcase_add_test(tc, failed_restart_is_retried);
+  tcase_add_test(tc, failed_restarts_count_toward_intensity);
+  tcase_add_test(tc, temporary_children_are_forgotten);
+  tcase_add_test(tc, bad_specs_are_refused);
+  tcase_add_test(tc, stop_and_which_children_from_a_turn);
   suite_add_tcase(s, tc);
   TCase *clock = test_case("clock", 30);
   tcase_add_test(clock, intensity_uses_the_virtual_clock);

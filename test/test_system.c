@@ -12,6 +12,7 @@ START_TEST(config_defaults) {
   vat_config_default(&cfg);
   ck_assert_uint_eq(cfg.workers, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
   ck_assert_uint_eq(cfg.batch, 64);
+  ck_assert_uint_eq(cfg.spin, 64);
   ck_assert(cfg.on_dead_letter == NULL);
 }
 END_TEST
@@ -510,6 +511,18 @@ END_TEST
 
 /* --- Idle systems burn no CPU --------------------------------------------- */
 
+/* Waits until the workers have spun down and parked: a 0.1 s window with
+ * (nearly) no CPU used, within 10 s. A condition, not a fixed pause. */
+static bool settled_to_idle(void) {
+  for (int i = 0; i < 100; i++) {
+    double before = test_cpu_seconds();
+    test_sleep(0.1);
+    if (test_cpu_seconds() - before < 0.002)
+      return true;
+  }
+  return false;
+}
+
 START_TEST(idle_system_burns_no_cpu) {
   vat_system *sys = test_system(2);
   test_counter *counter;
@@ -519,7 +532,7 @@ START_TEST(idle_system_burns_no_cpu) {
   /* Done (a collection per turn makes that slow in the hostile build),
    * then a moment for the workers to spin down and park. */
   ck_assert(test_wait_u64(&counter->hits, 1000, 30));
-  test_sleep(0.1);
+  ck_assert_msg(settled_to_idle(), "the workers never parked");
   double before = test_cpu_seconds();
   test_sleep(2);
   double used = test_cpu_seconds() - before;
@@ -558,6 +571,117 @@ START_TEST(several_systems_coexist) {
 }
 END_TEST
 
+/* --- Promises of core.h -----------------------------------------------------
+ */
+
+/* vat_system_destroy shuts a running system down first. */
+START_TEST(destroy_shuts_down_when_needed) {
+  vat_system *sys = test_system(2);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
+  ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
+  ck_assert(test_wait_u64(&c->hits, 1, 30));
+  ck_assert_vat_ok(vat_system_destroy(sys));
+  ck_assert_vat_err(vat_system_shutdown(sys, 1), VAT_ECLOSED);
+  ck_assert_vat_err(vat_host_send(ref, test_hit, NULL), VAT_ECLOSED);
+  ck_assert_uint_eq(test_stats(sys).delivered, 1);
+  ck_assert_uint_eq(atomic_load(&c->hits), 1);
+}
+END_TEST
+
+typedef struct hook_count {
+  _Atomic uint64_t calls;
+} hook_count;
+
+static void count_hook(void *ctx, vat_ref *target, const vat_atom *selector) {
+  (void)target;
+  (void)selector;
+  atomic_fetch_add(&((hook_count *)ctx)->calls, 1);
+}
+
+typedef struct late {
+  vat_ref *to;
+} late;
+
+static void send_twice(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  late *l = state;
+  expect_vat_ok(vat_send(turn, l->to, test_hit, NULL));
+  expect_vat_ok(vat_send_msg(turn, l->to, vat_atom_intern("x"), vat_null()));
+}
+
+/* core.h: the dead-letter hook runs for messages that reach "a dead vat or
+ * a stopped system": here a live vat of a system that was shut down. */
+START_TEST(dead_letter_hook_for_a_stopped_system) {
+  hook_count hook = {0};
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 1;
+  cfg.on_dead_letter = count_hook;
+  cfg.dead_letter_ctx = &hook;
+  vat_system *stopped, *live = test_system(1);
+  ck_assert_vat_ok(vat_system_new(&cfg, &stopped));
+  test_counter *c;
+  vat_ref *target = test_spawn_counter(stopped, &c);
+  ck_assert_vat_ok(vat_system_shutdown(stopped, 10));
+  late *l;
+  vat_ref *sender = test_spawn(live, sizeof(late), (void **)&l);
+  l->to = target;
+  ck_assert_vat_ok(vat_host_send(sender, send_twice, NULL));
+  test_quiesce(live);
+  ck_assert_uint_eq(atomic_load(&hook.calls), 2);
+  ck_assert_uint_eq(test_stats(stopped).dead_letters, 2);
+  ck_assert_uint_eq(atomic_load(&c->hits), 0);
+  ck_assert_vat_ok(vat_system_destroy(stopped));
+}
+END_TEST
+
+typedef struct volley {
+  vat_ref *peer;
+  _Atomic uint64_t *done;
+} volley;
+
+static void volley_back(vat_turn *turn, void *state, void *arg) {
+  volley *v = state;
+  uintptr_t left = (uintptr_t)arg;
+  if (left == 0)
+    atomic_fetch_add_explicit(v->done, 1, memory_order_release);
+  else
+    expect_vat_ok(vat_send(turn, v->peer, volley_back, (void *)(left - 1)));
+}
+
+/* cfg.spin: 0 parks an idle worker at once (every hand-over between the
+ * two workers then goes through a wake-up), a large value spins long; both
+ * run every message, and both park when idle. */
+START_TEST(spin_setting_keeps_every_message) {
+  static const unsigned spins[] = {0, 1, 100000};
+  unsigned spin = spins[_i];
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 2;
+  cfg.spin = spin;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  static _Atomic uint64_t done;
+  atomic_store(&done, 0);
+  enum { PAIRS = 8, VOLLEYS = 2000 / TEST_SCALE };
+  for (int i = 0; i < PAIRS; i++) {
+    volley *a, *b;
+    vat_ref *ra = test_spawn(sys, sizeof(volley), (void **)&a);
+    vat_ref *rb = test_spawn(sys, sizeof(volley), (void **)&b);
+    *a = (volley){.peer = rb, .done = &done};
+    *b = (volley){.peer = ra, .done = &done};
+    ck_assert_vat_ok(
+        vat_host_send(ra, volley_back, (void *)(uintptr_t)VOLLEYS));
+  }
+  ck_assert_msg(test_wait_u64(&done, PAIRS, 60), "spin %u: %lu of %d done",
+                spin, (unsigned long)atomic_load(&done), PAIRS);
+  ck_assert_msg(settled_to_idle(), "spin %u: the workers never parked", spin);
+  test_quiesce(sys);
+  ck_assert_uint_eq(test_stats(sys).delivered, (uint64_t)PAIRS * (VOLLEYS + 1));
+}
+END_TEST
+
 Suite *test_system_suite(void) {
   Suite *s = suite_create("system");
   TCase *tc = test_case("system", 60);
@@ -577,6 +701,9 @@ Suite *test_system_suite(void) {
   tcase_add_test(tc, shutdown_fires_links_from_other_systems);
   tcase_add_test(tc, shutdown_answers_a_queued_monitor_with_shutdown);
   tcase_add_test(tc, shutdown_answers_a_queued_link_with_shutdown);
+  tcase_add_test(tc, destroy_shuts_down_when_needed);
+  tcase_add_test(tc, dead_letter_hook_for_a_stopped_system);
+  tcase_add_loop_test(tc, spin_setting_keeps_every_message, 0, 3);
   suite_add_tcase(s, tc);
   TCase *uninit = tcase_create("uninitialised");
   tcase_add_test(uninit, calls_before_init_are_refused);

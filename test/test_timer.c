@@ -1,6 +1,7 @@
 /* Timers: delays never early, order, cancellation, periodic timers, timers
  * of dead vats, idle timeouts, and a million pending timers. Timing checks
  * assert "not before" and leave generous room after, for loaded machines. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -166,7 +167,10 @@ START_TEST(every_repeats_until_cancelled) {
   ck_assert_vat_ok(vat_host_send(ref, start_ticking, NULL));
   ck_assert(test_wait_u64(&t->ticks, 5, 10));
   test_sleep(0.1);
-  ck_assert_uint_eq(atomic_load(&t->ticks), 5);
+  /* A tick already queued when the fifth cancelled may still come
+   * (timer.h: "a message it delivered already may still be queued"); no
+   * more than that one. */
+  ck_assert_uint_le(atomic_load(&t->ticks), 6);
   ck_assert(t->first - t->armed_at >= 0.02);
   ck_assert(t->last - t->armed_at >= 0.1);
   test_quiesce(sys);
@@ -325,7 +329,9 @@ START_TEST(idle_timeout_fires_only_after_silence) {
   ck_assert_uint_eq(during, 0);
   ck_assert_msg(silence >= 0.4, "fired after %.4f s of silence", silence);
   ck_assert_msg(silence < 5, "fired after %.4f s of silence", silence);
-  test_sleep(0.3);
+  /* Two and a half periods: long enough that a timeout still set would
+   * have fired again (the virtual-clock test checks the same exactly). */
+  test_sleep(1.0);
   ck_assert_uint_eq(atomic_load(&d->idle), 1);
   test_quiesce(sys);
 }
@@ -410,6 +416,180 @@ START_TEST(virtual_clock_drives_timers) {
   }
   ck_assert_uint_eq(atomic_load(&v->idle), 1);
   ck_assert_uint_ge(vat_system_now(sys), 3000000000u);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- On the virtual clock: periods, shutdown, idle, bad arguments --------- */
+
+static vat_system *virtual_system(void) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  cfg.deterministic = true;
+  cfg.seed = 11;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  return sys;
+}
+
+enum { MS = 1000000 };
+
+static void advance_and_run(vat_system *sys, uint64_t ns) {
+  ck_assert_vat_ok(vat_system_advance_clock(sys, ns));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+}
+
+static void every_10ms(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_every(turn, 0.01, arg, test_hit, NULL, NULL));
+}
+
+/* timer.h: "a period missed entirely is skipped, not repeated". */
+START_TEST(every_skips_missed_periods) {
+  vat_system *sys = virtual_system();
+  test_counter *c;
+  vat_ref *cref = test_spawn_counter(sys, &c);
+  vat_ref *armer = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(armer, every_10ms, cref));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  advance_and_run(sys, 10 * MS);
+  ck_assert_uint_eq(atomic_load(&c->hits), 1);
+  /* Ten and a half periods at once: one late tick, not ten. */
+  advance_and_run(sys, 105 * MS);
+  ck_assert_uint_eq(atomic_load(&c->hits), 2);
+  /* And it goes on ticking after the gap. */
+  advance_and_run(sys, 20 * MS);
+  uint64_t after = atomic_load(&c->hits);
+  ck_assert_msg(after == 3 || after == 4, "%lu ticks", (unsigned long)after);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* timer.h: "Once vat_system_shutdown starts, timers stop firing". Due
+ * timers of a host-driven system would fire inside shutdown's drain. */
+START_TEST(timers_stop_firing_once_shutdown_begins) {
+  vat_system *sys = virtual_system();
+  test_counter *c;
+  vat_ref *cref = test_spawn_counter(sys, &c);
+  vat_ref *armer = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(armer, every_10ms, cref));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 50 * MS)); /* due, unrun */
+  ck_assert_vat_ok(vat_system_shutdown(sys, 10));
+  ck_assert_uint_eq(atomic_load(&c->hits), 0);
+  ck_assert_uint_eq(test_bad_calls(), 0);
+  ck_assert_uint_eq(test_stats(sys).dropped_at_shutdown, 0);
+  ck_assert_vat_ok(vat_system_destroy(sys));
+}
+END_TEST
+
+typedef struct idle_setter {
+  vat_ref *to;
+  double idle_s;
+} idle_setter;
+
+static void set_idle_to(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  idle_setter *d = state;
+  expect_vat_ok(vat_idle_timeout(turn, d->idle_s, d->to, test_hit, NULL));
+}
+
+static uint64_t run_quarters(vat_system *sys, test_counter *c, int quarters) {
+  for (int i = 0; i < quarters; i++)
+    advance_and_run(sys, 250 * MS);
+  return atomic_load(&c->hits);
+}
+
+/* timer.h: the idle message is sent "once the vat has run no turn for
+ * `idle_s` seconds, and again after each further period of silence"; 0
+ * clears it. It goes to another vat here, so nothing breaks the silence. */
+START_TEST(idle_timeout_fires_every_idle_period_until_cleared) {
+  vat_system *sys = virtual_system();
+  test_counter *c;
+  idle_setter *d;
+  vat_ref *cref = test_spawn_counter(sys, &c);
+  vat_ref *ref = test_spawn(sys, sizeof(idle_setter), (void **)&d);
+  d->to = cref;
+  d->idle_s = 1.0;
+  ck_assert_vat_ok(vat_host_send(ref, set_idle_to, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_uint_eq(run_quarters(sys, c, 3), 0); /* 0.75 s: too early */
+  /* Ten seconds of silence: once per second (the checks are a quarter
+   * apart, so the first may come a quarter late). */
+  uint64_t n = run_quarters(sys, c, 37);
+  ck_assert_msg(n >= 9 && n <= 10, "%lu idle messages in 10 s",
+                (unsigned long)n);
+  d->idle_s = 0;
+  ck_assert_vat_ok(vat_host_send(ref, set_idle_to, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_uint_eq(run_quarters(sys, c, 20), n);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* A new call replaces the old timeout: its period, target and message. */
+START_TEST(new_idle_timeout_replaces_the_old) {
+  vat_system *sys = virtual_system();
+  test_counter *c1, *c2;
+  idle_setter *d;
+  vat_ref *r1 = test_spawn_counter(sys, &c1);
+  vat_ref *r2 = test_spawn_counter(sys, &c2);
+  vat_ref *ref = test_spawn(sys, sizeof(idle_setter), (void **)&d);
+  d->to = r1;
+  d->idle_s = 1.0;
+  ck_assert_vat_ok(vat_host_send(ref, set_idle_to, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  d->to = r2;
+  d->idle_s = 3.0;
+  ck_assert_vat_ok(vat_host_send(ref, set_idle_to, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_uint_eq(run_quarters(sys, c2, 8), 0); /* 2 s: neither */
+  ck_assert_uint_eq(atomic_load(&c1->hits), 0);
+  ck_assert_uint_ge(run_quarters(sys, c2, 6), 1); /* 3.5 s: the new one */
+  ck_assert_uint_eq(atomic_load(&c1->hits), 0);
+  test_quiesce(sys);
+}
+END_TEST
+
+enum { BAD_TIMER_CALLS = 12 };
+
+typedef struct bad_timers {
+  int rc[BAD_TIMER_CALLS];
+} bad_timers;
+
+static void try_bad_timers(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  bad_timers *b = state;
+  vat_ref *me = vat_self(turn);
+  int i = 0;
+  b->rc[i++] = vat_later(turn, -1, me, test_hit, NULL, NULL);
+  b->rc[i++] = vat_later(turn, NAN, me, test_hit, NULL, NULL);
+  b->rc[i++] = vat_later(turn, 1, NULL, test_hit, NULL, NULL);
+  b->rc[i++] = vat_later(turn, 1, me, NULL, NULL, NULL);
+  b->rc[i++] = vat_later_msg(turn, 1, me, NULL, vat_null(), NULL);
+  b->rc[i++] = vat_every(turn, 0, me, test_hit, NULL, NULL);
+  b->rc[i++] = vat_every(turn, -0.5, me, test_hit, NULL, NULL);
+  b->rc[i++] = vat_every(turn, NAN, me, test_hit, NULL, NULL);
+  b->rc[i++] = vat_every(turn, 1, NULL, test_hit, NULL, NULL);
+  b->rc[i++] = vat_idle_timeout(turn, -1, me, test_hit, NULL);
+  b->rc[i++] = vat_idle_timeout(turn, NAN, me, test_hit, NULL);
+  b->rc[i++] = vat_idle_timeout(turn, 1, me, NULL, NULL);
+}
+
+/* timer.h's EINVAL cases; a refused call arms nothing. */
+START_TEST(bad_arguments_in_a_turn) {
+  vat_system *sys = virtual_system();
+  bad_timers *b;
+  vat_ref *ref = test_spawn(sys, sizeof(bad_timers), (void **)&b);
+  ck_assert_vat_ok(vat_host_send(ref, try_bad_timers, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  for (int i = 0; i < BAD_TIMER_CALLS; i++)
+    ck_assert_msg(b->rc[i] == VAT_EINVAL, "call %d returned %s", i,
+                  vat_err_name(b->rc[i]));
+  int64_t ns;
+  ck_assert_vat_ok(vat_system_next_timer(sys, &ns));
+  ck_assert_int_eq(ns, -1);
   test_quiesce(sys);
 }
 END_TEST
@@ -507,8 +687,8 @@ START_TEST(million_timers_half_cancelled) {
           (unsigned long)(MANY / 2 - m->cancel_ok_n));
   test_sleep(0.1);
   ck_assert_uint_eq(atomic_load(&c->n), expected);
-  /* Nearly all cancels must have been in time on any machine. */
-  ck_assert_uint_ge(m->cancel_ok_n, MANY / 2 * 9 / 10);
+  /* How many cancels came in time is a matter of speed, which the
+   * benchmarks measure; here only the exact verdict per timer counts. */
   for (uint64_t i = 0; i < MANY; i++)
     ck_assert_uint_eq(c->fired[i], m->cancel_ok[i] ? 0 : 1);
   test_quiesce(sys);
@@ -527,6 +707,11 @@ Suite *test_timer_suite(void) {
   tcase_add_test(tc, dynamic_message_timer);
   tcase_add_test(tc, idle_timeout_fires_only_after_silence);
   tcase_add_test(tc, virtual_clock_drives_timers);
+  tcase_add_test(tc, every_skips_missed_periods);
+  tcase_add_test(tc, timers_stop_firing_once_shutdown_begins);
+  tcase_add_test(tc, idle_timeout_fires_every_idle_period_until_cleared);
+  tcase_add_test(tc, new_idle_timeout_replaces_the_old);
+  tcase_add_test(tc, bad_arguments_in_a_turn);
   suite_add_tcase(s, tc);
   TCase *stress = test_case("timer_stress", 120);
   tcase_add_test(stress, million_timers_half_cancelled);

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# Mutation testing: does the suite catch plausible one-line bugs?
+#
+# Each mutation below replaces one exact line of a source file (compared
+# with leading and trailing blanks ignored; the indentation is kept) by
+# another. A mutation may edit a few lines (same name on several rows);
+# every edit must match exactly one line, or the script stops and says
+# which pattern no longer matches, so the list cannot rot silently.
+#
+# The mutations are applied to a scratch git worktree under a temporary
+# directory, built there (incrementally: one build directory reused), and
+# run against the suites named on their row with a time limit. The working
+# tree you run this from is never touched. Not part of CI: it is slow.
+#
+# Usage: test/mutate.sh [-k] [-t SECONDS] [-j JOBS] [NAME...]
+#   NAME...   only these mutations (default: all)
+#   -t        time limit per mutation's test run (default 300)
+#   -k        keep the scratch tree and print its path
+#   -l        list the mutations and exit
+#   -n        only check that every pattern matches exactly once
+#   -j        ninja jobs (default 1)
+# Run it niced on a shared machine: nice -n 19 test/mutate.sh
+# Output: one line per mutation, "caught" or "SURVIVED", then a total.
+# Exit status: 0 when every mutation was caught, 1 if any survived, 2 on
+# a broken list or build.
+set -euo pipefail
+
+ROOT=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
+LIMIT=300
+KEEP=0
+JOBS=1
+LIST=0
+CHECK=0
+while getopts "klnt:j:" opt; do
+  case $opt in
+  k) KEEP=1 ;;
+  l) LIST=1 ;;
+  n) CHECK=1 ;;
+  t) LIMIT=$OPTARG ;;
+  j) JOBS=$OPTARG ;;
+  *) exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+
+# name | file | suites | exact line | replacement
+# Suites are the runner's names; several separated by spaces. Lines that
+# start with '#' are comments.
+read -r -d '' MUTATIONS <<'EOF' || true
+commit-stop-before-sends|src/turn.c|exits|vat__msg *m = t->out_head;|if (t->stop) vat__terminate(w, t->vat, vat_atom_value(vat__atom_normal)); vat__msg *m = t->out_head;
+commit-stop-before-sends|src/turn.c|exits|if (t->stop)|if (0)
+commit-skips-effects|src/turn.c|exits promise timer|e->commit(t, e);|(void)e;
+commit-own-sends-first|src/turn.c|turn send|if (!took) /* others' messages that came first go first */|if (0)
+failed-turn-commits|src/turn.c|turn exits|if (t.failed)|if (0)
+batch-ignores-budget|src/turn.c|turn sched|budget--;|(void)budget;
+dead-vat-runs-turns|src/turn.c|turn send exits|if (vat__is_dead(v))|if (0)
+stop-ignored|src/turn.c|turn exits|turn->stop = true;|(void)turn;
+fail-null-accepted|src/turn.c|turn|if (vat_is_null(reason))|if (0)
+exits-links-before-stop-callbacks|src/exits.c|exits|if (v->cold->first_stop)|vat__xmap_each(&x0->links, notify_link, args0); vat__xmap_each(&x0->watchers, notify_watch, args0); vat__xmap_clear(&x0->links); vat__xmap_clear(&x0->watchers); if (v->cold->first_stop)
+exits-links-before-stop-callbacks|src/exits.c|exits|(void)reason; /* v->cold->exit_reason holds it */|(void)reason; struct vat__exits *x0 = v->cold->exits ? v->cold->exits : exits_of(v); void *args0[2] = {w, v};
+trap-null-keeps-trapping|src/exits.c|exits|x->trap = receiver;|if (receiver) x->trap = receiver;
+trap-null-keeps-trapping|src/exits.c|exits|x->trap_fn = receiver ? on_exit : NULL;|if (receiver) x->trap_fn = on_exit;
+trap-ignores-kill|src/exits.c|exits|bool kill = !s->link && is_kill(s->reason);|bool kill = false;
+normal-exit-kills|src/exits.c|exits supervisor|if (vat_reason_is_normal(s->reason) && s->from_vat != v)|if (0)
+rule1-ignored|src/exits.c|exits|if (x == NULL \|\| !vat__xmap_remove(&x->links, (uintptr_t)s->from_vat))|if (x != NULL) vat__xmap_remove(&x->links, (uintptr_t)s->from_vat); if (0)
+demonitor-ignored|src/exits.c|exits|return; /* demonitored: never fires */|;
+monitor-null-fn-accepted|src/exits.c|exits|if (target == NULL \|\| on_down == NULL \|\| id == NULL)|if (target == NULL \|\| id == NULL)
+link-noproc-missing|src/exits.c|exits|send_exit(w, s->from, target->vat, vat_atom_value(vat__atom_noproc));|(void)s;
+monitor-noproc-missing|src/exits.c|exits|send_down(w, ((watch_sig *)sig)->w, vat_atom_value(vat__atom_noproc));|(void)sig;
+unlinking-ignored|src/exits.c|exits|if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL)|if (1)
+dead-letter-counted-on-sender|src/send.c|send|if (w != NULL && w->sys == sys)|if (w != NULL)
+dead-letter-hook-skipped|src/send.c|send|call_hook(sys, m);|(void)m;
+host-send-after-close|src/send.c|system send|if (w == NULL && state != VAT__RUNNING)|if (0)
+every-replays-missed|src/timer.c|timer|t->deadline = now + t->period;|;
+timers-fire-in-shutdown|src/timer.c|timer|if (s == NULL \|\| vat__system_state(sys) != VAT__RUNNING)|if (s == NULL)
+idle-fires-once|src/timer.c|timer|vat_send(turn, own->idle_to, own->idle_fn, own->idle_arg);|vat_send(turn, own->idle_to, own->idle_fn, own->idle_arg); own->idle_ns = 0;
+idle-never-silent|src/timer.c|timer|own->silent = v->turns == own->snap ? own->silent + 1 : 0;|own->silent = own->silent + 1;
+# Known survivor: a dead owner's timers are cancelled by its terminate hook
+# under the service lock; this check only matters between the vat's `dead`
+# flag and that hook. Catching it needs a pause point in vat__terminate.
+timer-dead-owner-fires|src/timer.c|timer|if (vat__is_dead(t->owner)) {|if (0) {
+every-zero-period|src/timer.c|timer|if (!(period_s > 0))|if (period_s < 0)
+promise-timeout-not-cancelled|src/promise.c|promise|vat_timer_cancel(timeout);|(void)timeout;
+membrane-error-unwrapped|src/caps/membrane.c|caps|int rc = wrap(turn, m, vat_error_payload(v), to, &payload);|vat_value payload = vat_error_payload(v); int rc = VAT_OK;
+membrane-error-unwrapped|src/caps/membrane.c|caps|vat_value payload;|
+membrane-record-unwrapped|src/caps/membrane.c|caps|case VAT_T_RECORD: {|case VAT_T_RECORD: if (vat_type_of(v) == VAT_T_RECORD) { *out = v; return VAT_OK; } {
+membrane-promise-passes|src/caps/membrane.c|caps|case VAT_T_PROMISE:|case VAT_T_PROMISE: *out = v; return VAT_OK;
+membrane-reuses-wrong-side|src/caps/membrane.c|caps|if (p != NULL && p->side == to) {|if (p != NULL) {
+revoked-membrane-relays|src/caps/membrane.c|caps|if (caps__is_revoked(p->m->cell)) {|if (0) {
+run-ignores-max-ns|src/host.c|host|if (max_ns && monotonic_ns() - start >= max_ns)|if (0)
+run-ignores-max-turns|src/host.c|host|if (max_turns && done >= max_turns)|if (0)
+run-until-quiescent-ignores-timers|src/host.c|host timer|} while ((res.more \|\| timer_due(sys)) &&|} while ((res.more) &&
+advance-clock-on-real-system|src/host.c|host|if (!sys->virtual_clock)|if (0)
+mailbox-push-always-schedules|src/mailbox.c|mailbox send turn|return below == NULL;|return true;
+mailbox-idle-with-mail|src/mailbox.c|mailbox send|if (mb->head != NULL)|if (0)
+sup-intensity-off-by-one|src/supervisor.c|supervisor|if (s->nstamps >= s->max_restarts)|if (s->nstamps > s->max_restarts)
+sup-window-never-slides|src/supervisor.c|supervisor|if (now - s->stamps[i] <= s->max_seconds)|if (1)
+sup-transient-always-restarts|src/supervisor.c|supervisor|return !vat_reason_is_orderly(reason);|return true;
+sup-temporary-restarted-with-group|src/supervisor.c|supervisor|if (!s->kids[j].removed && s->kids[j].spec.restart != VAT_TEMPORARY)|if (!s->kids[j].removed)
+sup-failed-start-not-retried|src/supervisor.c|supervisor|while (!start_kid(turn, k)) {|if (!start_kid(turn, k)) {
+EOF
+
+rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
+
+if [[ $LIST == 1 ]]; then
+  rows | cut -d'|' -f1 | uniq
+  exit 0
+fi
+
+# Splits a row into the array F; "\|" in a row is a literal bar.
+split_row() {
+  local r=${1//\\|/$'\x1f'}
+  IFS='|' read -r -a F <<<"$r"
+  local i
+  for i in "${!F[@]}"; do F[i]=${F[i]//$'\x1f'/|}; done
+}
+
+# Applies one edit to $1/$file, checking the line matches exactly once.
+apply_edit() {
+  local tree=$1 file=$2 old=$3 new=$4
+  python3 - "$tree/$file" "$old" "$new" <<'PY'
+import sys
+path, old, new = sys.argv[1], sys.argv[2].strip(), sys.argv[3]
+lines = open(path).read().split("\n")
+hits = [i for i, l in enumerate(lines) if l.strip() == old]
+if len(hits) != 1:
+    sys.exit(f"{path}: {len(hits)} lines match {old!r} (want exactly 1)")
+i = hits[0]
+indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+lines[i] = indent + new
+open(path, "w").write("\n".join(lines))
+PY
+}
+
+# Everything below runs from main, read whole before it starts: editing
+# this file during a run cannot change the run. (Not indented: heredocs.)
+main() {
+local names=("$@")
+if [[ ${#names[@]} == 0 ]]; then
+  mapfile -t names < <(rows | cut -d'|' -f1 | uniq)
+fi
+
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/vat-mutate.XXXXXX")
+TREE=$SCRATCH/tree
+cleanup() {
+  if [[ $KEEP == 1 ]]; then
+    echo "scratch tree kept: $TREE"
+  else
+    git -C "$ROOT" worktree remove --force "$TREE" >/dev/null 2>&1 || true
+    rm -rf "$SCRATCH"
+  fi
+}
+trap cleanup EXIT
+
+# The scratch tree gets the current working tree's files, committed or not.
+git -C "$ROOT" worktree add --detach "$TREE" HEAD >/dev/null 2>&1
+(cd "$ROOT" && git ls-files -m -o --exclude-standard -z) |
+  (cd "$ROOT" && xargs -0 -r cp --parents -t "$TREE")
+
+# Every edit must match before anything runs.
+for name in "${names[@]}"; do
+  found=0
+  while IFS= read -r row; do
+    split_row "$row"
+    [[ ${F[0]} == "$name" ]] || continue
+    found=1
+    python3 - "$TREE/${F[1]}" "${F[3]}" <<'PY' || exit 2
+import sys
+old = sys.argv[2].strip()
+n = sum(1 for l in open(sys.argv[1]).read().split("\n") if l.strip() == old)
+if n != 1:
+    sys.exit(f"{sys.argv[1]}: {n} lines match {old!r} (want exactly 1)")
+PY
+  done < <(rows)
+  if [[ $found == 0 ]]; then
+    echo "no mutation named $name" >&2
+    exit 2
+  fi
+done
+
+if [[ $CHECK == 1 ]]; then
+  echo "${#names[@]} mutations, every pattern matches once"
+  exit 0
+fi
+
+echo "building the unmutated tree in $TREE/build"
+meson setup "$TREE/build" "$TREE" -Dbuildtype=debugoptimized \
+  -Dlibuv_example=disabled >"$SCRATCH/setup.log" 2>&1 ||
+  { cat "$SCRATCH/setup.log"; exit 2; }
+ninja -j "$JOBS" -C "$TREE/build" test/vat-tests >"$SCRATCH/build.log" 2>&1 ||
+  { tail -30 "$SCRATCH/build.log"; exit 2; }
+
+caught=0
+survived=0
+broken=0
+for name in "${names[@]}"; do
+  files=()
+  suites=""
+  while IFS= read -r row; do
+    split_row "$row"
+    [[ ${F[0]} == "$name" ]] || continue
+    suites=${F[2]}
+    files+=("${F[1]}")
+    apply_edit "$TREE" "${F[1]}" "${F[3]}" "${F[4]-}"
+  done < <(rows)
+  log=$SCRATCH/$name.log
+  verdict=""
+  if ! ninja -j "$JOBS" -C "$TREE/build" test/vat-tests >"$log" 2>&1; then
+    verdict="build-failed"
+    broken=$((broken + 1))
+  else
+    # shellcheck disable=SC2086
+    if (cd "$TREE" && CK_DEFAULT_TIMEOUT=$LIMIT timeout --kill-after=10 \
+      "$LIMIT" build/test/vat-tests $suites) >>"$log" 2>&1; then
+      verdict="SURVIVED"
+      survived=$((survived + 1))
+    else
+      verdict="caught"
+      caught=$((caught + 1))
+    fi
+  fi
+  first_failure=$(grep -m1 -E ':[FE]:' "$log" || true)
+  printf '%-40s %-12s %s\n' "$name" "$verdict" "${first_failure#"$TREE"/}"
+  for f in $(printf '%s\n' "${files[@]}" | sort -u); do
+    git -C "$TREE" checkout -q -- "$f"
+    # The originals may have local changes: restore those too.
+    if [[ -f "$ROOT/$f" ]]; then cp "$ROOT/$f" "$TREE/$f"; fi
+  done
+done
+total=$((caught + survived + broken))
+echo "total: $total, caught $caught, survived $survived, did not build $broken"
+[[ $broken == 0 ]] || exit 2
+[[ $survived == 0 ]]
+}
+
+main "$@"
