@@ -204,6 +204,9 @@ START_TEST(shutdown_counts_a_send_caught_mid_push) {
   vat_ref *ref = test_spawn_counter(sys, &c);
   for (uint64_t i = 0; i < before; i++)
     ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
+  /* All handled before the race: shutdown's short deadline then drops
+   * only the message caught mid-push (a slow build may lag behind). */
+  ck_assert(test_wait_u64(&c->hits, before, 30));
   vat__test_point_arm("send.external.after_state_check");
   mid_sender s = {.to = ref};
   pthread_t caller, closer;
@@ -265,6 +268,7 @@ START_TEST(shutdown_counts_a_cross_system_send_caught_mid_push) {
   vat_ref *ref = test_spawn_counter(sys, &c);
   for (uint64_t i = 0; i < before; i++)
     ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
+  ck_assert(test_wait_u64(&c->hits, before, 30)); /* as above */
   forwarder *f;
   vat_ref *fref = test_spawn(from, sizeof *f, (void **)&f);
   f->to = ref;
