@@ -53,12 +53,9 @@ int vat_thread_register(void) {
 }
 
 int vat_thread_unregister(void) {
-  if (!vat__is_initialized())
-    return VAT_ENOTINIT;
-  if (vat__current_turn != NULL)
-    return VAT_EINTURN;
-  if (!registered())
-    return VAT_ENOTREGISTERED;
+  int rc = vat__check_host();
+  if (rc != VAT_OK)
+    return rc;
   GC_unregister_my_thread();
   thread_registered = false;
   return VAT_OK;

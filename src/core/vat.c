@@ -51,13 +51,20 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason) {
   vat__hooks_vat_ended(w, v, reason);
 }
 
-int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
-              void **state_out) {
+/* The checks vat_spawn and vat_entity_new make on their caller. */
+static int check_make(vat_turn *turn, const vat_entity_def *def,
+                      vat_ref **out) {
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
     return rc;
-  if (def == NULL || out == NULL)
-    return VAT_EINVAL;
+  return def == NULL || out == NULL ? VAT_EINVAL : VAT_OK;
+}
+
+int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
+              void **state_out) {
+  int rc = check_make(turn, def, out);
+  if (rc != VAT_OK)
+    return rc;
   vat__vat *v;
   vat__vat_new(turn->vat->sys, def, &v, state_out);
   /* Remembered so a failed turn can end it; nothing can send to it before
@@ -87,11 +94,9 @@ int vat_host_spawn(vat_system *sys, const vat_entity_def *def, vat_ref **out,
 
 int vat_entity_new(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
                    void **state_out) {
-  int rc = vat__check_turn(turn);
+  int rc = check_make(turn, def, out);
   if (rc != VAT_OK)
     return rc;
-  if (def == NULL || out == NULL)
-    return VAT_EINVAL;
   struct vat_entity *e = vat__gc_alloc(sizeof *e + def->state_size);
   entity_init(e, turn->vat, def, state_out);
   *out = e;

@@ -185,6 +185,13 @@ static void own_unlink(vat_timer *t) {
   t->own_prev = t->own_next = NULL;
 }
 
+/* Cancels t under the lock: it leaves the heap if it is armed there. */
+static void cancel_locked(service *s, vat_timer *t) {
+  t->cancelled = true;
+  if (t->slot != NOT_ARMED)
+    heap_remove(s, t);
+}
+
 /* Arms t (its `deadline` holding the delay) under the lock. */
 static void arm_locked(service *s, vat_timer *t, uint64_t now) {
   if (t->cancelled || s->stop)
@@ -344,17 +351,13 @@ static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   pthread_mutex_lock(&s->lock);
   for (vat_timer *t = own->owned, *next; t != NULL; t = next) {
     next = t->own_next;
-    t->cancelled = true;
-    if (t->slot != NOT_ARMED)
-      heap_remove(s, t);
+    cancel_locked(s, t);
     t->own_prev = t->own_next = NULL;
   }
   own->owned = NULL;
   vat_timer *idle = own->idle_check;
   if (idle) {
-    idle->cancelled = true;
-    if (idle->slot != NOT_ARMED)
-      heap_remove(s, idle);
+    cancel_locked(s, idle);
   }
   pthread_mutex_unlock(&s->lock);
 }
@@ -458,9 +461,7 @@ int vat_timer_cancel(vat_timer *t) {
   if (t->cancelled || t->fired) {
     rc = VAT_ENOTFOUND;
   } else {
-    t->cancelled = true;
-    if (t->slot != NOT_ARMED)
-      heap_remove(s, t);
+    cancel_locked(s, t);
     if (t->armed && t->owner && t->kind != T_IDLE)
       own_unlink(t);
   }
@@ -541,9 +542,7 @@ static void idle_commit(vat_turn *turn, vat__effect *e) {
   pthread_mutex_lock(&s->lock);
   vat_timer *old = own->idle_check;
   if (old) {
-    old->cancelled = true;
-    if (old->slot != NOT_ARMED)
-      heap_remove(s, old);
+    cancel_locked(s, old);
     own->idle_check = NULL;
   }
   own->idle_ns = ie->idle_ns;
