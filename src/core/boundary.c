@@ -34,10 +34,10 @@ static void prune_edges(vat_system *sys) {
 }
 
 void vat__boundary_note(vat__vat *v) {
-  vat__cold *cold = vat__cold_of(v);
-  if (cold->on_boundary)
+  vat__vat_ext *ext = vat__ext_of(v);
+  if (ext->on_boundary)
     return;
-  cold->on_boundary = true;
+  ext->on_boundary = true;
   vat__edge *e = vat__gc_alloc(sizeof *e);
   e->vat = GC_HIDE_POINTER(v);
   if (GC_general_register_disappearing_link((void **)&e->vat, v) ==

@@ -8,7 +8,7 @@
 
 void vat__mailbox_init(vat__mailbox *mb) {
   atomic_init(&mb->top, NULL);
-  mb->seen = 0;
+  mb->taken = 0;
   mb->head = NULL;
   mb->tail = NULL;
 }
@@ -92,26 +92,26 @@ static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
   }
 }
 
-/* Takes what was pushed since `seen` and appends it, oldest first, to the
- * private list. The old `seen` is recycled if it was handled; if it is
+/* Takes what was pushed since `taken` and appends it, oldest first, to the
+ * private list. The old `taken` is recycled if it was handled; if it is
  * still queued, it is an ordinary node from now on, recycled when done.
  *
  * A producer caught between its exchange and its link leaves a node the
  * walk cannot get past. Then nothing of the segment is taken: the nodes
  * above it were pushed later, maybe by a producer whose earlier messages
  * lie below it, so taking them alone would break that producer's order.
- * `seen` and `top` stay as they were, so the vat cannot go idle (try_idle's
+ * `taken` and `top` stay as they were, so the vat cannot go idle (try_idle's
  * CAS fails) and a later take gets the whole segment. With `wait` (a vat
  * that will not run again) it waits for the producer instead. */
 static bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
   vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
-  vat__msg *seen = vat__mailbox_seen(mb);
-  if (top == seen)
+  vat__msg *taken = vat__mailbox_taken(mb);
+  if (top == taken)
     return false;
   vat__msg *fifo = NULL;
-  for (vat__msg *m = top; m != seen;) {
+  for (vat__msg *m = top; m != taken;) {
     vat__msg *older = atomic_load_explicit(&m->next, memory_order_acquire);
     if (older == VAT__MAILBOX_UNLINKED &&
         (older = link_below(m, wait)) == VAT__MAILBOX_UNLINKED) {
@@ -122,13 +122,13 @@ static bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
     fifo = m;
     m = older;
   }
-  if (mb->seen & VAT__SEEN_DONE)
-    recycle(pool, seen);
+  if (mb->taken & VAT__TAKEN_DONE)
+    recycle(pool, taken);
   if (mb->head == NULL)
     mb->head = fifo;
   else
     atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
-  mb->seen = (uintptr_t)top;
+  mb->taken = (uintptr_t)top;
   mb->tail = top;
   return true;
 }
@@ -140,24 +140,24 @@ bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
 bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   if (mb->head != NULL)
     return false;
-  /* Clear `seen` before the CAS: once the vat is idle, a producer may
+  /* Clear `taken` before the CAS: once the vat is idle, a producer may
    * schedule it on another worker at once, and the mailbox is that
    * worker's. The CAS's release publishes the cleared field to it. */
-  uintptr_t seen_bits = mb->seen;
-  vat__msg *seen = vat__mailbox_seen(mb);
-  mb->seen = 0;
+  uintptr_t taken_bits = mb->taken;
+  vat__msg *taken = vat__mailbox_taken(mb);
+  mb->taken = 0;
   /* Release also makes everything this vat's turns wrote happen-before the
    * next scheduling, which starts with a producer's acquire exchange that
    * finds IDLE — so the next worker to run the vat sees its state. */
-  if (!atomic_compare_exchange_strong_explicit(&mb->top, &(vat__msg *){seen},
+  if (!atomic_compare_exchange_strong_explicit(&mb->top, &(vat__msg *){taken},
                                                NULL, memory_order_release,
                                                memory_order_relaxed)) {
-    mb->seen = seen_bits;
+    mb->taken = taken_bits;
     return false;
   }
   /* Ours alone now: `top` and the mailbox no longer refer to it. */
-  if (seen_bits & VAT__SEEN_DONE)
-    recycle(pool, seen);
+  if (taken_bits & VAT__TAKEN_DONE)
+    recycle(pool, taken);
   return true;
 }
 

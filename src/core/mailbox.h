@@ -4,18 +4,18 @@
  * Producers push with one atomic exchange on `top`, building a LIFO stack:
  * each pushed node links to the node that was on top before it. The
  * consumer (the worker running the vat) never writes `top` while it runs:
- * it remembers the newest node it has taken (`seen`), and takes what was
- * pushed since by walking from `top` down to `seen`, reversing that segment
+ * it remembers the newest node it has taken (`taken`), and takes what was
+ * pushed since by walking from `top` down to `taken`, reversing that segment
  * into its private FIFO list. Producers only ever write their own nodes, so
  * taking needs no atomic read-modify-write.
  *
  * `top` is IDLE (NULL) while the vat is neither scheduled nor running; the
  * producer whose exchange replaces IDLE must schedule the vat. The consumer
- * returns the vat to IDLE with one CAS from `seen`, which fails if a push
+ * returns the vat to IDLE with one CAS from `taken`, which fails if a push
  * came in meanwhile. So a message costs its producer one exchange, and a
  * vat that handled everything it had costs its consumer one CAS.
  *
- * `seen` is not recycled while `top` may still point at it: a recycled node
+ * `taken` is not recycled while `top` may still point at it: a recycled node
  * pushed again would look like "nothing new". It is freed when a newer node
  * replaces it, or when the vat goes idle (then `top` no longer holds it).
  *
@@ -25,8 +25,8 @@
  *
  * A producer preempted between its exchange and its link store leaves the
  * consumer a segment it cannot walk. The consumer does not wait for it
- * beyond a short spin: it takes nothing of that segment, keeps `seen`, and
- * reports nothing new. `top` still differs from `seen`, so the vat cannot
+ * beyond a short spin: it takes nothing of that segment, keeps `taken`, and
+ * reports nothing new. `top` still differs from `taken`, so the vat cannot
  * go idle; its turn loop hands it back to the scheduler to run again later
  * (vat__run_batch), and the worker runs other vats meanwhile.
  */
@@ -45,7 +45,7 @@ typedef struct vat__mailbox {
    * it was handled (then it may be recycled when replaced). Nodes are
    * 8-aligned, so the bit is free; keeping it here keeps a vat's header in
    * one cache line. */
-  uintptr_t seen;
+  uintptr_t taken;
   vat__msg *head; /* consumer: FIFO of taken messages */
   vat__msg *tail;
 } vat__mailbox;
@@ -100,16 +100,16 @@ vat__msg *vat__mailbox_pop_stopped(vat__mailbox *mb);
 
 /** Consumer: a popped message was handled; recycles its node unless the
  *  mailbox still needs it. */
-#define VAT__SEEN_DONE ((uintptr_t)1)
+#define VAT__TAKEN_DONE ((uintptr_t)1)
 
-static inline vat__msg *vat__mailbox_seen(const vat__mailbox *mb) {
-  return (vat__msg *)(mb->seen & ~VAT__SEEN_DONE);
+static inline vat__msg *vat__mailbox_taken(const vat__mailbox *mb) {
+  return (vat__msg *)(mb->taken & ~VAT__TAKEN_DONE);
 }
 
 static inline void vat__mailbox_done(vat__mailbox *mb, vat__msgpool *pool,
                                      vat__msg *m) {
-  if (m == vat__mailbox_seen(mb))
-    mb->seen |= VAT__SEEN_DONE;
+  if (m == vat__mailbox_taken(mb))
+    mb->taken |= VAT__TAKEN_DONE;
   else
     vat__msg_free(pool, m);
 }
@@ -126,7 +126,7 @@ size_t vat__mailbox_count(vat__mailbox *mb);
 static inline bool vat__mailbox_has_work(vat__mailbox *mb) {
   return mb->head != NULL ||
          atomic_load_explicit(&mb->top, memory_order_relaxed) !=
-             vat__mailbox_seen(mb);
+             vat__mailbox_taken(mb);
 }
 
 #endif

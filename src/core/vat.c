@@ -16,10 +16,10 @@ static void entity_init(struct vat_entity *e, vat__vat *v,
     vat__hooks_entity_stop(v, e, def->on_stop);
 }
 
-vat__cold *vat__cold_of(vat__vat *v) {
-  if (v->cold == NULL)
-    v->cold = vat__gc_alloc(sizeof *v->cold);
-  return v->cold;
+vat__vat_ext *vat__ext_of(vat__vat *v) {
+  if (v->ext == NULL)
+    v->ext = vat__gc_alloc(sizeof *v->ext);
+  return v->ext;
 }
 
 int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
@@ -43,7 +43,7 @@ int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
 void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason) {
   if (vat__is_dead(v))
     return;
-  vat__cold_of(v)->exit_reason = reason;
+  vat__ext_of(v)->exit_reason = reason;
   /* Release: readers that see `dead` see the reason. Messages still queued
    * are dropped by the turn loop as it drains the mailbox. */
   atomic_store_explicit(&v->dead, true, memory_order_release);
@@ -119,7 +119,7 @@ vat_value vat_ref_exit_reason(vat_ref *ref) {
   if (ref == NULL)
     return vat_null();
   if (vat__is_dead(ref->vat))
-    return ref->vat->cold->exit_reason;
+    return ref->vat->ext->exit_reason;
   /* The core does not end each vat of a stopped system one by one; to its
    * refs they ended with the system. */
   if (vat__system_state(ref->vat->sys) >= VAT__STOPPED)

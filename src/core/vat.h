@@ -21,15 +21,17 @@ typedef struct vat__worker vat__worker;
 
 #define VAT__CACHE_LINE 64
 
-/* Per-vat state of the modules built on the core (exits, promises, timers),
- * made on first use so that a plain vat pays one pointer for all of them.
+/* A vat's extension: what most vats never need, kept off the vat's one
+ * hot cache line — its exit reason and the per-vat state of the modules
+ * built on the core (exits, promises, timers). Made on first use, so that
+ * a plain vat pays one pointer for all of it.
  * Each module owns its field and touches it only from the vat's own turns
  * and from its hooks (core/hooks.h). The core knows the fields' types only
  * by name. */
 struct vat__exits;
 struct vat__promises;
 struct vat__timers;
-typedef struct vat__cold {
+typedef struct vat__vat_ext {
   vat_value exit_reason; /* set when the vat ends, before `dead` */
   struct vat__exits *exits;
   struct vat__promises *promises;
@@ -40,7 +42,7 @@ typedef struct vat__cold {
   vat_stop_fn first_stop;
   /* In its system's boundary registry (core/boundary.h). */
   bool on_boundary;
-} vat__cold;
+} vat__vat_ext;
 
 /* An entity: behaviour plus state. A vat_ref points to one. Its state
  * follows it in the same allocation, aligned for any type (the struct's
@@ -59,10 +61,10 @@ struct vat__vat {
   vat__mailbox mailbox;
   vat__vat *rq_next; /* link in a shared run queue or a turn's spawn list */
   vat_system *sys;
-  /* Set once, with release, after cold->exit_reason is written. */
+  /* Set once, with release, after ext->exit_reason is written. */
   _Atomic bool dead;
-  uint32_t turns;  /* turns run, wrapping: lets an idle timer see silence */
-  vat__cold *cold; /* see vat__cold_of(); the exit reason lives there */
+  uint32_t turns;    /* turns run, wrapping: lets an idle timer see silence */
+  vat__vat_ext *ext; /* see vat__ext_of(); the exit reason lives there */
   /* The first entity, made with the vat, so spawning is one allocation.
    * Must stay last: its state follows it. The fields above fill exactly one
    * cache line, so the entity needs no padding before it and a vat with a
@@ -75,7 +77,7 @@ _Static_assert(offsetof(struct vat__vat, first) == VAT__CACHE_LINE,
 
 /** The vat's module state, made on first use. Only from the vat's turns
  *  or its hooks. */
-vat__cold *vat__cold_of(vat__vat *v);
+vat__vat_ext *vat__ext_of(vat__vat *v);
 int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
                  void **state_out);
 /** Ends `v` with `reason`, once: sets `dead`, then runs the modules' hooks.

@@ -4,7 +4,7 @@
  * delivery use its pool and counters on every message; the policy that
  * fills its queues lives in sched/.
  *
- * A worker's run queue, next slot, keep list, pool and counters are its
+ * A worker's run queue, next slot, busy list, pool and counters are its
  * own; other threads only steal from the queue and read the counters.
  */
 #ifndef VAT_CORE_WORKER_H
@@ -35,9 +35,9 @@ struct vat__worker {
   /* Vats that used up their budget while the run queue was empty: they
    * run after `next`, on this worker. Like `next`, not stolen (see
    * sched/worker.c). */
-  vat__vat *lane[2];
-  unsigned lane_len;
-  unsigned private_streak; /* runs from `next` or `lane` in a row */
+  vat__vat *busy[2];
+  unsigned busy_len;
+  unsigned private_streak; /* runs from `next` or `busy` in a row */
   vat__msgpool pool;
   vat_system *sys;
   uint32_t ticks;

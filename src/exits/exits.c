@@ -2,7 +2,7 @@
  * the entities' stop callbacks.
  *
  * Design. A vat's links and monitors are part of its module state
- * (vat__cold_of(v)->exits) and change only in that vat's own turns or in
+ * (vat__ext_of(v)->exits) and change only in that vat's own turns or in
  * its terminate hook, so nothing here takes a lock. Vats talk about links
  * and monitors with signals (vat__signal), which travel in the same
  * mailboxes as messages and so keep the per-pair commit order:
@@ -99,17 +99,17 @@ struct vat__exits {
 };
 
 static struct vat__exits *exits_of(vat__vat *v) {
-  vat__cold *c = v->cold;
+  vat__vat_ext *c = v->ext;
   if (c == NULL) {
     /* Both in one allocation when neither exists yet: a vat's end reads
      * one right after the other, and a separate object would be one more
      * cache miss per vat in a chain of exits. */
-    struct cold_and_exits {
-      vat__cold cold;
+    struct ext_and_exits {
+      vat__vat_ext ext;
       struct vat__exits exits;
     } *both = vat__gc_alloc(sizeof *both);
-    both->cold.exits = &both->exits;
-    v->cold = &both->cold;
+    both->ext.exits = &both->exits;
+    v->ext = &both->ext;
     return &both->exits;
   }
   if (c->exits == NULL)
@@ -201,7 +201,7 @@ static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   exit_sig *s = (exit_sig *)sig;
   vat__vat *v = turn->vat;
-  struct vat__exits *x = v->cold ? v->cold->exits : NULL;
+  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
   if (s->link) {
     if (x == NULL || !vat__xmap_remove(&x->links, (uintptr_t)s->from_vat))
       return; /* rule 1: the link no longer exists */
@@ -257,7 +257,7 @@ static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   link_sig *s = (link_sig *)sig;
   vat__vat *v = turn->vat;
-  struct vat__exits *x = v->cold ? v->cold->exits : NULL;
+  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
   uintptr_t peer = (uintptr_t)s->from->vat;
   /* Only the latest unlink's answer ends the unlinking state. */
   if (x && (uintptr_t)vat__xmap_get(&x->unlinking, peer) == s->id)
@@ -277,8 +277,8 @@ static void unlink_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   link_sig *s = (link_sig *)sig;
   vat__vat *v = turn->vat;
-  if (v->cold && v->cold->exits)
-    vat__xmap_remove(&v->cold->exits->links, (uintptr_t)s->from->vat);
+  if (v->ext && v->ext->exits)
+    vat__xmap_remove(&v->ext->exits->links, (uintptr_t)s->from->vat);
   vat__send_signal(turn, s->from, &new_ack(turn->self, s->id)->base);
 }
 
@@ -294,7 +294,7 @@ static const vat__signal_class unlink_class = {unlink_deliver, unlink_drop};
 static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   watch_sig *s = (watch_sig *)sig;
   vat__vat *v = turn->vat;
-  struct vat__exits *x = v->cold ? v->cold->exits : NULL;
+  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
   if (x == NULL || !vat__xmap_remove(&x->held, s->w->id))
     return; /* demonitored: never fires */
   s->w->fn(turn, state, s->w->id, s->w->who, s->reason);
@@ -325,8 +325,8 @@ static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   watch_sig *s = (watch_sig *)sig;
   vat__vat *v = turn->vat;
-  if (v->cold && v->cold->exits)
-    vat__xmap_remove(&v->cold->exits->watchers, (uintptr_t)s->w);
+  if (v->ext && v->ext->exits)
+    vat__xmap_remove(&v->ext->exits->watchers, (uintptr_t)s->w);
 }
 
 static const vat__signal_class monitor_class = {monitor_deliver, monitor_drop};
@@ -389,8 +389,8 @@ static table_effect *defer(vat_turn *turn, int op, vat_ref *ref, watch *w) {
  * the committed table, then this turn's own link changes in order. */
 static bool linked_now(vat_turn *turn, vat__vat *peer) {
   vat__vat *v = turn->vat;
-  bool linked = v->cold && v->cold->exits &&
-                vat__xmap_get(&v->cold->exits->links, (uintptr_t)peer);
+  bool linked = v->ext && v->ext->exits &&
+                vat__xmap_get(&v->ext->exits->links, (uintptr_t)peer);
   for (vat__effect *e = turn->effects_head; e != NULL; e = e->next) {
     if (e->commit != table_commit)
       continue;
@@ -467,8 +467,8 @@ int vat_monitor(vat_turn *turn, vat_ref *target, vat_down_fn on_down,
 static watch *find_held(vat_turn *turn, uint64_t id) {
   watch *found = NULL;
   vat__vat *v = turn->vat;
-  if (v->cold && v->cold->exits)
-    found = vat__xmap_get(&v->cold->exits->held, id);
+  if (v->ext && v->ext->exits)
+    found = vat__xmap_get(&v->ext->exits->held, id);
   for (vat__effect *e = turn->effects_head; e != NULL; e = e->next) {
     if (e->commit != table_commit)
       continue;
@@ -538,7 +538,7 @@ int vat_host_exit(vat_ref *target, vat_value reason) {
 
 static void track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn) {
   if (entity == &v->first) { /* made first, so called first */
-    vat__cold_of(v)->first_stop = fn;
+    vat__ext_of(v)->first_stop = fn;
     return;
   }
   struct vat__exits *x = exits_of(v);
@@ -551,24 +551,24 @@ static void notify_link(void *ctx, uint64_t key, void *value) {
   (void)key;
   void **args = ctx;
   vat__vat *v = args[1];
-  send_exit(args[0], value, v, v->cold->exit_reason);
+  send_exit(args[0], value, v, v->ext->exit_reason);
 }
 
 static void notify_watch(void *ctx, uint64_t key, void *value) {
   (void)key;
   void **args = ctx;
   vat__vat *v = args[1];
-  send_down(args[0], value, v->cold->exit_reason);
+  send_down(args[0], value, v->ext->exit_reason);
 }
 
 static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
-  (void)reason; /* v->cold->exit_reason holds it */
+  (void)reason; /* v->ext->exit_reason holds it */
   /* Stop callbacks first, in creation order: whoever learns of the end
    * (through an exit or a down) sees their work done, as in OTP, where
    * terminate runs before the links fire. */
-  if (v->cold->first_stop)
-    v->cold->first_stop(vat__state(&v->first), v->cold->exit_reason);
-  struct vat__exits *x = v->cold->exits;
+  if (v->ext->first_stop)
+    v->ext->first_stop(vat__state(&v->first), v->ext->exit_reason);
+  struct vat__exits *x = v->ext->exits;
   if (x == NULL)
     return;
   stop_cb *rev = NULL;
@@ -579,7 +579,7 @@ static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   }
   x->stops = NULL;
   for (stop_cb *cb = rev; cb != NULL; cb = cb->next)
-    cb->fn(vat__state(cb->entity), v->cold->exit_reason);
+    cb->fn(vat__state(cb->entity), v->ext->exit_reason);
   void *args[2] = {w, v};
   vat__xmap_each(&x->links, notify_link, args);
   vat__xmap_each(&x->watchers, notify_watch, args);
@@ -611,7 +611,7 @@ static void stopped_watch(void *ctx, uint64_t key, void *value) {
 }
 
 static void vat_stranded(vat__vat *v, vat_value reason) {
-  struct vat__exits *x = v->cold ? v->cold->exits : NULL;
+  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
   if (x == NULL)
     return;
   /* The vat never runs again, so nothing else reads or changes its maps:

@@ -11,7 +11,7 @@
  *
  * A request is a signal carried in the caller's promise (one allocation per
  * call). Delivered, it records the promise in the callee's list of
- * obligations (vat__cold_of(v)->promises), which the terminate hook breaks
+ * obligations (vat__ext_of(v)->promises), which the terminate hook breaks
  * with the vat's reason; dropped (dead callee, stopped system), it breaks
  * the promise at once. Inside a turn, resolving is an effect of the turn:
  * it happens at commit, and a failed turn's answer never escapes (its vat
@@ -84,10 +84,15 @@ struct vat_promise {
   uint64_t timeout_ns; /* asked for; armed when the calling turn commits */
   vat_system *sys;     /* whose timer service keeps the timeout */
   vat__vat *owner;     /* the vat that received the request */
-  /* An effect of the caller's turn (arming the timeout), then of the turn
-   * that answers: the request is delivered only after the caller's commit
-   * ran its effects, and a resolver answers once, so one field serves. */
-  vat__effect effect;
+  /* Two effects, one after the other, never both pending: arming the
+   * timeout is an effect of the calling turn, and the request is
+   * delivered only after that turn's commit ran it; answering is an
+   * effect of the turn that resolves, and a resolver answers once. So
+   * they share the memory, under two names. */
+  union {
+    vat__effect arm;
+    vat__effect answer;
+  } effect;
   int answer_state;
   vat_value answer;
   vat_resolver resolver;
@@ -265,10 +270,10 @@ static void observe(vat_promise *p, observer *o, vat_turn *turn) {
 /* --- Obligations of a vat ------------------------------------------------- */
 
 static void track(vat__vat *v, vat_promise *p) {
-  vat__cold *cold = vat__cold_of(v);
-  struct vat__promises *ps = cold->promises;
+  vat__vat_ext *ext = vat__ext_of(v);
+  struct vat__promises *ps = ext->promises;
   if (ps == NULL)
-    ps = cold->promises = vat__gc_alloc(sizeof *ps);
+    ps = ext->promises = vat__gc_alloc(sizeof *ps);
   if (ps->n == ps->cap) {
     /* Sweep the settled ones; grow only if most are still pending, so the
      * cost per request stays constant. */
@@ -293,7 +298,7 @@ static void track(vat__vat *v, vat_promise *p) {
 
 static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   (void)w;
-  struct vat__promises *ps = v->cold->promises;
+  struct vat__promises *ps = v->ext->promises;
   if (ps == NULL)
     return;
   vat_promise **items = ps->items;
@@ -352,7 +357,7 @@ static void arm_timeout(vat_promise *p) {
 
 static void arm_commit(vat_turn *turn, vat__effect *e) {
   (void)turn;
-  arm_timeout(vat__container_of(e, vat_promise, effect));
+  arm_timeout(vat__container_of(e, vat_promise, effect.arm));
 }
 
 /* A promise carrying the request fn(arg), its timeout asked for. */
@@ -380,8 +385,8 @@ int vat_call(vat_turn *turn, vat_ref *to, vat_request_fn fn, void *arg,
   if ((rc = make_request(turn->vat->sys, fn, arg, timeout_s, &p)) != VAT_OK)
     return rc;
   if (p->timeout_ns) {
-    p->effect.commit = arm_commit;
-    vat__turn_defer(turn, &p->effect);
+    p->effect.arm.commit = arm_commit;
+    vat__turn_defer(turn, &p->effect.arm);
   }
   vat__send_signal(turn, to, &p->req.sig);
   *out = p;
@@ -415,7 +420,7 @@ int vat_host_call(vat_ref *to, vat_request_fn fn, void *arg, double timeout_s,
 /* --- Resolvers ------------------------------------------------------------ */
 
 static void resolve_commit(vat_turn *turn, vat__effect *e) {
-  vat_promise *p = vat__container_of(e, vat_promise, effect);
+  vat_promise *p = vat__container_of(e, vat_promise, effect.answer);
   settle(p, p->answer_state, p->answer, turn, false);
   /* Whoever waits on p may act now: tests stop here to check that the
    * turn's earlier effects are out. */
@@ -444,8 +449,8 @@ static int answer(vat_turn *turn, vat_resolver *r, int state, vat_value value) {
     track(turn->vat, p);
   p->answer_state = state;
   p->answer = value;
-  p->effect.commit = resolve_commit;
-  vat__turn_defer(turn, &p->effect);
+  p->effect.answer.commit = resolve_commit;
+  vat__turn_defer(turn, &p->effect.answer);
   return VAT_OK;
 }
 

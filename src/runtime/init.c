@@ -15,7 +15,7 @@ enum { INITIAL_HEAP_BYTES = 4 << 20 };
 /* Refs point inside objects: an entity's ref is the address of the entity
  * inside its vat (64 bytes in for the first, anywhere in a state for the
  * others), and the runtime keeps pointers into the middle of its own
- * objects too (a vat's exits inside its cold block, values inside
+ * objects too (a vat's exits inside its extension block, values inside
  * messages). With interior-pointer recognition off, a vat reached only
  * through refs is garbage to the collector. Registering displacements
  * (GC_register_displacement) would not save it: they must be known before

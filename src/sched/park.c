@@ -90,8 +90,8 @@ uint64_t vat__drop_stranded(vat_system *sys) {
     vat__worker *w = sys->workers[i];
     if (w->next)
       n += count_queued(w->next);
-    for (unsigned j = 0; j < w->lane_len; j++)
-      n += count_queued(w->lane[j]);
+    for (unsigned j = 0; j < w->busy_len; j++)
+      n += count_queued(w->busy[j]);
     for (vat__vat *v; (v = vat__runq_pop(&w->runq)) != NULL;)
       n += count_queued(v);
   }

@@ -1,4 +1,4 @@
-/* The scheduler: worker threads, their queues' policy (next slot, lane,
+/* The scheduler: worker threads, their queues' policy (next slot, busy list,
  * run queue, shared queue, stealing), parking and quiescence, and the
  * host-driven systems' wake-up descriptor. It implements core/schedule.h;
  * this header is for the system's life cycle (runtime/) and the host

@@ -2,19 +2,19 @@
  *
  * A worker runs, in order of preference: the vat it woke last (its `next`
  * slot: a ring or a ping-pong stays on one core, in cache), the vats in its
- * `lane`, its own run queue, the system's shared queue, and vats stolen
+ * `busy` list, its own run queue, the system's shared queue, and vats stolen
  * from another worker. With nothing to do it spins a little, then parks on
  * the system's condition variable. Whoever queues work where another
  * worker must steal it wakes one parked worker, unless one is already
  * spinning.
  *
- * The lane keeps busy vats where they are. A vat that used up its budget
+ * The busy list keeps busy vats where they are. A vat that used up its budget
  * with work left, put in the run queue, would be stolen by an idle worker
  * even when it is the only vat waiting here: no parallelism gained, but a
  * producer taken away from its consumer, so that every message between
  * them crosses cores (on a shared 2-core machine a counter fed by one
  * producer ran at a fifth of its one-core rate that way). So when the run
- * queue is empty it goes to the lane instead, and such a pair takes turns
+ * queue is empty it goes to the busy list instead, and such a pair takes turns
  * on this worker. Vats spread by stealing when more are runnable than one
  * worker runs at once, and a private vat goes to the run queue now and
  * then (PRIVATE_STREAK_MAX), where an idle worker may take it.
@@ -36,10 +36,10 @@ enum {
    * vats do not starve behind a full local queue (Go uses 61 too: a prime
    * avoids lock-step with periodic workloads). */
   INJECT_EVERY = 61,
-  /* Runs from the next slot and the lane in a row before the run queue
+  /* Runs from the next slot and the busy list in a row before the run queue
    * gets a turn. */
   PRIVATE_STREAK_MAX = 256,
-  LANE_MAX = 2,
+  BUSY_MAX = 2,
 };
 
 static uint32_t next_random(vat__worker *w) {
@@ -107,26 +107,26 @@ static vat__vat *steal(vat__worker *w) {
   return NULL;
 }
 
-/* The next slot, else the lane's oldest vat. */
+/* The next slot, else the busy list's oldest vat. */
 static vat__vat *take_private(vat__worker *w) {
   vat__vat *v = w->next;
   if (v != NULL) {
     w->next = NULL;
     return v;
   }
-  if (w->lane_len == 0)
+  if (w->busy_len == 0)
     return NULL;
-  v = w->lane[0];
-  w->lane[0] = w->lane[1];
-  w->lane[1] = NULL;
-  w->lane_len--;
+  v = w->busy[0];
+  w->busy[0] = w->busy[1];
+  w->busy[1] = NULL;
+  w->busy_len--;
   return v;
 }
 
 /* After a batch that used up its budget: `v` still has work. */
 static void requeue(vat__worker *w, vat__vat *v) {
-  if (w->lane_len < LANE_MAX && vat__runq_size(&w->runq) == 0)
-    w->lane[w->lane_len++] = v;
+  if (w->busy_len < BUSY_MAX && vat__runq_size(&w->runq) == 0)
+    w->busy[w->busy_len++] = v;
   else
     enqueue(w, v);
 }
@@ -144,7 +144,7 @@ static vat__vat *find_work(vat__worker *w) {
      * vat here: an idle worker would gain nothing by it, and waking one
      * for it costs more than the turns it runs (a failure travelling a
      * chain of a million linked vats took twice as long). */
-    if (w->next == NULL && w->lane_len == 0 && vat__runq_size(&w->runq) == 0) {
+    if (w->next == NULL && w->busy_len == 0 && vat__runq_size(&w->runq) == 0) {
       w->private_streak = 0;
       return v;
     }

@@ -49,7 +49,10 @@ struct vat_timer {
   uint8_t kind;
   bool armed, cancelled, fired, dynamic;
   vat__vat *owner;                /* NULL for T_CALL */
-  vat_timer *own_prev, *own_next; /* the owner's list; T_CALL: batch link */
+  vat_timer *own_prev, *own_next; /* the owner's armed timers */
+  /* A turn's timers to arm at its commit, or the calls that fell due in
+   * one firing (T_CALL): a timer is in one such batch at most, once. */
+  vat_timer *batch_next;
   union {
     vat_ref *to;
     vat_system *sys; /* T_CALL */
@@ -159,14 +162,14 @@ static void heap_remove(service *s, vat_timer *t) {
  */
 
 static struct vat__timers *timers_of(vat__vat *v) {
-  vat__cold *cold = vat__cold_of(v);
-  if (cold->timers == NULL)
-    cold->timers = vat__gc_alloc(sizeof *cold->timers);
-  return cold->timers;
+  vat__vat_ext *ext = vat__ext_of(v);
+  if (ext->timers == NULL)
+    ext->timers = vat__gc_alloc(sizeof *ext->timers);
+  return ext->timers;
 }
 
 static void own_link(vat_timer *t) {
-  struct vat__timers *own = t->owner->cold->timers;
+  struct vat__timers *own = t->owner->ext->timers;
   t->own_prev = NULL;
   t->own_next = own->owned;
   if (own->owned)
@@ -175,7 +178,7 @@ static void own_link(vat_timer *t) {
 }
 
 static void own_unlink(vat_timer *t) {
-  struct vat__timers *own = t->owner->cold->timers;
+  struct vat__timers *own = t->owner->ext->timers;
   if (t->own_prev)
     t->own_prev->own_next = t->own_next;
   else if (own->owned == t)
@@ -211,7 +214,7 @@ static void arm_locked(service *s, vat_timer *t, uint64_t now) {
 
 static void deliver(vat_timer *t) {
   if (t->kind == T_IDLE) {
-    struct vat__timers *own = t->owner->cold->timers;
+    struct vat__timers *own = t->owner->ext->timers;
     vat__deliver_now_signal(&t->owner->first, &own->idle_sig);
   } else if (t->dynamic) {
     vat__deliver_now_msg(t->u.to, vat__dispatch_dynamic, t->arg, *t->value);
@@ -231,7 +234,7 @@ void vat__timers_fire_due(vat_system *sys, uint64_t now) {
     heap_remove(s, t);
     if (t->kind == T_CALL) {
       t->fired = true;
-      t->own_next = calls;
+      t->batch_next = calls;
       calls = t;
       continue;
     }
@@ -256,8 +259,8 @@ void vat__timers_fire_due(vat_system *sys, uint64_t now) {
   pthread_mutex_unlock(&s->lock);
   /* Callbacks (request timeouts) run without the lock: they cancel. */
   for (vat_timer *t = calls, *next; t != NULL; t = next) {
-    next = t->own_next;
-    t->own_next = NULL;
+    next = t->batch_next;
+    t->batch_next = NULL;
     t->f.call(t->arg);
   }
 }
@@ -344,7 +347,7 @@ static void system_stop(vat_system *sys) {
 static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   (void)w;
   (void)reason;
-  struct vat__timers *own = v->cold->timers;
+  struct vat__timers *own = v->ext->timers;
   service *s = v->sys->timers;
   if (own == NULL || s == NULL)
     return;
@@ -375,8 +378,8 @@ static void arm_commit(vat_turn *turn, vat__effect *e) {
   uint64_t now = vat__clock_now(sys);
   pthread_mutex_lock(&s->lock);
   for (vat_timer *next; t != NULL; t = next) {
-    next = t->own_next;
-    t->own_next = NULL;
+    next = t->batch_next;
+    t->batch_next = NULL;
     arm_locked(s, t, now);
   }
   pthread_mutex_unlock(&s->lock);
@@ -394,7 +397,7 @@ static int arm_at_commit(vat_turn *turn, vat_timer *t, vat_timer **out) {
     own->arm_effect.commit = arm_commit;
     vat__turn_defer(turn, &own->arm_effect);
   } else {
-    own->to_arm_tail->own_next = t;
+    own->to_arm_tail->batch_next = t;
   }
   own->to_arm_tail = t;
   if (out)
