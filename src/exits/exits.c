@@ -59,46 +59,11 @@
 #include "exits/exits.h"
 
 #include "core/atoms.h"
-#include "core/boundary.h"
-#include "core/deliver.h"
 #include "core/system.h"
-#include "exits/map.h"
+#include "exits/state.h"
 #include "util/mem.h"
-#include "vat/exits.h"
 
-/* --- State ---------------------------------------------------------------- */
-
-typedef struct stop_cb {
-  struct stop_cb *next;
-  vat_ref *entity;
-  vat_stop_fn fn;
-} stop_cb;
-
-/* One monitor, shared read-only by the watcher and the target once sent. */
-typedef struct watch {
-  uint64_t id;
-  vat_ref *watcher; /* the entity that called vat_monitor */
-  vat_ref *who;     /* the ref it monitors */
-  vat_down_fn fn;
-} watch;
-
-/* The maps iterate in insertion order, so a vat's end sends its exits and
- * downs in the order the links and monitors were made. Ids (monitors and
- * unlinks) come from a counter of the vat that makes them, not of the
- * process: a deterministic run sees the same ids every time. So a watch is
- * known to its target by its address, unique where an id is not. */
-struct vat__exits {
-  vat__xmap links;     /* linked: peer vat -> a ref of it */
-  vat__xmap unlinking; /* unlinked, not yet acknowledged: peer vat -> id */
-  vat__xmap watchers;  /* monitors on this vat: watch address -> watch */
-  vat__xmap held;      /* monitors this vat made: id -> watch */
-  uint64_t last_id;    /* of the monitors and unlinks this vat made */
-  vat_ref *trap;       /* NULL: not trapping */
-  vat_exit_fn trap_fn;
-  stop_cb *stops;
-};
-
-static struct vat__exits *exits_of(vat__vat *v) {
+struct vat__exits *vat__exits_of(vat__vat *v) {
   vat__vat_ext *c = v->ext;
   if (c == NULL) {
     /* Both in one allocation when neither exists yet: a vat's end reads
@@ -119,7 +84,7 @@ static struct vat__exits *exits_of(vat__vat *v) {
 
 /* A new monitor or unlink id, never 0. */
 static uint64_t new_id(vat__vat *v) {
-  return ++exits_of(v)->last_id;
+  return ++vat__exits_of(v)->last_id;
 }
 
 const vat_atom *vat_atom_shutdown(void) {
@@ -140,199 +105,6 @@ bool vat_reason_is_orderly(vat_value reason) {
          (reason.type == VAT_T_ERROR && vat_error_code(reason) == sd);
 }
 
-static bool is_kill(vat_value reason) {
-  return vat_is_atom(reason, vat__atom.killed);
-}
-
-/* --- Signals -------------------------------------------------------------- */
-
-typedef struct exit_sig {
-  vat__signal base;
-  vat__vat *from_vat; /* NULL from a host thread */
-  vat_ref *from;
-  vat_value reason;
-  bool link; /* travelled along a link: rule 1 applies */
-} exit_sig;
-
-typedef struct link_sig {
-  vat__signal base;
-  vat_ref *from;
-  uint64_t id; /* UNLINK and UNLINK_ACK: which unlink */
-} link_sig;
-
-typedef struct watch_sig {
-  vat__signal base;
-  watch *w;
-  vat_value reason; /* DOWN only */
-} watch_sig;
-
-static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig);
-static const vat__signal_class exit_class = {exit_deliver,
-                                             vat__signal_drop_nothing};
-
-/* An exit along a link travels inline: the reason in the node's value, the
- * ref of the vat that ended in its aux. A vat's end sends one per link, so
- * a failure crossing a million linked vats allocates nothing. */
-static void link_exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  (void)sig;
-  vat_ref *from = turn->msg->aux;
-  exit_sig s = {.base = {&exit_class},
-                .from_vat = from->vat,
-                .from = from,
-                .reason = turn->msg->value,
-                .link = true};
-  exit_deliver(turn, state, &s.base);
-}
-static const vat__signal_class link_exit_class = {link_exit_deliver,
-                                                  vat__signal_drop_nothing};
-static const vat__signal link_exit = {&link_exit_class};
-
-static void send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
-                      vat_value reason) {
-  (void)w;
-  /* Delivery would drop it without a trace; in a chain of links every
-   * vat's exit goes back to the one that just killed it. */
-  if (vat__is_dead(to->vat))
-    return;
-  vat__deliver_now_inline(to, &link_exit, reason, &from_vat->first);
-}
-
-static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  (void)state;
-  exit_sig *s = (exit_sig *)sig;
-  vat__vat *v = turn->vat;
-  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
-  if (s->link) {
-    if (x == NULL || !vat__xmap_remove(&x->links, (uintptr_t)s->from_vat))
-      return; /* rule 1: the link no longer exists */
-  }
-  bool kill = !s->link && is_kill(s->reason);
-  if (x != NULL && x->trap != NULL && !kill) {
-    turn->self = x->trap;
-    x->trap_fn(turn, vat__state(x->trap), s->from, s->reason);
-    return;
-  }
-  if (vat_reason_is_normal(s->reason) && s->from_vat != v)
-    return;
-  vat_fail(turn, s->reason);
-}
-
-/* A link or monitor with a vat of another system: that vat must hear of
- * this one's end even if it ends only with its system. */
-static void note_if_crossing(vat__vat *v, vat__vat *peer) {
-  if (peer->sys != v->sys)
-    vat__boundary_note(v);
-}
-
-static void link_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  (void)state;
-  link_sig *s = (link_sig *)sig;
-  struct vat__exits *x = exits_of(turn->vat);
-  /* While our UNLINK is unacknowledged, the peer sent this LINK before it
-   * saw the UNLINK, which will undo it there: ignore it here too. */
-  if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL) {
-    vat__xmap_put(&x->links, (uintptr_t)s->from->vat, s->from);
-    note_if_crossing(turn->vat, s->from->vat);
-  }
-}
-
-/* Why a LINK or MONITOR found no one: noproc for a vat that had ended, as
- * in Erlang; `shutdown` for one whose system stopped with it alive, which
- * is how it ended for everyone outside. */
-static vat_value gone_reason(vat_ref *target) {
-  if (!vat__is_dead(target->vat) &&
-      vat__system_state(target->vat->sys) >= VAT__STOPPED)
-    return vat_atom_value(vat__atom.shutdown);
-  return vat_atom_value(vat__atom.noproc);
-}
-
-/* The target has ended (or its system stopped): answer through the link A
- * recorded, so A's rule 1 still applies if A unlinked meanwhile. */
-static void link_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
-  link_sig *s = (link_sig *)sig;
-  send_exit(w, s->from, target->vat, gone_reason(target));
-}
-
-static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  (void)state;
-  link_sig *s = (link_sig *)sig;
-  vat__vat *v = turn->vat;
-  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
-  uintptr_t peer = (uintptr_t)s->from->vat;
-  /* Only the latest unlink's answer ends the unlinking state. */
-  if (x && (uintptr_t)vat__xmap_get(&x->unlinking, peer) == s->id)
-    vat__xmap_remove(&x->unlinking, peer);
-}
-
-static const vat__signal_class ack_class = {ack_deliver,
-                                            vat__signal_drop_nothing};
-
-static link_sig *new_ack(vat_ref *from, uint64_t id) {
-  link_sig *ack = vat__gc_alloc(sizeof *ack);
-  *ack = (link_sig){.base = {&ack_class}, .from = from, .id = id};
-  return ack;
-}
-
-static void unlink_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  (void)state;
-  link_sig *s = (link_sig *)sig;
-  vat__vat *v = turn->vat;
-  if (v->ext && v->ext->exits)
-    vat__xmap_remove(&v->ext->exits->links, (uintptr_t)s->from->vat);
-  vat__send_signal(turn, s->from, &new_ack(turn->self, s->id)->base);
-}
-
-static void unlink_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
-  (void)w;
-  link_sig *s = (link_sig *)sig;
-  vat__deliver_now_signal(s->from, &new_ack(target, s->id)->base);
-}
-
-static const vat__signal_class link_class = {link_deliver, link_drop};
-static const vat__signal_class unlink_class = {unlink_deliver, unlink_drop};
-
-static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  watch_sig *s = (watch_sig *)sig;
-  vat__vat *v = turn->vat;
-  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
-  if (x == NULL || !vat__xmap_remove(&x->held, s->w->id))
-    return; /* demonitored: never fires */
-  s->w->fn(turn, state, s->w->id, s->w->who, s->reason);
-}
-
-static const vat__signal_class down_class = {down_deliver,
-                                             vat__signal_drop_nothing};
-
-static void send_down(vat__worker *w, watch *wa, vat_value reason) {
-  watch_sig *s = vat__gc_alloc(sizeof *s);
-  *s = (watch_sig){.base = {&down_class}, .w = wa, .reason = reason};
-  (void)w;
-  vat__deliver_now_signal(wa->watcher, &s->base);
-}
-
-static void monitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  (void)state;
-  watch_sig *s = (watch_sig *)sig;
-  vat__xmap_put(&exits_of(turn->vat)->watchers, (uintptr_t)s->w, s->w);
-  note_if_crossing(turn->vat, s->w->watcher->vat);
-}
-
-static void monitor_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
-  send_down(w, ((watch_sig *)sig)->w, gone_reason(target));
-}
-
-static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  (void)state;
-  watch_sig *s = (watch_sig *)sig;
-  vat__vat *v = turn->vat;
-  if (v->ext && v->ext->exits)
-    vat__xmap_remove(&v->ext->exits->watchers, (uintptr_t)s->w);
-}
-
-static const vat__signal_class monitor_class = {monitor_deliver, monitor_drop};
-static const vat__signal_class demonitor_class = {demonitor_deliver,
-                                                  vat__signal_drop_nothing};
-
 /* --- Effects: what a turn changes at commit ------------------------------- */
 
 typedef struct table_effect {
@@ -345,18 +117,18 @@ typedef struct table_effect {
 
 static void table_commit(vat_turn *turn, vat__effect *e) {
   table_effect *te = (table_effect *)e;
-  struct vat__exits *x = exits_of(turn->vat);
+  struct vat__exits *x = vat__exits_of(turn->vat);
   switch (te->op) {
   case LINK:
     vat__xmap_put(&x->links, (uintptr_t)te->ref->vat, te->ref);
     vat__xmap_remove(&x->unlinking, (uintptr_t)te->ref->vat);
-    note_if_crossing(turn->vat, te->ref->vat);
+    vat__exits_note_crossing(turn->vat, te->ref->vat);
     break;
   case SPAWN_LINK:
     /* The child cannot have run: only this turn holds its ref, and its
      * sends to it come after this effect (commit keeps program order). */
     vat__xmap_put(&x->links, (uintptr_t)te->ref->vat, te->ref);
-    vat__xmap_put(&exits_of(te->ref->vat)->links, (uintptr_t)turn->vat,
+    vat__xmap_put(&vat__exits_of(te->ref->vat)->links, (uintptr_t)turn->vat,
                   turn->self);
     break;
   case UNLINK:
@@ -413,7 +185,7 @@ static int link_op(vat_turn *turn, vat_ref *peer, bool link) {
   if (peer->vat == turn->vat || linked_now(turn, peer->vat) == link)
     return VAT_OK;
   link_sig *s = vat__gc_alloc(sizeof *s);
-  *s = (link_sig){.base = {link ? &link_class : &unlink_class},
+  *s = (link_sig){.base = {link ? &vat__link_class : &vat__unlink_class},
                   .from = turn->self};
   if (!link)
     s->id = new_id(turn->vat);
@@ -454,7 +226,7 @@ int vat_monitor(vat_turn *turn, vat_ref *target, vat_down_fn on_down,
       .fn = on_down,
   };
   watch_sig *s = vat__gc_alloc(sizeof *s);
-  *s = (watch_sig){.base = {&monitor_class}, .w = w};
+  *s = (watch_sig){.base = {&vat__monitor_class}, .w = w};
   /* Recorded before MONITOR leaves, so a DOWN can always find it. */
   defer(turn, WATCH, target, w);
   vat__send_signal(turn, target, &s->base);
@@ -487,7 +259,7 @@ int vat_demonitor(vat_turn *turn, uint64_t id) {
   if (w == NULL)
     return VAT_ENOTFOUND;
   watch_sig *s = vat__gc_alloc(sizeof *s);
-  *s = (watch_sig){.base = {&demonitor_class}, .w = w};
+  *s = (watch_sig){.base = {&vat__demonitor_class}, .w = w};
   defer(turn, UNWATCH, w->who, w);
   vat__send_signal(turn, w->who, &s->base);
   return VAT_OK;
@@ -500,7 +272,7 @@ int vat_trap_exit(vat_turn *turn, vat_ref *receiver, vat_exit_fn on_exit) {
   if (receiver != NULL && (receiver->vat != turn->vat || on_exit == NULL))
     return VAT_EINVAL;
   /* Immediate: a failed turn ends the vat, so no one sees the change. */
-  struct vat__exits *x = exits_of(turn->vat);
+  struct vat__exits *x = vat__exits_of(turn->vat);
   x->trap = receiver;
   x->trap_fn = receiver ? on_exit : NULL;
   return VAT_OK;
@@ -508,7 +280,7 @@ int vat_trap_exit(vat_turn *turn, vat_ref *receiver, vat_exit_fn on_exit) {
 
 static exit_sig *exit2(vat__vat *from_vat, vat_value reason) {
   exit_sig *s = vat__gc_alloc(sizeof *s);
-  *s = (exit_sig){.base = {&exit_class},
+  *s = (exit_sig){.base = {&vat__exit_class},
                   .from_vat = from_vat,
                   .from = from_vat ? &from_vat->first : NULL,
                   .reason = reason};
@@ -541,7 +313,7 @@ static void track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn) {
     vat__ext_of(v)->first_stop = fn;
     return;
   }
-  struct vat__exits *x = exits_of(v);
+  struct vat__exits *x = vat__exits_of(v);
   stop_cb *cb = vat__gc_alloc(sizeof *cb);
   *cb = (stop_cb){.next = x->stops, .entity = entity, .fn = fn};
   x->stops = cb;
@@ -551,14 +323,14 @@ static void notify_link(void *ctx, uint64_t key, void *value) {
   (void)key;
   void **args = ctx;
   vat__vat *v = args[1];
-  send_exit(args[0], value, v, v->ext->exit_reason);
+  vat__exits_send_exit(args[0], value, v, v->ext->exit_reason);
 }
 
 static void notify_watch(void *ctx, uint64_t key, void *value) {
   (void)key;
   void **args = ctx;
   vat__vat *v = args[1];
-  send_down(args[0], value, v->ext->exit_reason);
+  vat__exits_send_down(args[0], value, v->ext->exit_reason);
 }
 
 static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
@@ -598,7 +370,7 @@ static void stopped_link(void *ctx, uint64_t key, void *value) {
   vat__vat *v = args[0];
   vat_ref *peer = value;
   if (peer->vat->sys != v->sys)
-    send_exit(NULL, peer, v, *(vat_value *)args[1]);
+    vat__exits_send_exit(NULL, peer, v, *(vat_value *)args[1]);
 }
 
 static void stopped_watch(void *ctx, uint64_t key, void *value) {
@@ -607,7 +379,7 @@ static void stopped_watch(void *ctx, uint64_t key, void *value) {
   vat__vat *v = args[0];
   watch *wa = value;
   if (wa->watcher->vat->sys != v->sys)
-    send_down(NULL, wa, *(vat_value *)args[1]);
+    vat__exits_send_down(NULL, wa, *(vat_value *)args[1]);
 }
 
 static void vat_stranded(vat__vat *v, vat_value reason) {

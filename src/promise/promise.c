@@ -25,87 +25,16 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 
 #include "core/atoms.h"
 #include "core/boundary.h"
-#include "core/deliver.h"
 #include "core/system.h"
+#include "promise/state.h"
 #include "timer/timer.h"
 #include "util/clock.h"
 #include "util/container.h"
 #include "util/mem.h"
 #include "util/testpoint.h"
-#include "vat/promise.h"
-
-enum {
-  ST_PENDING = VAT_PROMISE_PENDING,
-  ST_RESOLVED = VAT_PROMISE_RESOLVED,
-  ST_BROKEN = VAT_PROMISE_BROKEN,
-  /* Resolved with another promise, waiting for it: only that promise (or a
-   * timeout) may settle this one now. */
-  ST_FOLLOWING,
-};
-
-enum obs_kind { OBS_WHEN, OBS_SEND, OBS_CALL, OBS_FOLLOW, OBS_WAIT };
-
-typedef struct observer observer;
-struct observer {
-  observer *next;
-  enum obs_kind kind;
-  vat__signal sig;      /* OBS_WHEN: the notification */
-  vat_promise *promise; /* WHEN: observed; CALL, FOLLOW: the one to settle */
-  vat_ref *ref;         /* WHEN: the observer entity */
-  vat_when_fn when;
-  vat_fn fn;            /* SEND */
-  void *arg;            /* SEND: argument; WHEN: context */
-  pthread_cond_t *cond; /* WAIT: on the waiter's stack */
-};
-
-typedef struct request {
-  vat__signal sig;
-  vat_request_fn fn;
-  void *arg;
-} request;
-
-struct vat_resolver {
-  vat_promise *promise;
-  _Atomic bool used;
-};
-
-struct vat_promise {
-  pthread_mutex_t lock;
-  /* Written under the lock; release so that a lock-free reader (peek) that
-   * sees a settled state sees `value`. */
-  _Atomic int state;
-  vat_value value;
-  observer *head, *tail;
-  vat_timer *timeout;
-  uint64_t timeout_ns; /* asked for; armed when the calling turn commits */
-  vat_system *sys;     /* whose timer service keeps the timeout */
-  vat__vat *owner;     /* the vat that received the request */
-  /* Two effects, one after the other, never both pending: arming the
-   * timeout is an effect of the calling turn, and the request is
-   * delivered only after that turn's commit ran it; answering is an
-   * effect of the turn that resolves, and a resolver answers once. So
-   * they share the memory, under two names. */
-  union {
-    vat__effect arm;
-    vat__effect answer;
-  } effect;
-  int answer_state;
-  vat_value answer;
-  vat_resolver resolver;
-  request req;
-  bool from_host; /* a host thread waits on it (vat_host_call) */
-};
-
-/* The obligations of one vat: promises of requests it received (or
- * resolvers it used in a turn) that may still be pending. Swept lazily. */
-struct vat__promises {
-  vat_promise **items;
-  size_t n, cap;
-};
 
 const vat_atom *vat_atom_timeout(void) {
   return vat__atom.timeout;
@@ -115,15 +44,7 @@ const vat_atom *vat_atom_not_a_ref(void) {
   return vat__atom.not_a_ref;
 }
 
-static inline int state_of(vat_promise *p) {
-  return atomic_load_explicit(&p->state, memory_order_acquire);
-}
-
-static inline bool is_settled(int s) {
-  return s == ST_RESOLVED || s == ST_BROKEN;
-}
-
-static vat_promise *promise_alloc(vat_system *sys) {
+vat_promise *vat__promise_alloc(vat_system *sys) {
   vat_promise *p = vat__gc_alloc(sizeof *p);
   pthread_mutex_init(&p->lock, NULL);
   atomic_init(&p->state, ST_PENDING);
@@ -135,14 +56,11 @@ static vat_promise *promise_alloc(vat_system *sys) {
 
 /* --- Settling ------------------------------------------------------------- */
 
-static void settle(vat_promise *p, int state, vat_value v, vat_turn *turn,
-                   bool override_follow);
-static void observe(vat_promise *p, observer *o, vat_turn *turn);
-
 static void when_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   observer *o = vat__container_of(sig, observer, sig);
   vat_promise *p = o->promise;
-  o->when(turn, state, o->arg, state_of(p) == ST_RESOLVED, p->value);
+  o->when(turn, state, o->arg, vat__promise_state_of(p) == ST_RESOLVED,
+          p->value);
 }
 
 /* A dropped notification needs no answer: the observer is gone; so is its
@@ -163,7 +81,7 @@ static void send_signal(vat_turn *turn, vat_ref *to, vat__signal *sig) {
  * `forwarded` (settle sent them under the lock). */
 static void run_observer(observer *o, vat_promise *p, vat_turn *turn,
                          bool forwarded) {
-  int state = state_of(p);
+  int state = vat__promise_state_of(p);
   vat_ref *target = state == ST_RESOLVED ? vat_value_ref(p->value) : NULL;
   vat_value reason =
       state == ST_BROKEN ? p->value : vat_atom_value(vat__atom.not_a_ref);
@@ -179,20 +97,20 @@ static void run_observer(observer *o, vat_promise *p, vat_turn *turn,
     break;
   case OBS_CALL:
     if (target == NULL)
-      settle(o->promise, ST_BROKEN, reason, turn, true);
+      vat__promise_settle(o->promise, ST_BROKEN, reason, turn, true);
     else if (!forwarded)
       send_signal(turn, target, &o->promise->req.sig);
     break;
   case OBS_FOLLOW:
-    settle(o->promise, state, p->value, turn, true);
+    vat__promise_settle(o->promise, state, p->value, turn, true);
     break;
   case OBS_WAIT:
     break; /* woken under the lock */
   }
 }
 
-static void settle(vat_promise *p, int state, vat_value v, vat_turn *turn,
-                   bool override_follow) {
+void vat__promise_settle(vat_promise *p, int state, vat_value v, vat_turn *turn,
+                         bool override_follow) {
   vat_promise *follow = vat_value_promise(v);
   if (state == ST_RESOLVED && follow == p) {
     state = ST_BROKEN;
@@ -203,7 +121,7 @@ static void settle(vat_promise *p, int state, vat_value v, vat_turn *turn,
     follow = NULL;
   pthread_mutex_lock(&p->lock);
   int s = atomic_load_explicit(&p->state, memory_order_relaxed);
-  if (is_settled(s) || (s == ST_FOLLOWING && !override_follow)) {
+  if (vat__promise_is_settled(s) || (s == ST_FOLLOWING && !override_follow)) {
     pthread_mutex_unlock(&p->lock);
     return;
   }
@@ -212,7 +130,7 @@ static void settle(vat_promise *p, int state, vat_value v, vat_turn *turn,
     pthread_mutex_unlock(&p->lock);
     observer *o = vat__gc_alloc(sizeof *o);
     *o = (observer){.kind = OBS_FOLLOW, .promise = p};
-    observe(follow, o, turn);
+    vat__promise_observe(follow, o, turn);
     return;
   }
   p->value = v;
@@ -251,9 +169,10 @@ static void settle(vat_promise *p, int state, vat_value v, vat_turn *turn,
 }
 
 /* Adds `o` to p's list, or runs it now if p has settled. */
-static void observe(vat_promise *p, observer *o, vat_turn *turn) {
+void vat__promise_observe(vat_promise *p, observer *o, vat_turn *turn) {
   pthread_mutex_lock(&p->lock);
-  if (!is_settled(atomic_load_explicit(&p->state, memory_order_relaxed))) {
+  if (!vat__promise_is_settled(
+          atomic_load_explicit(&p->state, memory_order_relaxed))) {
     o->next = NULL;
     if (p->tail)
       p->tail->next = o;
@@ -269,7 +188,7 @@ static void observe(vat_promise *p, observer *o, vat_turn *turn) {
 
 /* --- Obligations of a vat ------------------------------------------------- */
 
-static void track(vat__vat *v, vat_promise *p) {
+void vat__promise_track(vat__vat *v, vat_promise *p) {
   vat__vat_ext *ext = vat__ext_of(v);
   struct vat__promises *ps = ext->promises;
   if (ps == NULL)
@@ -279,7 +198,7 @@ static void track(vat__vat *v, vat_promise *p) {
      * cost per request stays constant. */
     size_t kept = 0;
     for (size_t i = 0; i < ps->n; i++)
-      if (state_of(ps->items[i]) == ST_PENDING)
+      if (vat__promise_state_of(ps->items[i]) == ST_PENDING)
         ps->items[kept++] = ps->items[i];
     for (size_t i = kept; i < ps->n; i++)
       ps->items[i] = NULL;
@@ -308,173 +227,7 @@ static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   /* No turn is current here: this vat's last turn has committed (or was
    * discarded), so the notifications go out at once. */
   for (size_t i = 0; i < n; i++)
-    settle(items[i], ST_BROKEN, reason, NULL, false);
-}
-
-/* --- Requests ------------------------------------------------------------- */
-
-static void request_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  vat_promise *p = vat__container_of(sig, vat_promise, req.sig);
-  request *rq = &p->req;
-  p->owner = turn->vat;
-  track(turn->vat, p);
-  /* Owed outside the system: if the system stops first, it breaks then. */
-  if (p->from_host || p->sys != turn->vat->sys)
-    vat__boundary_note(turn->vat);
-  rq->fn(turn, state, rq->arg, &p->resolver);
-}
-
-static void request_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
-  (void)w;
-  vat_promise *p = vat__container_of(sig, vat_promise, req.sig);
-  vat_value reason = vat_ref_exit_reason(target);
-  if (vat_is_null(reason))
-    reason = vat_atom_value(vat__atom.noproc);
-  settle(p, ST_BROKEN, reason, NULL, false);
-}
-
-static const vat__signal_class request_class = {
-    .deliver = request_deliver,
-    .drop = request_drop,
-};
-
-static void timeout_fire(void *arg) {
-  settle(arg, ST_BROKEN, vat_atom_value(vat__atom.timeout), NULL, true);
-}
-
-static void arm_timeout(vat_promise *p) {
-  uint64_t deadline = vat__clock_now(p->sys) + p->timeout_ns;
-  vat_timer *t = vat__timer_call_at(p->sys, deadline, timeout_fire, p);
-  pthread_mutex_lock(&p->lock);
-  bool settled =
-      is_settled(atomic_load_explicit(&p->state, memory_order_relaxed));
-  if (!settled)
-    p->timeout = t;
-  pthread_mutex_unlock(&p->lock);
-  if (settled)
-    vat_timer_cancel(t);
-}
-
-static void arm_commit(vat_turn *turn, vat__effect *e) {
-  (void)turn;
-  arm_timeout(vat__container_of(e, vat_promise, effect.arm));
-}
-
-/* A promise carrying the request fn(arg), its timeout asked for. */
-static int make_request(vat_system *sys, vat_request_fn fn, void *arg,
-                        double timeout_s, vat_promise **out) {
-  uint64_t ns;
-  if (fn == NULL || out == NULL ||
-      vat__seconds_to_ns(timeout_s, false, &ns) != VAT_OK)
-    return VAT_EINVAL;
-  vat_promise *p = promise_alloc(sys);
-  p->req = (request){.sig.cls = &request_class, .fn = fn, .arg = arg};
-  p->timeout_ns = ns;
-  *out = p;
-  return VAT_OK;
-}
-
-int vat_call(vat_turn *turn, vat_ref *to, vat_request_fn fn, void *arg,
-             double timeout_s, vat_promise **out) {
-  int rc = vat__check_turn(turn);
-  if (rc != VAT_OK)
-    return rc;
-  if (to == NULL)
-    return VAT_EINVAL;
-  vat_promise *p;
-  if ((rc = make_request(turn->vat->sys, fn, arg, timeout_s, &p)) != VAT_OK)
-    return rc;
-  if (p->timeout_ns) {
-    p->effect.arm.commit = arm_commit;
-    vat__turn_defer(turn, &p->effect.arm);
-  }
-  vat__send_signal(turn, to, &p->req.sig);
-  *out = p;
-  return VAT_OK;
-}
-
-int vat_host_call(vat_ref *to, vat_request_fn fn, void *arg, double timeout_s,
-                  vat_promise **out) {
-  int rc = vat__check_host();
-  if (rc != VAT_OK)
-    return rc;
-  if (to == NULL)
-    return VAT_EINVAL;
-  vat_promise *p;
-  if ((rc = make_request(vat_ref_system(to), fn, arg, timeout_s, &p)) != VAT_OK)
-    return rc;
-  p->from_host = true;
-  if (p->timeout_ns)
-    arm_timeout(p);
-  rc = vat__host_send_signal(to, &p->req.sig);
-  if (rc != VAT_OK) {
-    /* Never sent: nobody will settle it; the caller gets no promise. */
-    if (p->timeout)
-      vat_timer_cancel(p->timeout);
-    return rc;
-  }
-  *out = p;
-  return VAT_OK;
-}
-
-/* --- Resolvers ------------------------------------------------------------ */
-
-static void resolve_commit(vat_turn *turn, vat__effect *e) {
-  vat_promise *p = vat__container_of(e, vat_promise, effect.answer);
-  settle(p, p->answer_state, p->answer, turn, false);
-  /* Whoever waits on p may act now: tests stop here to check that the
-   * turn's earlier effects are out. */
-  VAT__TEST_POINT("promise.resolve_commit.after_settle");
-}
-
-static int answer(vat_turn *turn, vat_resolver *r, int state, vat_value value) {
-  if (r == NULL)
-    return VAT_EINVAL;
-  if (turn != NULL) {
-    int rc = vat__check_turn(turn);
-    if (rc != VAT_OK)
-      return rc;
-  } else if (vat__current_turn != NULL) {
-    return VAT_EINTURN;
-  }
-  if (atomic_exchange_explicit(&r->used, true, memory_order_acq_rel))
-    return VAT_EBUSY;
-  vat_promise *p = r->promise;
-  if (turn == NULL) {
-    settle(p, state, value, NULL, false);
-    return VAT_OK;
-  }
-  /* This vat now owes the answer: if the turn fails, it breaks. */
-  if (p->owner != turn->vat)
-    track(turn->vat, p);
-  p->answer_state = state;
-  p->answer = value;
-  p->effect.answer.commit = resolve_commit;
-  vat__turn_defer(turn, &p->effect.answer);
-  return VAT_OK;
-}
-
-int vat_resolve(vat_turn *turn, vat_resolver *resolver, vat_value value) {
-  return answer(turn, resolver, ST_RESOLVED, value);
-}
-
-int vat_break(vat_turn *turn, vat_resolver *resolver, vat_value reason) {
-  if (vat_is_null(reason))
-    return VAT_EINVAL;
-  return answer(turn, resolver, ST_BROKEN, reason);
-}
-
-vat_promise *vat_resolver_promise(vat_resolver *resolver) {
-  return resolver ? resolver->promise : NULL;
-}
-
-int vat_promise_new(vat_promise **promise_out, vat_resolver **resolver_out) {
-  if (promise_out == NULL || resolver_out == NULL)
-    return VAT_EINVAL;
-  vat_promise *p = promise_alloc(NULL);
-  *promise_out = p;
-  *resolver_out = &p->resolver;
-  return VAT_OK;
+    vat__promise_settle(items[i], ST_BROKEN, reason, NULL, false);
 }
 
 /* --- Observing ------------------------------------------------------------ */
@@ -494,15 +247,15 @@ int vat_when(vat_turn *turn, vat_promise *p, vat_when_fn fn, void *ctx) {
                   .arg = ctx};
   /* Registered at once: if this turn fails its vat dies, and the
    * notification is dropped at the dead vat. */
-  observe(p, o, turn);
+  vat__promise_observe(p, o, turn);
   return VAT_OK;
 }
 
 vat_promise_state vat_promise_peek(vat_promise *p, vat_value *value) {
   if (p == NULL)
     return VAT_PROMISE_PENDING;
-  int s = state_of(p);
-  if (!is_settled(s))
+  int s = vat__promise_state_of(p);
+  if (!vat__promise_is_settled(s))
     return VAT_PROMISE_PENDING;
   if (value)
     *value = p->value;
@@ -531,7 +284,8 @@ int vat_promise_wait(vat_promise *p, double timeout_s, vat_value *out) {
   if (p == NULL || isnan(timeout_s))
     return VAT_EINVAL;
   pthread_mutex_lock(&p->lock);
-  if (!is_settled(atomic_load_explicit(&p->state, memory_order_relaxed)) &&
+  if (!vat__promise_is_settled(
+          atomic_load_explicit(&p->state, memory_order_relaxed)) &&
       timeout_s != 0) {
     /* Waits on the promise's own lock, so settle can wake it under that
      * lock and never touch this frame after. */
@@ -544,79 +298,25 @@ int vat_promise_wait(vat_promise *p, double timeout_s, vat_value *out) {
       p->head = &o;
     p->tail = &o;
     struct timespec deadline = vat__deadline_after(timeout_s);
-    while (!is_settled(atomic_load_explicit(&p->state, memory_order_relaxed))) {
+    while (!vat__promise_is_settled(
+        atomic_load_explicit(&p->state, memory_order_relaxed))) {
       if (timeout_s < 0)
         pthread_cond_wait(&cond, &p->lock);
       else if (pthread_cond_timedwait(&cond, &p->lock, &deadline) == ETIMEDOUT)
         break;
     }
-    if (!is_settled(atomic_load_explicit(&p->state, memory_order_relaxed)))
+    if (!vat__promise_is_settled(
+            atomic_load_explicit(&p->state, memory_order_relaxed)))
       unlink_waiter(p, &o);
     pthread_cond_destroy(&cond);
   }
   int s = atomic_load_explicit(&p->state, memory_order_relaxed);
-  if (is_settled(s) && out)
+  if (vat__promise_is_settled(s) && out)
     *out = p->value;
   pthread_mutex_unlock(&p->lock);
-  if (!is_settled(s))
+  if (!vat__promise_is_settled(s))
     return VAT_ETIMEDOUT;
   return s == ST_RESOLVED ? VAT_OK : VAT_EBROKEN;
-}
-
-/* --- Pipelining ----------------------------------------------------------- */
-
-typedef struct pipe_effect {
-  vat__effect effect;
-  vat_promise *on;
-  observer *obs;
-} pipe_effect;
-
-static void pipe_commit(vat_turn *turn, vat__effect *e) {
-  pipe_effect *pe = (pipe_effect *)e;
-  observer *o = pe->obs;
-  if (o->kind == OBS_CALL && o->promise->timeout_ns)
-    arm_timeout(o->promise);
-  observe(pe->on, o, turn);
-}
-
-static int enqueue_pipelined(vat_turn *turn, vat_promise *p, observer *o) {
-  pipe_effect *e = vat__gc_alloc(sizeof *e);
-  *e = (pipe_effect){.effect.commit = pipe_commit, .on = p, .obs = o};
-  vat__turn_defer(turn, &e->effect);
-  return VAT_OK;
-}
-
-int vat_promise_send(vat_turn *turn, vat_promise *p, vat_fn fn, void *arg) {
-  int rc = vat__check_turn(turn);
-  if (rc != VAT_OK)
-    return rc;
-  if (p == NULL || fn == NULL)
-    return VAT_EINVAL;
-  /* Resolved already: an ordinary send, in order with this turn's others. */
-  if (state_of(p) == ST_RESOLVED && vat_value_ref(p->value) != NULL)
-    return vat_send(turn, vat_value_ref(p->value), fn, arg);
-  observer *o = vat__gc_alloc(sizeof *o);
-  *o = (observer){.kind = OBS_SEND, .fn = fn, .arg = arg};
-  return enqueue_pipelined(turn, p, o);
-}
-
-int vat_promise_call(vat_turn *turn, vat_promise *p, vat_request_fn fn,
-                     void *arg, double timeout_s, vat_promise **out) {
-  int rc = vat__check_turn(turn);
-  if (rc != VAT_OK)
-    return rc;
-  if (p == NULL)
-    return VAT_EINVAL;
-  if (state_of(p) == ST_RESOLVED && vat_value_ref(p->value) != NULL)
-    return vat_call(turn, vat_value_ref(p->value), fn, arg, timeout_s, out);
-  vat_promise *child;
-  if ((rc = make_request(turn->vat->sys, fn, arg, timeout_s, &child)) != VAT_OK)
-    return rc;
-  observer *o = vat__gc_alloc(sizeof *o);
-  *o = (observer){.kind = OBS_CALL, .promise = child};
-  enqueue_pipelined(turn, p, o);
-  *out = child;
-  return VAT_OK;
 }
 
 static void vat_stranded(vat__vat *v, vat_value reason) {

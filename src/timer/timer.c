@@ -1,10 +1,7 @@
 /* Timers: one service per system.
  *
- * Pending timers sit in a 4-ary min-heap ordered by (deadline, arming
- * sequence); each timer keeps its heap slot, so cancelling is a removal in
- * O(log n), not a search. A 4-ary heap does a quarter fewer levels than a
- * binary one and its children share a cache line of the slot array. One
- * mutex per system guards the heap and every timer's links.
+ * Pending timers sit in a deadline heap (heap.c). One mutex per system
+ * guards the heap and every timer's links.
  *
  * Measured on the 2-core development machine (test_timer.c's stress test
  * prints its figures): 1,000,000 timers armed from turns cost 0.5-1.3 us
@@ -23,145 +20,22 @@
  * cancels the owner's timers under the same lock, so a dead vat's timer
  * never delivers once its death is published.
  *
- * Idle timeouts: the vat's turn counter is sampled by a check turn every
- * quarter of the period (re-armed from that turn, so checks are at least a
- * quarter apart); four silent checks in a row make a full period of
- * silence.
+ * Idle timeouts are in idle.c.
  */
 #include "timer/timer.h"
 
 #include "core/deliver.h"
 #include "core/system.h"
+#include "timer/service.h"
 #include "util/clock.h"
 #include "util/container.h"
 #include "util/gc.h" /* pthread_create registers the timer thread */
 #include "util/mem.h"
 
-#define NOT_ARMED UINT32_MAX
-
-enum timer_kind { T_MSG, T_CALL, T_IDLE };
-
-struct vat_timer {
-  uint64_t deadline; /* before arming: the delay */
-  uint64_t period;   /* 0: one-shot */
-  uint64_t seq;
-  uint32_t slot;
-  uint8_t kind;
-  bool armed, cancelled, fired, dynamic;
-  vat__vat *owner;                /* NULL for T_CALL */
-  vat_timer *own_prev, *own_next; /* the owner's armed timers */
-  /* A turn's timers to arm at its commit, or the calls that fell due in
-   * one firing (T_CALL): a timer is in one such batch at most, once. */
-  vat_timer *batch_next;
-  union {
-    vat_ref *to;
-    vat_system *sys; /* T_CALL */
-  } u;
-  union {
-    vat_fn fn;
-    void (*call)(void *);
-  } f;
-  void *arg;
-  vat_value *value; /* dynamic messages */
-};
-
-typedef struct vat__timer_service {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  vat_timer **heap;
-  size_t n, cap;
-  uint64_t seq;
-  bool stop, has_thread;
-  pthread_t thread;
-} service;
-
-/* Per vat: its armed timers, the timers its current turn arms at commit,
- * and its idle timeout. */
-struct vat__timers {
-  vat_timer *owned;
-  vat__effect arm_effect;
-  vat_timer *to_arm, *to_arm_tail;
-  /* Idle timeout: touched by the vat's own turns only. */
-  vat_timer *idle_check;
-  uint64_t idle_ns;
-  vat_ref *idle_to;
-  vat_fn idle_fn;
-  void *idle_arg;
-  uint32_t snap;
-  unsigned silent;
-  vat__signal idle_sig;
-};
-
-/* --- The heap ------------------------------------------------------------- */
-
-static inline bool earlier(const vat_timer *a, const vat_timer *b) {
-  return a->deadline < b->deadline ||
-         (a->deadline == b->deadline && a->seq < b->seq);
-}
-
-static inline void place(service *s, size_t i, vat_timer *t) {
-  s->heap[i] = t;
-  t->slot = (uint32_t)i;
-}
-
-static void sift_up(service *s, size_t i, vat_timer *t) {
-  while (i > 0) {
-    size_t parent = (i - 1) / 4;
-    if (!earlier(t, s->heap[parent]))
-      break;
-    place(s, i, s->heap[parent]);
-    i = parent;
-  }
-  place(s, i, t);
-}
-
-static void sift_down(service *s, size_t i, vat_timer *t) {
-  for (;;) {
-    size_t first = 4 * i + 1;
-    if (first >= s->n)
-      break;
-    size_t best = first;
-    size_t end = first + 4 < s->n ? first + 4 : s->n;
-    for (size_t c = first + 1; c < end; c++)
-      if (earlier(s->heap[c], s->heap[best]))
-        best = c;
-    if (!earlier(s->heap[best], t))
-      break;
-    place(s, i, s->heap[best]);
-    i = best;
-  }
-  place(s, i, t);
-}
-
-static void heap_insert(service *s, vat_timer *t) {
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 256;
-    vat_timer **heap =
-        vat__oom_check(GC_REALLOC(s->heap, cap * sizeof *heap), "timers");
-    s->heap = heap;
-    s->cap = cap;
-  }
-  t->seq = s->seq++;
-  sift_up(s, s->n++, t);
-}
-
-static void heap_remove(service *s, vat_timer *t) {
-  size_t i = t->slot;
-  t->slot = NOT_ARMED;
-  vat_timer *last = s->heap[--s->n];
-  s->heap[s->n] = NULL;
-  if (last == t)
-    return;
-  if (i > 0 && earlier(last, s->heap[(i - 1) / 4]))
-    sift_up(s, i, last);
-  else
-    sift_down(s, i, last);
-}
-
 /* --- Owners ----------------------------------------------------------------
  */
 
-static struct vat__timers *timers_of(vat__vat *v) {
+struct vat__timers *vat__timers_of(vat__vat *v) {
   vat__vat_ext *ext = vat__ext_of(v);
   if (ext->timers == NULL)
     ext->timers = vat__gc_alloc(sizeof *ext->timers);
@@ -189,19 +63,19 @@ static void own_unlink(vat_timer *t) {
 }
 
 /* Cancels t under the lock: it leaves the heap if it is armed there. */
-static void cancel_locked(service *s, vat_timer *t) {
+void vat__timer_cancel_locked(service *s, vat_timer *t) {
   t->cancelled = true;
   if (t->slot != NOT_ARMED)
-    heap_remove(s, t);
+    vat__timer_heap_remove(s, t);
 }
 
 /* Arms t (its `deadline` holding the delay) under the lock. */
-static void arm_locked(service *s, vat_timer *t, uint64_t now) {
+void vat__timer_arm_locked(service *s, vat_timer *t, uint64_t now) {
   if (t->cancelled || s->stop)
     return;
   t->deadline = now + t->deadline;
   t->armed = true;
-  heap_insert(s, t);
+  vat__timer_heap_insert(s, t);
   if (t->owner && t->kind != T_IDLE)
     own_link(t);
   /* A new earliest deadline: the sleeping thread must recompute. */
@@ -231,7 +105,7 @@ void vat__timers_fire_due(vat_system *sys, uint64_t now) {
   pthread_mutex_lock(&s->lock);
   while (s->n > 0 && s->heap[0]->deadline <= now && !s->stop) {
     vat_timer *t = s->heap[0];
-    heap_remove(s, t);
+    vat__timer_heap_remove(s, t);
     if (t->kind == T_CALL) {
       t->fired = true;
       t->batch_next = calls;
@@ -249,7 +123,7 @@ void vat__timers_fire_due(vat_system *sys, uint64_t now) {
       t->deadline += t->period;
       if (t->deadline <= now)
         t->deadline = now + t->period;
-      heap_insert(s, t);
+      vat__timer_heap_insert(s, t);
     } else if (t->kind == T_MSG) {
       t->fired = true;
       own_unlink(t);
@@ -354,13 +228,13 @@ static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   pthread_mutex_lock(&s->lock);
   for (vat_timer *t = own->owned, *next; t != NULL; t = next) {
     next = t->own_next;
-    cancel_locked(s, t);
+    vat__timer_cancel_locked(s, t);
     t->own_prev = t->own_next = NULL;
   }
   own->owned = NULL;
   vat_timer *idle = own->idle_check;
   if (idle) {
-    cancel_locked(s, idle);
+    vat__timer_cancel_locked(s, idle);
   }
   pthread_mutex_unlock(&s->lock);
 }
@@ -380,7 +254,7 @@ static void arm_commit(vat_turn *turn, vat__effect *e) {
   for (vat_timer *next; t != NULL; t = next) {
     next = t->batch_next;
     t->batch_next = NULL;
-    arm_locked(s, t, now);
+    vat__timer_arm_locked(s, t, now);
   }
   pthread_mutex_unlock(&s->lock);
 }
@@ -389,7 +263,7 @@ static void arm_commit(vat_turn *turn, vat__effect *e) {
  * many timers it arms. A failed turn ends the vat, so a queue left behind
  * by one is never looked at again. */
 static int arm_at_commit(vat_turn *turn, vat_timer *t, vat_timer **out) {
-  struct vat__timers *own = timers_of(turn->vat);
+  struct vat__timers *own = vat__timers_of(turn->vat);
   t->owner = turn->vat;
   t->slot = NOT_ARMED;
   if (own->to_arm == NULL) {
@@ -464,7 +338,7 @@ int vat_timer_cancel(vat_timer *t) {
   if (t->cancelled || t->fired) {
     rc = VAT_ENOTFOUND;
   } else {
-    cancel_locked(s, t);
+    vat__timer_cancel_locked(s, t);
     if (t->armed && t->owner && t->kind != T_IDLE)
       own_unlink(t);
   }
@@ -483,107 +357,9 @@ vat_timer *vat__timer_call_at(vat_system *sys, uint64_t deadline_ns,
                    .arg = arg};
   pthread_mutex_lock(&s->lock);
   t->deadline = 0;
-  arm_locked(s, t, deadline_ns);
+  vat__timer_arm_locked(s, t, deadline_ns);
   pthread_mutex_unlock(&s->lock);
   return t;
-}
-
-/* --- Idle timeouts ----------------------------------------------------------
- */
-
-static void idle_arm_locked(service *s, struct vat__timers *own, uint64_t now) {
-  vat_timer *t = own->idle_check;
-  t->deadline = own->idle_ns / 4 ? own->idle_ns / 4 : 1;
-  arm_locked(s, t, now);
-}
-
-static void idle_deliver(vat_turn *turn, void *state, vat__signal *sig) {
-  (void)state;
-  struct vat__timers *own =
-      vat__container_of(sig, struct vat__timers, idle_sig);
-  vat__vat *v = turn->vat;
-  if (own->idle_ns == 0 || own->idle_check == NULL ||
-      own->idle_check->cancelled)
-    return;
-  /* v->turns counts the turns before this one. */
-  own->silent = v->turns == own->snap ? own->silent + 1 : 0;
-  own->snap = v->turns + 1;
-  if (own->silent >= 4) {
-    own->silent = 0;
-    vat_send(turn, own->idle_to, own->idle_fn, own->idle_arg);
-  }
-  vat_system *sys = v->sys;
-  service *s = sys->timers;
-  uint64_t now = vat__clock_now(sys);
-  pthread_mutex_lock(&s->lock);
-  if (!own->idle_check->cancelled && own->idle_check->slot == NOT_ARMED)
-    idle_arm_locked(s, own, now);
-  pthread_mutex_unlock(&s->lock);
-}
-
-/* A dropped check needs no answer: its vat has ended. */
-static const vat__signal_class idle_class = {
-    .deliver = idle_deliver,
-    .drop = vat__signal_drop_nothing,
-};
-
-typedef struct idle_effect {
-  vat__effect effect;
-  uint64_t idle_ns;
-  vat_ref *to;
-  vat_fn fn;
-  void *arg;
-} idle_effect;
-
-static void idle_commit(vat_turn *turn, vat__effect *e) {
-  idle_effect *ie = (idle_effect *)e;
-  vat__vat *v = turn->vat;
-  struct vat__timers *own = timers_of(v);
-  vat_system *sys = v->sys;
-  service *s = sys->timers;
-  uint64_t now = vat__clock_now(sys);
-  pthread_mutex_lock(&s->lock);
-  vat_timer *old = own->idle_check;
-  if (old) {
-    cancel_locked(s, old);
-    own->idle_check = NULL;
-  }
-  own->idle_ns = ie->idle_ns;
-  if (ie->idle_ns > 0) {
-    own->idle_to = ie->to;
-    own->idle_fn = ie->fn;
-    own->idle_arg = ie->arg;
-    own->idle_sig.cls = &idle_class;
-    /* This turn counts: silence starts after it. */
-    own->snap = v->turns;
-    own->silent = 0;
-    vat_timer *t = vat__gc_alloc(sizeof *t);
-    *t = (vat_timer){.slot = NOT_ARMED, .kind = T_IDLE, .owner = v};
-    own->idle_check = t;
-    idle_arm_locked(s, own, now);
-  }
-  pthread_mutex_unlock(&s->lock);
-}
-
-int vat_idle_timeout(vat_turn *turn, double idle_s, vat_ref *to, vat_fn fn,
-                     void *arg) {
-  int rc = vat__check_turn(turn);
-  if (rc != VAT_OK)
-    return rc;
-  uint64_t ns;
-  if (vat__seconds_to_ns(idle_s, false, &ns) != VAT_OK)
-    return VAT_EINVAL;
-  if (ns > 0 && (to == NULL || fn == NULL))
-    return VAT_EINVAL;
-  timers_of(turn->vat);
-  idle_effect *e = vat__gc_alloc(sizeof *e);
-  *e = (idle_effect){.effect.commit = idle_commit,
-                     .idle_ns = ns,
-                     .to = to,
-                     .fn = fn,
-                     .arg = arg};
-  vat__turn_defer(turn, &e->effect);
-  return VAT_OK;
 }
 
 const vat__module vat__timer_module = {
