@@ -65,7 +65,7 @@ static int make_request(vat_system *sys, vat_request_fn fn, void *arg,
                         double timeout_s, vat_promise **out) {
   uint64_t ns;
   if (fn == NULL || out == NULL ||
-      vat__seconds_to_ns(timeout_s, false, &ns) != VAT_OK)
+      vat__seconds_to_ns(timeout_s, VAT__NS_KEEP_NONZERO, &ns) != VAT_OK)
     return VAT_EINVAL;
   vat_promise *p = vat__promise_alloc(sys);
   p->req = (request){.sig.cls = &request_class, .fn = fn, .arg = arg};

@@ -88,7 +88,7 @@ int vat_idle_timeout(vat_turn *turn, double idle_s, vat_ref *to, vat_fn fn,
   if (rc != VAT_OK)
     return rc;
   uint64_t ns;
-  if (vat__seconds_to_ns(idle_s, false, &ns) != VAT_OK)
+  if (vat__seconds_to_ns(idle_s, 0, &ns) != VAT_OK)
     return VAT_EINVAL;
   if (ns > 0 && (to == NULL || fn == NULL))
     return VAT_EINVAL;

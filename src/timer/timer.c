@@ -288,10 +288,12 @@ static int later(vat_turn *turn, double delay_s, double period_s, vat_ref *to,
   if (to == NULL || fn == NULL)
     return VAT_EINVAL;
   if (period_s > 0) {
-    if ((rc = vat__seconds_to_ns(period_s, true, &period)) != VAT_OK)
+    if ((rc = vat__seconds_to_ns(period_s,
+                                 VAT__NS_POSITIVE | VAT__NS_KEEP_NONZERO,
+                                 &period)) != VAT_OK)
       return rc;
     delay = period;
-  } else if ((rc = vat__seconds_to_ns(delay_s, false, &delay)) != VAT_OK) {
+  } else if ((rc = vat__seconds_to_ns(delay_s, 0, &delay)) != VAT_OK) {
     return rc;
   }
   vat_timer *t = vat__gc_alloc(sizeof *t);

@@ -47,13 +47,13 @@ void vat__cond_init_monotonic(pthread_cond_t *cond) {
   pthread_condattr_destroy(&attr);
 }
 
-int vat__seconds_to_ns(double seconds, bool positive, uint64_t *out) {
-  if (!(seconds >= 0) || (positive && !(seconds > 0)))
+int vat__seconds_to_ns(double seconds, unsigned flags, uint64_t *out) {
+  if (!(seconds >= 0) || ((flags & VAT__NS_POSITIVE) && !(seconds > 0)))
     return VAT_EINVAL;
   if (seconds > MAX_SECONDS)
     seconds = MAX_SECONDS;
   *out = (uint64_t)(seconds * 1e9);
-  if (seconds > 0 && *out == 0)
+  if ((flags & VAT__NS_KEEP_NONZERO) && seconds > 0 && *out == 0)
     *out = 1;
   return VAT_OK;
 }

@@ -24,9 +24,17 @@ struct timespec vat__deadline_after(double seconds);
 /** Initialises `cond` to time its waits on CLOCK_MONOTONIC. */
 void vat__cond_init_monotonic(pthread_cond_t *cond);
 
-/** A caller's duration in seconds as nanoseconds, capped at 1e9 s.
- *  VAT_EINVAL for NaN or a negative value, and for 0 when `positive`.
- *  A positive duration shorter than a nanosecond counts as one. */
-int vat__seconds_to_ns(double seconds, bool positive, uint64_t *out);
+/* How vat__seconds_to_ns treats a duration near 0. */
+enum {
+  /** 0 is VAT_EINVAL (a period). */
+  VAT__NS_POSITIVE = 1,
+  /** A positive duration shorter than a nanosecond counts as one, where 0
+   *  would mean something else (a timeout of 0: none; a period). */
+  VAT__NS_KEEP_NONZERO = 2,
+};
+
+/** A caller's duration in seconds as nanoseconds (truncated), capped at
+ *  1e9 s. VAT_EINVAL for NaN or a negative value; `flags` above. */
+int vat__seconds_to_ns(double seconds, unsigned flags, uint64_t *out);
 
 #endif
