@@ -11,11 +11,10 @@
  * its bucket (its key becomes VAT__XMAP_GONE, which matches no key), so
  * probes never break; an insertion may reuse such a bucket; growing
  * compacts the entries, keeping their order. */
-#include <stdlib.h>
 #include <string.h>
 
 #include "exits/map.h"
-#include "util/gc.h"
+#include "util/mem.h"
 
 static uint32_t entries_cap(uint32_t cap) {
   return cap - cap / 4;
@@ -60,9 +59,7 @@ static void resize(vat__xmap *m, uint32_t cap) {
   const vat__xmap old = *m;
   size_t bytes =
       entries_cap(cap) * sizeof *m->slots + (size_t)cap * sizeof(uint32_t);
-  m->slots = GC_MALLOC(bytes); /* zeroed: every bucket empty */
-  if (m->slots == NULL)
-    abort();
+  m->slots = vat__gc_alloc(bytes); /* zeroed: every bucket empty */
   m->cap = cap;
   m->size = m->used = 0;
   for (uint32_t i = 0; i < old.used; i++)
