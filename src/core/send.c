@@ -52,8 +52,8 @@ int vat__send_signal(vat_turn *turn, vat_ref *to, vat__signal *sig) {
 
 /* `check` is the caller's check of its own arguments, made after the
  * thread's: an unregistered thread hears so first. */
-static int host_send(vat_ref *to, bool check, vat_fn fn, void *arg,
-                     vat_value value) {
+static inline int host_send(vat_ref *to, bool check, vat_fn fn, void *arg,
+                            vat_value value) {
   int rc = vat__check_host();
   if (rc != VAT_OK)
     return rc;

@@ -12,8 +12,6 @@ static void entity_init(struct vat_entity *e, vat__vat *v,
   e->receive = def->receive;
   if (state_out)
     *state_out = vat__state(e);
-  if (def->on_stop)
-    vat__hooks_entity_stop(v, e, def->on_stop);
 }
 
 vat__vat_ext *vat__ext_of(vat__vat *v) {
@@ -36,19 +34,32 @@ int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
   v->sys = sys;
   atomic_init(&v->dead, false);
   entity_init(&v->first, v, def, state_out);
+  /* The first entity's stop callback is the core's to keep (see
+   * vat__vat_ext): a vat that only wants its end seen costs no module
+   * state. */
+  if (def->on_stop)
+    vat__ext_of(v)->first_stop = def->on_stop;
   *out = v;
   return VAT_OK;
+}
+
+/* Whether a module keeps state for the vat: the ended hooks act on
+ * nothing else (core/hooks.h), so most vats skip them. */
+static bool has_module_state(const vat__vat_ext *x) {
+  return x->exits || x->promises || x->timers || x->first_stop;
 }
 
 void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason) {
   if (vat__is_dead(v))
     return;
-  vat__ext_of(v)->exit_reason = reason;
+  vat__vat_ext *x = vat__ext_of(v);
+  x->exit_reason = reason;
   /* Release: readers that see `dead` see the reason. Messages still queued
    * are dropped by the turn loop as it drains the mailbox. */
   atomic_store_explicit(&v->dead, true, memory_order_release);
   vat__count(&w->terminated, 1);
-  vat__hooks_vat_ended(w, v, reason);
+  if (has_module_state(x))
+    vat__hooks_vat_ended(w, v, reason);
 }
 
 /* The checks vat_spawn and vat_entity_new make on their caller. */
@@ -99,6 +110,8 @@ int vat_entity_new(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
     return rc;
   struct vat_entity *e = vat__gc_alloc(sizeof *e + def->state_size);
   entity_init(e, turn->vat, def, state_out);
+  if (def->on_stop)
+    vat__hooks_entity_stop(turn->vat, e, def->on_stop);
   *out = e;
   return VAT_OK;
 }

@@ -36,9 +36,10 @@ typedef struct vat__vat_ext {
   struct vat__exits *exits;
   struct vat__promises *promises;
   struct vat__timers *timers;
-  /* The first entity's stop callback, kept here rather than in `exits`: a
-   * short-lived vat that only wants its end seen costs two allocations,
-   * not four. */
+  /* The first entity's stop callback, kept here by the core rather than
+   * in `exits`: a short-lived vat that only wants its end seen costs two
+   * allocations, not four. The exits module runs it, before the other
+   * entities' callbacks. */
   vat_stop_fn first_stop;
   /* In its system's boundary registry (core/boundary.h). */
   bool on_boundary;

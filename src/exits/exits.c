@@ -63,7 +63,7 @@
 #include "exits/state.h"
 #include "util/mem.h"
 
-struct vat__exits *vat__exits_of(vat__vat *v) {
+struct vat__exits *vat__exits_make(vat__vat *v) {
   vat__vat_ext *c = v->ext;
   if (c == NULL) {
     /* Both in one allocation when neither exists yet: a vat's end reads
@@ -308,11 +308,9 @@ int vat_host_exit(vat_ref *target, vat_value reason) {
 
 /* --- Core hooks ----------------------------------------------------------- */
 
+/* Another entity than the first (whose callback the core keeps in
+ * ext->first_stop; it runs first, as it was made first). */
 static void track_stop(vat__vat *v, vat_ref *entity, vat_stop_fn fn) {
-  if (entity == &v->first) { /* made first, so called first */
-    vat__ext_of(v)->first_stop = fn;
-    return;
-  }
   struct vat__exits *x = vat__exits_of(v);
   stop_cb *cb = vat__gc_alloc(sizeof *cb);
   *cb = (stop_cb){.next = x->stops, .entity = entity, .fn = fn};

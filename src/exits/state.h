@@ -63,8 +63,14 @@ typedef struct watch_sig {
   vat_value reason; /* DOWN only */
 } watch_sig;
 
-/** The vat's exits state, made on first use. */
-struct vat__exits *vat__exits_of(vat__vat *v);
+/** The vat's exits state, made on first use. Inline: every link signal
+ *  asks; only the first one makes it. */
+struct vat__exits *vat__exits_make(vat__vat *v);
+static inline struct vat__exits *vat__exits_of(vat__vat *v) {
+  if (v->ext != NULL && v->ext->exits != NULL)
+    return v->ext->exits;
+  return vat__exits_make(v);
+}
 
 static inline bool vat__exits_is_kill(vat_value reason) {
   return vat_is_atom(reason, vat__atom.killed);
