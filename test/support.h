@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "testpoint.h" /* pause points: vat__test_point_arm() and friends */
+#include "util/testpoint.h" /* pause points: vat__test_point_arm() and friends */
 #include "vat.h"
 
 /** Divides the sizes of the heavy tests. The hostile build collects at

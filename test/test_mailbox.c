@@ -1,6 +1,6 @@
 /* The mailbox on its own: queue order, the idle/scheduled handshake, and a
  * multi-producer stress run that plays the scheduler's part with a token. */
-#include "vat_gc.h"
+#include "util/gc.h"
 
 #include <inttypes.h>
 #include <sched.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mailbox.h"
+#include "core/mailbox.h"
 #include "suites.h"
 #include "support.h"
 

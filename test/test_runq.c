@@ -1,6 +1,6 @@
 /* The run queue on its own: ring order, the full case, take_half, steal,
  * and a stress run of one owner against concurrent thieves. */
-#include "vat_gc.h"
+#include "util/gc.h"
 
 #include <inttypes.h>
 #include <sched.h>
@@ -11,7 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "internal.h"
+#include "core/runq.h"
+#include "core/vat.h"
 #include "suites.h"
 #include "support.h"
 

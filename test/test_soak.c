@@ -34,7 +34,7 @@
  * each run's figures and each vat's end. The last line printed gives runs,
  * messages, faults injected and violations, after a count per check.
  */
-#include "vat_gc.h"
+#include "util/gc.h"
 
 #include <inttypes.h>
 #include <pthread.h>

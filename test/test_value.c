@@ -7,7 +7,7 @@
 
 #include "suites.h"
 #include "support.h"
-#include "vat_gc.h" /* before any pthread_create: it registers the threads */
+#include "util/gc.h" /* before any pthread_create: it registers the threads */
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -23,7 +23,7 @@
  * Cost: the timers of a system sit in one 4-ary heap; arming and cancelling
  * are O(log n), under one lock per system. A pending timer costs about
  * 104 bytes (96 for the timer, 8 for its heap slot): a million, ~100 MB.
- * Figures for a million timers are in src/timer.c.
+ * Figures for a million timers are in src/timer/timer.c.
  */
 #ifndef VAT_TIMER_H
 #define VAT_TIMER_H

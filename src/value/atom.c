@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/gc.h"
 #include "value/value_internal.h"
-#include "vat_gc.h"
 
 #define MIN_CAPACITY 64
 

@@ -1,9 +1,9 @@
 /* Value constructors and accessors. See value_internal.h for the layouts. */
 #include <string.h>
 
+#include "util/gc.h"
 #include "value/value_internal.h"
 #include "vat/error.h"
-#include "vat_gc.h"
 
 /* Null is also what a constructor returns when it fails. */
 static vat_value null_value(void) {

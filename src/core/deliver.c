@@ -1,0 +1,172 @@
+/* Delivery: every message reaches its mailbox through this file.
+ *
+ * The contract, stated once: a message accepted for delivery (buffered by
+ * a turn that commits, or sent by a host thread while the system runs) is
+ * either run as a turn of its target, or dropped — counted as a dead
+ * letter (the target had ended), or counted at shutdown (its system
+ * stopped with it queued) — exactly once. A signal's drop runs in place of
+ * its deliver, so whoever waits on it (a promise, a link) is answered.
+ *
+ * The shutdown admission gate: a sender from outside a system's workers (a
+ * host thread, the timer thread, another system) is counted in
+ * `host_inflight` from before its look at the system's state until its
+ * push is done. Shutdown flips the state first and then waits for that
+ * count to reach zero, so either the sender saw the new state (and drops,
+ * or is refused), or shutdown sees the push before it counts what is left.
+ */
+#include "core/deliver.h"
+
+#include "core/schedule.h"
+#include "core/system.h"
+#include "core/worker.h"
+#include "util/testpoint.h"
+
+void vat__dispatch_dynamic(vat_turn *turn, void *state, void *arg) {
+  vat_ref *self = turn->self;
+  if (self->receive == NULL) {
+    vat__dead_letter(turn->worker, turn->msg);
+    return;
+  }
+  self->receive(turn, state, (const vat_atom *)arg, turn->msg->value);
+}
+
+void vat__dispatch_signal(vat_turn *turn, void *state, void *arg) {
+  vat__signal *sig = arg;
+  sig->cls->deliver(turn, state, sig);
+}
+
+void vat__signal_drop_nothing(vat__worker *w, vat_ref *target,
+                              vat__signal *sig) {
+  (void)w;
+  (void)target;
+  (void)sig;
+}
+
+/* --- Dropping ------------------------------------------------------------ */
+
+static const vat_atom *selector_of(const vat__msg *m) {
+  return m->fn == vat__dispatch_dynamic ? (const vat_atom *)m->arg : NULL;
+}
+
+static void call_hook(vat_system *sys, vat__msg *m) {
+  if (sys->cfg.on_dead_letter)
+    sys->cfg.on_dead_letter(sys->cfg.dead_letter_ctx, m->target,
+                            selector_of(m));
+}
+
+/* Counts on the target's system: a worker's own counter when the worker
+ * belongs to it, the shared one otherwise. */
+void vat__dead_letter(vat__worker *w, vat__msg *m) {
+  if (m->fn == vat__dispatch_signal) {
+    vat__signal *sig = m->arg;
+    sig->cls->drop(w, m->target, sig);
+    return;
+  }
+  vat_system *sys = m->target->vat->sys;
+  if (w != NULL && w->sys == sys)
+    vat__count(&w->dead_letters, 1);
+  else
+    atomic_fetch_add_explicit(&sys->ext_dead_letters, 1, memory_order_relaxed);
+  call_hook(sys, m);
+}
+
+void vat__drop_at_shutdown(vat__msg *m) {
+  if (m->fn == vat__dispatch_signal) {
+    vat__signal *sig = m->arg;
+    sig->cls->drop(NULL, m->target, sig);
+  }
+}
+
+static void drop_chain(vat__worker *w, vat__msg *m, vat__msg *last) {
+  for (;;) {
+    vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    vat__dead_letter(w, m);
+    if (w)
+      vat__msg_free(&w->pool, m);
+    if (m == last)
+      return;
+    m = next;
+  }
+}
+
+/* --- Delivering ---------------------------------------------------------- */
+
+/* Delivery into a system from outside its workers: a host thread (w NULL)
+ * or a turn of another system, through the admission gate (see the top).
+ * A host send is refused once the system closes; a committed message from
+ * another system is still delivered until the workers stop. */
+static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
+  vat__vat *to = first->target->vat;
+  vat_system *sys = to->sys;
+  /* seq_cst: shutdown reads host_inflight after it sets CLOSING; either it
+   * sees us in flight, or we see CLOSING below. */
+  atomic_fetch_add_explicit(&sys->host_inflight, 1, memory_order_seq_cst);
+  int rc = VAT_OK;
+  int state = vat__system_state(sys);
+  VAT__TEST_POINT("send.external.after_state_check");
+  if (w == NULL && state != VAT__RUNNING)
+    rc = VAT_ECLOSED;
+  else if (state >= VAT__STOPPED || vat__is_dead(to))
+    drop_chain(w, first, last);
+  else if (vat__mailbox_push_chain(&to->mailbox, first, last))
+    vat__schedule_external(sys, to);
+  /* Shutdown waits for the last one out, both while closing (quiescence)
+   * and once stopped (before it counts what was left queued). */
+  if (atomic_fetch_sub_explicit(&sys->host_inflight, 1, memory_order_seq_cst) ==
+          1 &&
+      vat__system_state(sys) != VAT__RUNNING)
+    vat__notify_quiet(sys);
+  return rc;
+}
+
+int vat__deliver_from_host(vat__msg *m) {
+  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  return deliver_external(NULL, m, m);
+}
+
+void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last) {
+  vat__vat *to = first->target->vat;
+  if (to->sys != w->sys) {
+    deliver_external(w, first, last);
+    return;
+  }
+  /* The dead check is a shortcut: a vat that dies after it still drops the
+   * message, when its turn loop drains the mailbox. */
+  if (vat__is_dead(to)) {
+    drop_chain(w, first, last);
+    return;
+  }
+  if (vat__mailbox_push_chain(&to->mailbox, first, last))
+    vat__schedule(w, to);
+}
+
+/* --- Now, from anywhere -------------------------------------------------- */
+
+static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
+                         void *aux) {
+  vat__worker *w = vat__current_worker;
+  vat__msg *m = w ? vat__msg_alloc(&w->pool) : vat__msg_alloc_unpooled();
+  m->target = to;
+  m->fn = fn;
+  m->arg = arg;
+  m->value = value;
+  m->aux = aux;
+  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  if (w != NULL)
+    vat__deliver(w, m, m);
+  else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
+    vat__dead_letter(NULL, m);
+}
+
+void vat__deliver_now_msg(vat_ref *to, vat_fn fn, void *arg, vat_value value) {
+  deliver_node(to, fn, arg, value, NULL);
+}
+
+void vat__deliver_now_signal(vat_ref *to, vat__signal *sig) {
+  deliver_node(to, vat__dispatch_signal, sig, vat_null(), NULL);
+}
+
+void vat__deliver_now_inline(vat_ref *to, const vat__signal *sig,
+                             vat_value value, void *aux) {
+  deliver_node(to, vat__dispatch_signal, (void *)sig, value, aux);
+}

@@ -1,0 +1,39 @@
+/* See inject.h. */
+#include "core/inject.h"
+
+#include "core/vat.h"
+
+void vat__inject_init(vat__inject *q) {
+  pthread_mutex_init(&q->lock, NULL);
+  q->head = q->tail = NULL;
+  atomic_init(&q->size, 0);
+}
+
+void vat__inject_push(vat__inject *q, vat__vat *first, vat__vat *last,
+                      uint32_t n) {
+  last->rq_next = NULL;
+  pthread_mutex_lock(&q->lock);
+  if (q->tail)
+    q->tail->rq_next = first;
+  else
+    q->head = first;
+  q->tail = last;
+  atomic_fetch_add_explicit(&q->size, n, memory_order_relaxed);
+  pthread_mutex_unlock(&q->lock);
+}
+
+vat__vat *vat__inject_pop(vat__inject *q) {
+  if (vat__inject_size(q) == 0)
+    return NULL;
+  pthread_mutex_lock(&q->lock);
+  vat__vat *v = q->head;
+  if (v) {
+    q->head = v->rq_next;
+    if (q->head == NULL)
+      q->tail = NULL;
+    v->rq_next = NULL; /* a stale link would pin the rest of the chain */
+    atomic_fetch_sub_explicit(&q->size, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&q->lock);
+  return v;
+}

@@ -1,0 +1,31 @@
+/* A system's shared queue of runnable vats: where host threads, other
+ * systems and full run queues put vats. A mutex guards it; it is off the
+ * hot path (workers look at it when their own queue is empty, and every so
+ * often for fairness). `size` lets a worker skip the lock when it is empty.
+ */
+#ifndef VAT_CORE_INJECT_H
+#define VAT_CORE_INJECT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct vat__vat;
+
+typedef struct vat__inject {
+  pthread_mutex_t lock;
+  struct vat__vat *head, *tail; /* linked through rq_next */
+  _Atomic uint32_t size;
+} vat__inject;
+
+void vat__inject_init(vat__inject *q);
+/** Appends the chain first..last (linked through rq_next) of `n` vats. */
+void vat__inject_push(vat__inject *q, struct vat__vat *first,
+                      struct vat__vat *last, uint32_t n);
+/** Takes the oldest vat, or NULL. */
+struct vat__vat *vat__inject_pop(vat__inject *q);
+static inline uint32_t vat__inject_size(vat__inject *q) {
+  return atomic_load_explicit(&q->size, memory_order_relaxed);
+}
+
+#endif

@@ -1,0 +1,177 @@
+/* See mailbox.h for the protocol. */
+#include "core/mailbox.h"
+
+#include <stdint.h>
+
+#include "util/cpu.h"
+#include "util/testpoint.h"
+
+void vat__mailbox_init(vat__mailbox *mb) {
+  atomic_init(&mb->top, NULL);
+  mb->taken = 0;
+  mb->head = NULL;
+  mb->tail = NULL;
+}
+
+bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
+                             vat__msg *last) {
+  /* The stack links each node to the one pushed before it, the reverse of
+   * the chain's order. Mark the oldest node unlinked first: the consumer may
+   * see the nodes the moment `top` holds them, before that node's link to
+   * the older part of the stack is stored. */
+  vat__msg *before = VAT__MAILBOX_UNLINKED;
+  for (vat__msg *m = first;;) {
+    vat__msg *after = atomic_load_explicit(&m->next, memory_order_relaxed);
+    atomic_store_explicit(&m->next, before, memory_order_relaxed);
+    if (m == last)
+      break;
+    before = m;
+    m = after;
+  }
+  /* acq_rel: release publishes the messages (and the links just written)
+   * to the consumer's acquire load of `top`; acquire orders this push after
+   * the previous owner of `top` — the consumer's CAS to IDLE included — so
+   * the vat is scheduled at most once per IDLE. */
+  vat__msg *below =
+      atomic_exchange_explicit(&mb->top, last, memory_order_acq_rel);
+  /* Where a producer preempted mid-push stops: the consumer sees `last`
+   * but cannot reach the older nodes until the store below. */
+  VAT__TEST_POINT("mailbox.push.after_exchange");
+  /* Release pairs with the consumer's acquire load while it waits for this
+   * link. */
+  atomic_store_explicit(&first->next, below, memory_order_release);
+  return below == NULL;
+}
+
+void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m) {
+  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  if (mb->tail)
+    atomic_store_explicit(&mb->tail->next, m, memory_order_relaxed);
+  else
+    mb->head = m;
+  mb->tail = m;
+}
+
+static void recycle(vat__msgpool *pool, vat__msg *m) {
+  if (m != NULL && pool != NULL)
+    vat__msg_free(pool, m);
+}
+
+/* How long the consumer waits for a producer between its exchange and its
+ * link store. That gap is one store long, so a wait that outlasts this
+ * means the producer was preempted (or stopped by the collector): waiting
+ * longer would stall the worker and every vat queued behind this one. */
+enum { LINK_SPINS = 64 };
+
+/* The link below `m`, or UNLINKED if its producer has not stored it within
+ * the bounded wait. `wait`: no bound (the vat will never run again, and
+ * the producer has one store left to do). */
+static vat__msg *link_below(vat__msg *m, bool wait) {
+  vat__msg *older;
+  for (unsigned i = 0;; i++) {
+    /* Acquire pairs with the producer's release store of the link: the
+     * older nodes it reaches are published. */
+    older = atomic_load_explicit(&m->next, memory_order_acquire);
+    if (older != VAT__MAILBOX_UNLINKED || (i == LINK_SPINS && !wait))
+      return older;
+    if (i == 0 && wait)
+      VAT__TEST_POINT("mailbox.drain.wait_for_link");
+    vat__cpu_relax();
+  }
+}
+
+/* Puts back the stack links of the nodes already reversed into `fifo` (the
+ * newest last), above `stalled`: the segment stays as producers left it. */
+static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
+  vat__msg *below = stalled;
+  while (fifo != NULL) {
+    vat__msg *newer = atomic_load_explicit(&fifo->next, memory_order_relaxed);
+    atomic_store_explicit(&fifo->next, below, memory_order_relaxed);
+    below = fifo;
+    fifo = newer;
+  }
+}
+
+/* Takes what was pushed since `taken` and appends it, oldest first, to the
+ * private list. The old `taken` is recycled if it was handled; if it is
+ * still queued, it is an ordinary node from now on, recycled when done.
+ *
+ * A producer caught between its exchange and its link leaves a node the
+ * walk cannot get past. Then nothing of the segment is taken: the nodes
+ * above it were pushed later, maybe by a producer whose earlier messages
+ * lie below it, so taking them alone would break that producer's order.
+ * `taken` and `top` stay as they were, so the vat cannot go idle (try_idle's
+ * CAS fails) and a later take gets the whole segment. With `wait` (a vat
+ * that will not run again) it waits for the producer instead. */
+static bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
+  /* Acquire pairs with the producers' release exchange: their messages'
+   * contents are visible from here on. */
+  vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
+  vat__msg *taken = vat__mailbox_taken(mb);
+  if (top == taken)
+    return false;
+  vat__msg *fifo = NULL;
+  for (vat__msg *m = top; m != taken;) {
+    vat__msg *older = atomic_load_explicit(&m->next, memory_order_acquire);
+    if (older == VAT__MAILBOX_UNLINKED &&
+        (older = link_below(m, wait)) == VAT__MAILBOX_UNLINKED) {
+      restore_stack(fifo, m);
+      return false;
+    }
+    atomic_store_explicit(&m->next, fifo, memory_order_relaxed);
+    fifo = m;
+    m = older;
+  }
+  if (mb->taken & VAT__TAKEN_DONE)
+    recycle(pool, taken);
+  if (mb->head == NULL)
+    mb->head = fifo;
+  else
+    atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
+  mb->taken = (uintptr_t)top;
+  mb->tail = top;
+  return true;
+}
+
+bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
+  return take(mb, pool, false);
+}
+
+bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
+  if (mb->head != NULL)
+    return false;
+  /* Clear `taken` before the CAS: once the vat is idle, a producer may
+   * schedule it on another worker at once, and the mailbox is that
+   * worker's. The CAS's release publishes the cleared field to it. */
+  uintptr_t taken_bits = mb->taken;
+  vat__msg *taken = vat__mailbox_taken(mb);
+  mb->taken = 0;
+  /* Release also makes everything this vat's turns wrote happen-before the
+   * next scheduling, which starts with a producer's acquire exchange that
+   * finds IDLE — so the next worker to run the vat sees its state. */
+  if (!atomic_compare_exchange_strong_explicit(&mb->top, &(vat__msg *){taken},
+                                               NULL, memory_order_release,
+                                               memory_order_relaxed)) {
+    mb->taken = taken_bits;
+    return false;
+  }
+  /* Ours alone now: `top` and the mailbox no longer refer to it. */
+  if (taken_bits & VAT__TAKEN_DONE)
+    recycle(pool, taken);
+  return true;
+}
+
+size_t vat__mailbox_count(vat__mailbox *mb) {
+  vat__mailbox_take_new(mb, NULL);
+  size_t n = 0;
+  for (vat__msg *m = mb->head; m != NULL;
+       m = atomic_load_explicit(&m->next, memory_order_relaxed))
+    n++;
+  return n;
+}
+
+vat__msg *vat__mailbox_pop_stopped(vat__mailbox *mb) {
+  if (mb->head == NULL)
+    take(mb, NULL, true);
+  return vat__mailbox_pop(mb, NULL);
+}

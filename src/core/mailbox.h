@@ -1,0 +1,132 @@
+/* A vat's mailbox: an intrusive, lock-free, multi-producer single-consumer
+ * queue whose state word also says whether the vat needs scheduling.
+ *
+ * Producers push with one atomic exchange on `top`, building a LIFO stack:
+ * each pushed node links to the node that was on top before it. The
+ * consumer (the worker running the vat) never writes `top` while it runs:
+ * it remembers the newest node it has taken (`taken`), and takes what was
+ * pushed since by walking from `top` down to `taken`, reversing that segment
+ * into its private FIFO list. Producers only ever write their own nodes, so
+ * taking needs no atomic read-modify-write.
+ *
+ * `top` is IDLE (NULL) while the vat is neither scheduled nor running; the
+ * producer whose exchange replaces IDLE must schedule the vat. The consumer
+ * returns the vat to IDLE with one CAS from `taken`, which fails if a push
+ * came in meanwhile. So a message costs its producer one exchange, and a
+ * vat that handled everything it had costs its consumer one CAS.
+ *
+ * `taken` is not recycled while `top` may still point at it: a recycled node
+ * pushed again would look like "nothing new". It is freed when a newer node
+ * replaces it, or when the vat goes idle (then `top` no longer holds it).
+ *
+ * Invariant: top != IDLE implies the vat is in a run queue, in a worker's
+ * next slot, or running — or a producer that saw IDLE is about to put it
+ * there. So no message waits in an idle vat.
+ *
+ * A producer preempted between its exchange and its link store leaves the
+ * consumer a segment it cannot walk. The consumer does not wait for it
+ * beyond a short spin: it takes nothing of that segment, keeps `taken`, and
+ * reports nothing new. `top` still differs from `taken`, so the vat cannot
+ * go idle; its turn loop hands it back to the scheduler to run again later
+ * (vat__run_batch), and the worker runs other vats meanwhile.
+ */
+#ifndef VAT_CORE_MAILBOX_H
+#define VAT_CORE_MAILBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/message.h"
+#include "core/msgpool.h"
+
+typedef struct vat__mailbox {
+  _Atomic(vat__msg *) top; /* producers: exchange; consumer: load, CAS */
+  /* Consumer: the newest node taken from the stack, with bit 0 set once
+   * it was handled (then it may be recycled when replaced). Nodes are
+   * 8-aligned, so the bit is free; keeping it here keeps a vat's header in
+   * one cache line. */
+  uintptr_t taken;
+  vat__msg *head; /* consumer: FIFO of taken messages */
+  vat__msg *tail;
+} vat__mailbox;
+
+/* Transient value of a pushed node's link before its producer stores it. */
+#define VAT__MAILBOX_UNLINKED ((vat__msg *)(uintptr_t)1)
+
+void vat__mailbox_init(vat__mailbox *mb);
+
+/** Pushes the chain first..last (already linked first->...->last through
+ *  `next`, oldest first) from any thread. Returns true when the mailbox was
+ *  idle: the caller must schedule the vat. */
+bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first, vat__msg *last);
+
+static inline bool vat__mailbox_push(vat__mailbox *mb, vat__msg *m) {
+  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  return vat__mailbox_push_chain(mb, m, m);
+}
+
+/** Consumer: appends a message to the private list without any atomic. Only
+ *  for messages the running vat sends to itself (it is the only producer of
+ *  that pair, so order is kept); call vat__mailbox_take_new first, so
+ *  messages from others that arrived first are handled first: a vat that
+ *  keeps sending to itself cannot starve its other senders. */
+void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
+
+/** Consumer: moves what producers pushed into the private list; false when
+ *  nothing new was pushed, or when a producer is still mid-push under what
+ *  is new (then nothing is taken, and the vat must stay scheduled). Nodes
+ *  the mailbox no longer needs go back to `pool` (NULL: to the collector). */
+bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
+
+/** Consumer: the next message, or NULL when nothing is queued now or what
+ *  is queued waits for a producer mid-push (try_idle then fails). Inline:
+ *  one per turn, and mostly the private list has one ready. */
+static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
+  if (mb->head == NULL && !vat__mailbox_take_new(mb, pool))
+    return NULL;
+  vat__msg *m = mb->head;
+  mb->head = atomic_load_explicit(&m->next, memory_order_relaxed);
+  if (mb->head == NULL)
+    mb->tail = NULL;
+  return m;
+}
+
+/** Consumer of a vat that will never run again (its system stopped and
+ *  its workers are joined): the next message, or NULL when the mailbox is
+ *  empty. Unlike vat__mailbox_pop it waits for a producer caught mid-push,
+ *  so that nothing it pushed, nor anything pushed before it, is left
+ *  behind uncounted. */
+vat__msg *vat__mailbox_pop_stopped(vat__mailbox *mb);
+
+/** Consumer: a popped message was handled; recycles its node unless the
+ *  mailbox still needs it. */
+#define VAT__TAKEN_DONE ((uintptr_t)1)
+
+static inline vat__msg *vat__mailbox_taken(const vat__mailbox *mb) {
+  return (vat__msg *)(mb->taken & ~VAT__TAKEN_DONE);
+}
+
+static inline void vat__mailbox_done(vat__mailbox *mb, vat__msgpool *pool,
+                                     vat__msg *m) {
+  if (m == vat__mailbox_taken(mb))
+    mb->taken |= VAT__TAKEN_DONE;
+  else
+    vat__msg_free(pool, m);
+}
+
+/** Consumer: marks the mailbox idle if nothing is queued. Returns false when
+ *  a message arrived meanwhile (the vat stays scheduled). */
+bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool);
+
+/** Consumer: takes what was pushed and counts the queued messages. */
+size_t vat__mailbox_count(vat__mailbox *mb);
+
+/** Consumer: true when a message is queued (a hint: a push may land just
+ *  after it returns false). */
+static inline bool vat__mailbox_has_work(vat__mailbox *mb) {
+  return mb->head != NULL ||
+         atomic_load_explicit(&mb->top, memory_order_relaxed) !=
+             vat__mailbox_taken(mb);
+}
+
+#endif

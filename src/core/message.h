@@ -1,0 +1,37 @@
+/* A message node: one delivery to one entity.
+ *
+ * Nodes are recycled through per-worker free lists (msgpool.c), so the hot
+ * path allocates nothing from the collector. They live in collector memory
+ * and are reachable while in use (from a mailbox, a turn's outbox or a free
+ * list), so the argument and value they carry stay alive in flight.
+ */
+#ifndef VAT_CORE_MESSAGE_H
+#define VAT_CORE_MESSAGE_H
+
+#include <stdatomic.h>
+
+#include "vat/core.h"
+
+typedef struct vat__msg vat__msg;
+
+struct vat__msg {
+  /* Mailbox link. Atomic because the consumer may read it while the
+   * producer that pushed this node is still storing it (see mailbox.c). */
+  _Atomic(vat__msg *) next;
+  vat_ref *target;
+  /* Every message is a function run on the target's state; dynamic messages
+   * use vat__dispatch_dynamic, which reads the selector in `arg` and the
+   * `value`. */
+  vat_fn fn;
+  void *arg;
+  vat_value value;
+  void *aux; /* a signal's data carried inline (vat__deliver_now_inline) */
+  /* A node fills a cache line and slabs are line-aligned, so nodes in use
+   * on two cores never share a line: two workers each reusing a node from
+   * one line made every send ping-pong that line between the cores. */
+  char pad[64 - 5 * sizeof(void *) - sizeof(vat_value)];
+};
+
+_Static_assert(sizeof(struct vat__msg) == 64, "a message node is one line");
+
+#endif

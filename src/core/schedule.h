@@ -1,0 +1,19 @@
+/* What the core asks of the scheduler: to run a vat that became runnable,
+ * and to hear that a sender from outside finished. Declared here, defined
+ * in sched/, so that the core includes nothing of sched/ while its hot
+ * path keeps a direct call (sched/ depends on core/, never the reverse).
+ */
+#ifndef VAT_CORE_SCHEDULE_H
+#define VAT_CORE_SCHEDULE_H
+
+#include "core/vat.h"
+
+/** A vat whose mailbox went from idle to busy, on worker `w` (any
+ *  system's). It runs next on `w` when it is w's system's. */
+void vat__schedule(vat__worker *w, vat__vat *v);
+/** The same from outside sys's workers: host threads, other systems. */
+void vat__schedule_external(vat_system *sys, vat__vat *v);
+/** Wakes whoever waits for sys to go quiet (shutdown). */
+void vat__notify_quiet(vat_system *sys);
+
+#endif

@@ -1,0 +1,86 @@
+/* A system's layout and its life-cycle state. The fields are grouped by
+ * the subsystem that owns them; the system's mutex guards parking,
+ * quiescence and shutdown, never the message path.
+ */
+#ifndef VAT_CORE_SYSTEM_H
+#define VAT_CORE_SYSTEM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/inject.h"
+#include "core/msgpool.h"
+#include "core/worker.h"
+#include "util/clock.h"
+#include "vat/core.h"
+
+enum vat__system_state {
+  VAT__RUNNING,
+  VAT__CLOSING, /* host sends refused; waiting for quiescence */
+  VAT__STOPPED, /* workers stopping or stopped */
+  VAT__DESTROYED,
+};
+
+struct vat__timer_service;
+struct vat__edge;
+
+struct vat_system {
+  vat_config cfg;
+  struct vat__timer_service *timers; /* owned by timer/ */
+  /* Threaded: one worker struct per thread. Host-driven: one worker struct
+   * that whichever host thread is inside vat_system_run() acts as. */
+  vat__worker **workers;
+  unsigned nworkers;
+  bool host_driven;
+  /* Host-driven wake-ups (sched/wake.c). */
+  int wake_fd;               /* eventfd, readable on work */
+  _Atomic bool wake_pending; /* a sender writes, or wrote, to wake_fd */
+  /* Writes to wake_fd begun and finished, and `wake_done` as the last run
+   * call to drain it saw it (owned by the run call). */
+  _Atomic uint64_t wake_begun, wake_done;
+  uint64_t wake_seen;
+  _Atomic bool host_running; /* a thread is inside vat_system_run() */
+  uint64_t det_rng;          /* deterministic mode's generator (embed/) */
+  vat__inject inject;
+  vat__msgdepot depot; /* free message nodes shared by the workers */
+  _Atomic int state;
+
+  /* Parking and quiescence (sched/). */
+  pthread_mutex_t lock;
+  pthread_cond_t park_cond;  /* parked workers wait here */
+  pthread_cond_t quiet_cond; /* shutdown waits here */
+  _Atomic unsigned parked;
+  _Atomic unsigned spinning;
+  _Atomic unsigned host_inflight; /* senders from outside mid-delivery */
+
+  /* Time as timers see it: the monotonic clock, or a virtual clock the
+   * host advances (deterministic mode). See vat__clock_now(). */
+  bool virtual_clock;
+  _Atomic uint64_t virtual_now_ns;
+
+  /* Vats that others outside the system wait on (core/boundary.c). */
+  pthread_mutex_t boundary_lock;
+  struct vat__edge *boundary;
+  size_t boundary_len, boundary_prune_at;
+
+  /* Counts made outside the workers (host threads, other systems). */
+  _Atomic uint64_t ext_dead_letters, ext_spawned, ext_terminated;
+  uint64_t dropped_at_shutdown;
+};
+
+static inline int vat__system_state(vat_system *sys) {
+  return atomic_load_explicit(&sys->state, memory_order_acquire);
+}
+
+/** Nanoseconds on the system's clock (monotonic, or virtual). Any thread. */
+static inline uint64_t vat__clock_now(vat_system *sys) {
+  /* Acquire: pairs with vat_system_advance_clock's update. */
+  if (sys->virtual_clock)
+    return atomic_load_explicit(&sys->virtual_now_ns, memory_order_acquire);
+  return vat__monotonic_ns();
+}
+
+#endif

@@ -1,0 +1,192 @@
+/* The turn loop: a vat takes messages from its mailbox and runs each as one
+ * turn. A turn's effects are buffered in the vat_turn and take place only
+ * when it commits; a failed turn is converted into the vat's death here and
+ * nowhere else.
+ */
+#include <assert.h>
+
+#include "core/atoms.h"
+#include "core/deliver.h"
+#include "core/turn.h"
+#include "core/worker.h"
+#include "util/gc.h"
+
+void vat__turn_defer(vat_turn *t, vat__effect *e) {
+  assert(!t->committing);
+  e->next = NULL;
+  e->after = t->out_tail; /* its place among the sends: see commit() */
+  if (t->effects_tail)
+    t->effects_tail->next = e;
+  else
+    t->effects_head = e;
+  t->effects_tail = e;
+}
+
+/* Delivers the chain of buffered sends from `m` on; `took` says whether
+ * this vat's mailbox was taken since anything else could push to it, and
+ * is returned updated. The common turn's whole commit: keep it lean. */
+static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
+  vat__worker *w = t->worker;
+  while (m != NULL) {
+    vat__vat *to = m->target->vat;
+    vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    if (to == t->vat) {
+      if (!took) /* others' messages that came first go first */
+        vat__mailbox_take_new(&to->mailbox, &w->pool);
+      took = true;
+      vat__mailbox_append_local(&to->mailbox, m);
+      m = next;
+      continue;
+    }
+    /* Consecutive sends to one vat go in one push. */
+    vat__msg *last = m;
+    while (next != NULL && next->target->vat == to) {
+      last = next;
+      next = atomic_load_explicit(&next->next, memory_order_relaxed);
+    }
+    atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+    vat__deliver(w, m, last);
+    m = next;
+  }
+  return took;
+}
+
+/* A turn with effects: each takes place where it was deferred among the
+ * sends, and what it sends goes out right after it. Out of line: most
+ * turns have none. */
+static __attribute__((noinline)) void commit_in_order(vat_turn *t) {
+  bool took = false;
+  vat__msg *pending = t->out_head, *delivered_to = NULL;
+  t->out_head = t->out_tail = NULL; /* from here on: the effects' sends */
+  t->committing = true;
+  for (vat__effect *e = t->effects_head; e != NULL; e = e->next) {
+    /* Marks only move forward; two effects with no send between share
+     * one. Once delivered, a mark is only compared, never read. */
+    vat__msg *mark = e->after;
+    if (mark != NULL && mark != delivered_to) {
+      vat__msg *rest = atomic_load_explicit(&mark->next, memory_order_relaxed);
+      atomic_store_explicit(&mark->next, NULL, memory_order_relaxed);
+      took = deliver_chain(t, pending, took);
+      pending = rest;
+      delivered_to = mark;
+    }
+    e->commit(t, e);
+    took = false; /* it may have pushed to this vat's own mailbox */
+    vat__msg *own = t->out_head;
+    t->out_head = t->out_tail = NULL;
+    took = deliver_chain(t, own, took);
+  }
+  t->committing = false;
+  deliver_chain(t, pending, took);
+}
+
+static void commit(vat_turn *t) {
+  /* The spawned vats' links are reused by run queues once they get mail;
+   * none can get any before this. */
+  for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
+    next = v->rq_next;
+    v->rq_next = NULL;
+  }
+  if (t->effects_head == NULL)
+    deliver_chain(t, t->out_head, false); /* most turns: sends only */
+  else
+    commit_in_order(t);
+  if (t->stop) {
+    /* Stop callbacks run outside any turn (vat/core.h). */
+    vat__current_turn = NULL;
+    vat__terminate(t->worker, t->vat, t->reason);
+  }
+}
+
+static void discard(vat_turn *t) {
+  vat__worker *w = t->worker;
+  for (vat__msg *m = t->out_head, *next; m != NULL; m = next) {
+    next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    vat__msg_free(&w->pool, m);
+  }
+  /* Stop callbacks run outside any turn (vat/core.h). */
+  vat__current_turn = NULL;
+  for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
+    next = v->rq_next;
+    v->rq_next = NULL;
+    vat__terminate(w, v, t->reason);
+  }
+  vat__terminate(w, t->vat, t->reason);
+}
+
+static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
+  vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
+  vat__current_turn = &t;
+  m->fn(&t, vat__state(m->target), m->arg);
+  vat__count(&w->delivered, 1);
+  v->turns++;
+  /* Still the current turn while it commits: deferred effects send through
+   * it. Ending the vat, if it ends, comes after. */
+  if (t.failed)
+    discard(&t);
+  else if (t.out_head || t.effects_head || t.spawned || t.stop)
+    commit(&t); /* most turns of a receiving vat send nothing */
+  vat__current_turn = NULL;
+#if VAT_HOSTILE
+  GC_gcollect();
+#endif
+}
+
+bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
+  vat__mailbox *mb = &v->mailbox;
+  while (budget > 0) {
+    vat__msg *m = vat__mailbox_pop(mb, &w->pool);
+    if (m == NULL) {
+      if (vat__mailbox_try_idle(mb, &w->pool))
+        return false;
+      /* A push raced with us: take it. Still nothing means its producer
+       * is mid-push; run again later rather than wait for it. */
+      if ((m = vat__mailbox_pop(mb, &w->pool)) == NULL)
+        return true;
+    }
+    if (vat__is_dead(v))
+      vat__dead_letter(w, m);
+    else
+      run_turn(w, v, m);
+    vat__mailbox_done(mb, &w->pool, m);
+    budget--;
+  }
+  /* Out of budget: go idle if that was all, else ask to run again later. */
+  return vat__mailbox_has_work(mb) || !vat__mailbox_try_idle(mb, &w->pool);
+}
+
+/* --- The turn's public API ---------------------------------------------- */
+
+vat_ref *vat_self(vat_turn *turn) {
+  return turn != NULL && turn == vat__current_turn ? turn->self : NULL;
+}
+
+vat_system *vat_turn_system(vat_turn *turn) {
+  return turn != NULL && turn == vat__current_turn ? turn->vat->sys : NULL;
+}
+
+int vat_stop(vat_turn *turn) {
+  return vat_stop_with(turn, vat_atom_value(vat__atom.normal));
+}
+
+int vat_stop_with(vat_turn *turn, vat_value reason) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (vat_is_null(reason))
+    return VAT_EINVAL;
+  turn->stop = true;
+  turn->reason = reason; /* the last call names it */
+  return VAT_OK;
+}
+
+int vat_fail(vat_turn *turn, vat_value reason) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (vat_is_null(reason))
+    return VAT_EINVAL;
+  turn->failed = true;
+  turn->reason = reason;
+  return VAT_OK;
+}

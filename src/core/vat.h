@@ -1,0 +1,92 @@
+/* Vats and entities: their layouts, and what the rest of the runtime asks
+ * of them.
+ *
+ * Ownership in one paragraph: a vat is run by at most one worker at a time
+ * (the mailbox protocol guarantees it), so everything in a vat except its
+ * mailbox's `top` and its `dead` flag is touched by that worker alone.
+ */
+#ifndef VAT_CORE_VAT_H
+#define VAT_CORE_VAT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/mailbox.h"
+#include "vat/core.h"
+
+typedef struct vat__vat vat__vat;
+typedef struct vat__worker vat__worker;
+
+#define VAT__CACHE_LINE 64
+
+/* A vat's extension: what most vats never need, kept off the vat's one
+ * hot cache line — its exit reason and the per-vat state of the modules
+ * built on the core (exits, promises, timers). Made on first use, so that
+ * a plain vat pays one pointer for all of it.
+ * Each module owns its field and touches it only from the vat's own turns
+ * and from its hooks (core/hooks.h). The core knows the fields' types only
+ * by name. */
+struct vat__exits;
+struct vat__promises;
+struct vat__timers;
+typedef struct vat__vat_ext {
+  vat_value exit_reason; /* set when the vat ends, before `dead` */
+  struct vat__exits *exits;
+  struct vat__promises *promises;
+  struct vat__timers *timers;
+  /* The first entity's stop callback, kept here by the core rather than
+   * in `exits`: a short-lived vat that only wants its end seen costs two
+   * allocations, not four. The exits module runs it, before the other
+   * entities' callbacks. */
+  vat_stop_fn first_stop;
+  /* In its system's boundary registry (core/boundary.h). */
+  bool on_boundary;
+} vat__vat_ext;
+
+/* An entity: behaviour plus state. A vat_ref points to one. Its state
+ * follows it in the same allocation, aligned for any type (the struct's
+ * alignment makes its size a multiple of 16). */
+struct vat_entity {
+  _Alignas(16) vat__vat *vat;
+  vat_receive_fn receive;
+};
+
+static inline void *vat__state(vat_ref *e) {
+  return e + 1;
+}
+
+struct vat__vat {
+  /* Hot: touched by every message. */
+  vat__mailbox mailbox;
+  vat__vat *rq_next; /* link in a shared run queue or a turn's spawn list */
+  vat_system *sys;
+  /* Set once, with release, after ext->exit_reason is written. */
+  _Atomic bool dead;
+  uint32_t turns;    /* turns run, wrapping: lets an idle timer see silence */
+  vat__vat_ext *ext; /* see vat__ext_of(); the exit reason lives there */
+  /* The first entity, made with the vat, so spawning is one allocation.
+   * Must stay last: its state follows it. The fields above fill exactly one
+   * cache line, so the entity needs no padding before it and a vat with a
+   * small state fits the collector's 112-byte size class. */
+  struct vat_entity first;
+};
+
+_Static_assert(offsetof(struct vat__vat, first) == VAT__CACHE_LINE,
+               "the vat's header is one cache line");
+
+/** The vat's module state, made on first use. Only from the vat's turns
+ *  or its hooks. */
+vat__vat_ext *vat__ext_of(vat__vat *v);
+int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
+                 void **state_out);
+/** Ends `v` with `reason`, once: sets `dead`, then runs the modules' hooks.
+ *  On worker `w`, the one that ran (or spawned) it last. */
+void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason);
+
+static inline bool vat__is_dead(const vat__vat *v) {
+  return atomic_load_explicit(&v->dead, memory_order_acquire);
+}
+
+#endif

@@ -1,0 +1,49 @@
+/* A worker: a thread that runs vats (or, in a host-driven system, the one
+ * context whichever host thread is inside vat_system_run() acts as). The
+ * layout lives here, with the core, because the core's turn loop and
+ * delivery use its pool and counters on every message; the policy that
+ * fills its queues lives in sched/.
+ *
+ * A worker's run queue, next slot, busy list, pool and counters are its
+ * own; other threads only steal from the queue and read the counters.
+ */
+#ifndef VAT_CORE_WORKER_H
+#define VAT_CORE_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/msgpool.h"
+#include "core/runq.h"
+#include "core/vat.h"
+
+/* Counters a worker writes alone and others read: relaxed atomics, so that
+ * increments need no locked instruction. */
+typedef _Atomic uint64_t vat__counter;
+
+static inline void vat__count(vat__counter *c, uint64_t n) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+}
+
+/* Cache-line aligned, with what thieves touch (the run queue) apart from
+ * what only the owner writes, so two workers never share a line. */
+struct vat__worker {
+  _Alignas(VAT__CACHE_LINE) vat__runq runq;
+  _Alignas(VAT__CACHE_LINE) vat__vat *next; /* woken last: runs next */
+  /* Vats that used up their budget while the run queue was empty: they
+   * run after `next`, on this worker. Like `next`, not stolen (see
+   * sched/worker.c). */
+  vat__vat *busy[2];
+  unsigned busy_len;
+  unsigned private_streak; /* runs from `next` or `busy` in a row */
+  vat__msgpool pool;
+  vat_system *sys;
+  uint32_t ticks;
+  uint32_t rng;
+  vat__counter delivered, dead_letters, spawned, terminated;
+  pthread_t thread;
+};
+
+#endif

@@ -1,0 +1,174 @@
+/* The exits module's signals: LINK, UNLINK, ACK, EXIT, MONITOR,
+ * DEMONITOR and DOWN, each with its deliver and its drop (see exits.c for
+ * the protocol). */
+#include "core/boundary.h"
+#include "core/system.h"
+#include "exits/state.h"
+#include "util/mem.h"
+
+static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig);
+const vat__signal_class vat__exit_class = {exit_deliver,
+                                           vat__signal_drop_nothing};
+
+/* An exit along a link travels inline: the reason in the node's value, the
+ * ref of the vat that ended in its aux. A vat's end sends one per link, so
+ * a failure crossing a million linked vats allocates nothing. */
+static void link_exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)sig;
+  vat_ref *from = turn->msg->aux;
+  exit_sig s = {.base = {&vat__exit_class},
+                .from_vat = from->vat,
+                .from = from,
+                .reason = turn->msg->value,
+                .link = true};
+  exit_deliver(turn, state, &s.base);
+}
+static const vat__signal_class link_exit_class = {link_exit_deliver,
+                                                  vat__signal_drop_nothing};
+static const vat__signal link_exit = {&link_exit_class};
+
+void vat__exits_send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
+                          vat_value reason) {
+  (void)w;
+  /* Delivery would drop it without a trace; in a chain of links every
+   * vat's exit goes back to the one that just killed it. */
+  if (vat__is_dead(to->vat))
+    return;
+  vat__deliver_now_inline(to, &link_exit, reason, &from_vat->first);
+}
+
+static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  exit_sig *s = (exit_sig *)sig;
+  vat__vat *v = turn->vat;
+  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
+  if (s->link) {
+    if (x == NULL || !vat__xmap_remove(&x->links, (uintptr_t)s->from_vat))
+      return; /* rule 1: the link no longer exists */
+  }
+  bool kill = !s->link && vat__exits_is_kill(s->reason);
+  if (x != NULL && x->trap != NULL && !kill) {
+    turn->self = x->trap;
+    x->trap_fn(turn, vat__state(x->trap), s->from, s->reason);
+    return;
+  }
+  if (vat_reason_is_normal(s->reason) && s->from_vat != v)
+    return;
+  vat_fail(turn, s->reason);
+}
+
+/* A link or monitor with a vat of another system: that vat must hear of
+ * this one's end even if it ends only with its system. */
+void vat__exits_note_crossing(vat__vat *v, vat__vat *peer) {
+  if (peer->sys != v->sys)
+    vat__boundary_note(v);
+}
+
+static void link_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  link_sig *s = (link_sig *)sig;
+  struct vat__exits *x = vat__exits_of(turn->vat);
+  /* While our UNLINK is unacknowledged, the peer sent this LINK before it
+   * saw the UNLINK, which will undo it there: ignore it here too. */
+  if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL) {
+    vat__xmap_put(&x->links, (uintptr_t)s->from->vat, s->from);
+    vat__exits_note_crossing(turn->vat, s->from->vat);
+  }
+}
+
+/* Why a LINK or MONITOR found no one: noproc for a vat that had ended, as
+ * in Erlang; `shutdown` for one whose system stopped with it alive, which
+ * is how it ended for everyone outside. */
+static vat_value gone_reason(vat_ref *target) {
+  if (!vat__is_dead(target->vat) &&
+      vat__system_state(target->vat->sys) >= VAT__STOPPED)
+    return vat_atom_value(vat__atom.shutdown);
+  return vat_atom_value(vat__atom.noproc);
+}
+
+/* The target has ended (or its system stopped): answer through the link A
+ * recorded, so A's rule 1 still applies if A unlinked meanwhile. */
+static void link_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
+  link_sig *s = (link_sig *)sig;
+  vat__exits_send_exit(w, s->from, target->vat, gone_reason(target));
+}
+
+static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  link_sig *s = (link_sig *)sig;
+  vat__vat *v = turn->vat;
+  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
+  uintptr_t peer = (uintptr_t)s->from->vat;
+  /* Only the latest unlink's answer ends the unlinking state. */
+  if (x && (uintptr_t)vat__xmap_get(&x->unlinking, peer) == s->id)
+    vat__xmap_remove(&x->unlinking, peer);
+}
+
+static const vat__signal_class ack_class = {ack_deliver,
+                                            vat__signal_drop_nothing};
+
+static link_sig *new_ack(vat_ref *from, uint64_t id) {
+  link_sig *ack = vat__gc_alloc(sizeof *ack);
+  *ack = (link_sig){.base = {&ack_class}, .from = from, .id = id};
+  return ack;
+}
+
+static void unlink_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  link_sig *s = (link_sig *)sig;
+  vat__vat *v = turn->vat;
+  if (v->ext && v->ext->exits)
+    vat__xmap_remove(&v->ext->exits->links, (uintptr_t)s->from->vat);
+  vat__send_signal(turn, s->from, &new_ack(turn->self, s->id)->base);
+}
+
+static void unlink_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
+  (void)w;
+  link_sig *s = (link_sig *)sig;
+  vat__deliver_now_signal(s->from, &new_ack(target, s->id)->base);
+}
+
+const vat__signal_class vat__link_class = {link_deliver, link_drop};
+const vat__signal_class vat__unlink_class = {unlink_deliver, unlink_drop};
+
+static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  watch_sig *s = (watch_sig *)sig;
+  vat__vat *v = turn->vat;
+  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
+  if (x == NULL || !vat__xmap_remove(&x->held, s->w->id))
+    return; /* demonitored: never fires */
+  s->w->fn(turn, state, s->w->id, s->w->who, s->reason);
+}
+
+static const vat__signal_class down_class = {down_deliver,
+                                             vat__signal_drop_nothing};
+
+void vat__exits_send_down(vat__worker *w, watch *wa, vat_value reason) {
+  watch_sig *s = vat__gc_alloc(sizeof *s);
+  *s = (watch_sig){.base = {&down_class}, .w = wa, .reason = reason};
+  (void)w;
+  vat__deliver_now_signal(wa->watcher, &s->base);
+}
+
+static void monitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  watch_sig *s = (watch_sig *)sig;
+  vat__xmap_put(&vat__exits_of(turn->vat)->watchers, (uintptr_t)s->w, s->w);
+  vat__exits_note_crossing(turn->vat, s->w->watcher->vat);
+}
+
+static void monitor_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
+  vat__exits_send_down(w, ((watch_sig *)sig)->w, gone_reason(target));
+}
+
+static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
+  (void)state;
+  watch_sig *s = (watch_sig *)sig;
+  vat__vat *v = turn->vat;
+  if (v->ext && v->ext->exits)
+    vat__xmap_remove(&v->ext->exits->watchers, (uintptr_t)s->w);
+}
+
+const vat__signal_class vat__monitor_class = {monitor_deliver, monitor_drop};
+const vat__signal_class vat__demonitor_class = {demonitor_deliver,
+                                                vat__signal_drop_nothing};

@@ -1,0 +1,101 @@
+/* Parking and quiescence: how idle workers are woken, and how shutdown
+ * learns that a system has gone quiet and what it left queued.
+ *
+ * A system is quiescent when every worker is parked, no sender from
+ * outside is mid-delivery (host_inflight, see core/deliver.c) and the
+ * shared queue is empty. The last worker to park checks that under the
+ * system's lock and wakes shutdown; senders from outside wake it when they
+ * leave (vat__notify_quiet).
+ */
+#include <errno.h>
+
+#include "core/deliver.h"
+#include "core/system.h"
+#include "sched/sched.h"
+#include "util/clock.h"
+
+/* Wakes one parked worker if none is looking for work already. */
+void vat__wake_one(vat_system *sys) {
+  /* seq_cst fence: orders the caller's queue push before these loads, as
+   * the parking worker orders its `parked` increment before its last look
+   * at the queues; one of the two sees the other. */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&sys->parked, memory_order_relaxed) == 0 ||
+      atomic_load_explicit(&sys->spinning, memory_order_relaxed) != 0)
+    return;
+  pthread_mutex_lock(&sys->lock);
+  pthread_cond_signal(&sys->park_cond);
+  pthread_mutex_unlock(&sys->lock);
+}
+
+void vat__wake_all(vat_system *sys) {
+  pthread_mutex_lock(&sys->lock);
+  pthread_cond_broadcast(&sys->park_cond);
+  pthread_mutex_unlock(&sys->lock);
+}
+
+bool vat__quiescent_locked(vat_system *sys) {
+  return atomic_load_explicit(&sys->parked, memory_order_seq_cst) ==
+             sys->nworkers &&
+         atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) == 0 &&
+         vat__inject_size(&sys->inject) == 0;
+}
+
+void vat__notify_quiet(vat_system *sys) {
+  pthread_mutex_lock(&sys->lock);
+  pthread_cond_broadcast(&sys->quiet_cond);
+  pthread_mutex_unlock(&sys->lock);
+}
+
+/* Waits until every worker is parked with nothing queued, or the deadline. */
+bool vat__wait_quiescent(vat_system *sys, double timeout_s) {
+  struct timespec deadline = vat__deadline_after(timeout_s);
+  pthread_mutex_lock(&sys->lock);
+  bool quiet;
+  while (!(quiet = vat__quiescent_locked(sys))) {
+    if (pthread_cond_timedwait(&sys->quiet_cond, &sys->lock, &deadline) ==
+        ETIMEDOUT) {
+      quiet = vat__quiescent_locked(sys);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&sys->lock);
+  return quiet;
+}
+
+/* Waits until no sender from outside is between its state check and its
+ * push. Called after STOPPED is published: a sender that comes later sees
+ * it and drops its message itself, so the wait is for the few stores of
+ * those already past the check, however long they were preempted. */
+void vat__wait_senders(vat_system *sys) {
+  pthread_mutex_lock(&sys->lock);
+  while (atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) != 0)
+    pthread_cond_wait(&sys->quiet_cond, &sys->lock);
+  pthread_mutex_unlock(&sys->lock);
+}
+
+/* Empties a vat's mailbox after the workers stopped; returns how many
+ * messages it held. Signals get their drop, so no promise waits for ever. */
+static uint64_t count_queued(vat__vat *v) {
+  uint64_t n = 0;
+  for (vat__msg *m; (m = vat__mailbox_pop_stopped(&v->mailbox)) != NULL; n++)
+    vat__drop_at_shutdown(m);
+  return n;
+}
+
+/* After the workers stopped: what was still queued is dropped, and said. */
+uint64_t vat__drop_stranded(vat_system *sys) {
+  uint64_t n = 0;
+  for (unsigned i = 0; i < sys->nworkers; i++) {
+    vat__worker *w = sys->workers[i];
+    if (w->next)
+      n += count_queued(w->next);
+    for (unsigned j = 0; j < w->busy_len; j++)
+      n += count_queued(w->busy[j]);
+    for (vat__vat *v; (v = vat__runq_pop(&w->runq)) != NULL;)
+      n += count_queued(v);
+  }
+  for (vat__vat *v; (v = vat__inject_pop(&sys->inject)) != NULL;)
+    n += count_queued(v);
+  return n;
+}

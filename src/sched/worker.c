@@ -1,0 +1,259 @@
+/* The scheduler loop: one worker thread per core.
+ *
+ * A worker runs, in order of preference: the vat it woke last (its `next`
+ * slot: a ring or a ping-pong stays on one core, in cache), the vats in its
+ * `busy` list, its own run queue, the system's shared queue, and vats stolen
+ * from another worker. With nothing to do it spins a little, then parks on
+ * the system's condition variable. Whoever queues work where another
+ * worker must steal it wakes one parked worker, unless one is already
+ * spinning.
+ *
+ * The busy list keeps busy vats where they are. A vat that used up its budget
+ * with work left, put in the run queue, would be stolen by an idle worker
+ * even when it is the only vat waiting here: no parallelism gained, but a
+ * producer taken away from its consumer, so that every message between
+ * them crosses cores (on a shared 2-core machine a counter fed by one
+ * producer ran at a fifth of its one-core rate that way). So when the run
+ * queue is empty it goes to the busy list instead, and such a pair takes turns
+ * on this worker. Vats spread by stealing when more are runnable than one
+ * worker runs at once, and a private vat goes to the run queue now and
+ * then (PRIVATE_STREAK_MAX), where an idle worker may take it.
+ */
+#include <sched.h>
+#include <string.h>
+
+#include "core/schedule.h"
+#include "core/system.h"
+#include "core/thread.h"
+#include "core/turn.h"
+#include "sched/sched.h"
+#include "util/cpu.h"
+#include "util/gc.h" /* pthread_create registers the workers */
+#include "util/mem.h"
+
+enum {
+  /* Look at the shared queue every so often even when busy, so injected
+   * vats do not starve behind a full local queue (Go uses 61 too: a prime
+   * avoids lock-step with periodic workloads). */
+  INJECT_EVERY = 61,
+  /* Runs from the next slot and the busy list in a row before the run queue
+   * gets a turn. */
+  PRIVATE_STREAK_MAX = 256,
+  BUSY_MAX = 2,
+};
+
+static uint32_t next_random(vat__worker *w) {
+  /* xorshift32: victims only need to differ between workers and calls. */
+  uint32_t x = w->rng;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return w->rng = x;
+}
+
+/* Queues `v` on w's run queue; when that is full, moves half of it and `v`
+ * to the shared queue. Out of line: inlined, it made vat__schedule's
+ * prologue dearer for every message of a ping-pong, which displaces
+ * nobody. */
+static __attribute__((noinline)) void enqueue(vat__worker *w, vat__vat *v) {
+  if (!vat__runq_push(&w->runq, v)) {
+    uint32_t n = 0;
+    vat__vat *first = vat__runq_take_half(&w->runq, &n);
+    if (first == NULL) {
+      first = v;
+    } else {
+      vat__vat *last = first;
+      while (last->rq_next)
+        last = last->rq_next;
+      last->rq_next = v;
+    }
+    v->rq_next = NULL;
+    vat__inject_push(&w->sys->inject, first, v, n + 1);
+  }
+  vat__wake_one(w->sys);
+}
+
+void vat__schedule(vat__worker *w, vat__vat *v) {
+  if (v->sys != w->sys) {
+    vat__schedule_external(v->sys, v);
+    return;
+  }
+  vat__vat *displaced = w->next;
+  w->next = v;
+  if (displaced)
+    enqueue(w, displaced);
+}
+
+void vat__schedule_external(vat_system *sys, vat__vat *v) {
+  vat__inject_push(&sys->inject, v, v, 1);
+  if (sys->host_driven)
+    vat__host_wake(sys);
+  else
+    vat__wake_one(sys);
+}
+
+static vat__vat *steal(vat__worker *w) {
+  vat_system *sys = w->sys;
+  unsigned n = sys->nworkers;
+  if (n < 2)
+    return NULL;
+  unsigned start = next_random(w) % n;
+  for (unsigned i = 0; i < n; i++) {
+    vat__worker *victim = sys->workers[(start + i) % n];
+    if (victim == w)
+      continue;
+    vat__vat *v = vat__runq_steal(&w->runq, &victim->runq);
+    if (v)
+      return v;
+  }
+  return NULL;
+}
+
+/* The next slot, else the busy list's oldest vat. */
+static vat__vat *take_private(vat__worker *w) {
+  vat__vat *v = w->next;
+  if (v != NULL) {
+    w->next = NULL;
+    return v;
+  }
+  if (w->busy_len == 0)
+    return NULL;
+  v = w->busy[0];
+  w->busy[0] = w->busy[1];
+  w->busy[1] = NULL;
+  w->busy_len--;
+  return v;
+}
+
+/* After a batch that used up its budget: `v` still has work. */
+static void requeue(vat__worker *w, vat__vat *v) {
+  if (w->busy_len < BUSY_MAX && vat__runq_size(&w->runq) == 0)
+    w->busy[w->busy_len++] = v;
+  else
+    enqueue(w, v);
+}
+
+static vat__vat *find_work(vat__worker *w) {
+  vat__vat *v;
+  if (++w->ticks % INJECT_EVERY == 0 &&
+      (v = vat__inject_pop(&w->sys->inject)) != NULL)
+    return v;
+  if ((v = take_private(w)) != NULL) {
+    if (++w->private_streak < PRIVATE_STREAK_MAX)
+      return v;
+    /* Now and then a private vat goes to the run queue: queued vats get
+     * their turn, and an idle worker may take it. Not when it is the only
+     * vat here: an idle worker would gain nothing by it, and waking one
+     * for it costs more than the turns it runs (a failure travelling a
+     * chain of a million linked vats took twice as long). */
+    if (w->next == NULL && w->busy_len == 0 && vat__runq_size(&w->runq) == 0) {
+      w->private_streak = 0;
+      return v;
+    }
+    enqueue(w, v);
+  }
+  w->private_streak = 0;
+  if ((v = vat__runq_pop(&w->runq)) != NULL)
+    return v;
+  if ((v = vat__inject_pop(&w->sys->inject)) != NULL)
+    return v;
+  return steal(w);
+}
+
+static bool stopping(vat_system *sys) {
+  return vat__system_state(sys) >= VAT__STOPPED;
+}
+
+/* Any queue where this worker could find work, looked at under the lock
+ * after it counted itself parked. */
+static bool work_visible(vat_system *sys) {
+  if (vat__inject_size(&sys->inject) != 0)
+    return true;
+  for (unsigned i = 0; i < sys->nworkers; i++)
+    if (vat__runq_size(&sys->workers[i]->runq) != 0)
+      return true;
+  return false;
+}
+
+/* Spins, then parks. Returns a vat found meanwhile, or NULL to look again
+ * (after a wake-up) or to stop. */
+static vat__vat *idle(vat__worker *w) {
+  vat_system *sys = w->sys;
+  atomic_fetch_add_explicit(&sys->spinning, 1, memory_order_seq_cst);
+  for (unsigned i = 0; i < sys->cfg.spin && !stopping(sys); i++) {
+    vat__vat *v = find_work(w);
+    if (v) {
+      atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst);
+      return v;
+    }
+    if (i % 8 == 7)
+      sched_yield();
+    else
+      vat__cpu_relax();
+  }
+  pthread_mutex_lock(&sys->lock);
+  atomic_fetch_add_explicit(&sys->parked, 1, memory_order_seq_cst);
+  atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!stopping(sys) && !work_visible(sys)) {
+    if (vat__quiescent_locked(sys))
+      pthread_cond_broadcast(&sys->quiet_cond);
+    pthread_cond_wait(&sys->park_cond, &sys->lock);
+  }
+  atomic_fetch_sub_explicit(&sys->parked, 1, memory_order_seq_cst);
+  pthread_mutex_unlock(&sys->lock);
+  return NULL;
+}
+
+static void *worker_main(void *arg) {
+  vat__worker *w = arg;
+  vat_system *sys = w->sys;
+  vat__current_worker = w;
+  vat__mark_thread_registered();
+  while (!stopping(sys)) {
+    vat__vat *v = find_work(w);
+    if (v == NULL && (v = idle(w)) == NULL)
+      continue;
+    if (vat__run_batch(w, v, sys->cfg.batch))
+      requeue(w, v);
+  }
+  vat__current_worker = NULL;
+  return NULL;
+}
+
+static vat__worker *worker_new(vat_system *sys, unsigned index) {
+  vat__worker *w = vat__gc_alloc_aligned(VAT__CACHE_LINE, sizeof *w);
+  memset(w, 0, sizeof *w);
+  vat__runq_init(&w->runq);
+  w->sys = sys;
+  w->pool.depot = &sys->depot;
+  w->rng = 2654435761u * (index + 1);
+  return w;
+}
+
+int vat__workers_start(vat_system *sys) {
+  for (unsigned i = 0; i < sys->nworkers; i++)
+    sys->workers[i] = worker_new(sys, i);
+  if (sys->host_driven)
+    return VAT_OK;
+  for (unsigned i = 0; i < sys->nworkers; i++) {
+    /* pthread_create is the collector's wrapper (util/gc.h): the thread is
+     * registered and its stack scanned. */
+    if (pthread_create(&sys->workers[i]->thread, NULL, worker_main,
+                       sys->workers[i]) != 0) {
+      atomic_store_explicit(&sys->state, VAT__STOPPED, memory_order_release);
+      vat__wake_all(sys);
+      for (unsigned j = 0; j < i; j++)
+        pthread_join(sys->workers[j]->thread, NULL);
+      return VAT_ENOMEM;
+    }
+  }
+  return VAT_OK;
+}
+
+void vat__workers_join(vat_system *sys) {
+  if (sys->host_driven)
+    return;
+  for (unsigned i = 0; i < sys->nworkers; i++)
+    pthread_join(sys->workers[i]->thread, NULL);
+}

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Checks the layering of src/ (see src/README.md) from its #include lines:
+#  - no cycle between the subsystem folders (util, value, core, sched,
+#    timer, promise, exits, embed, runtime);
+#  - src/lib/ includes public headers (vat.h, vat/...), system headers and
+#    its own files only: it is built on the public API.
+# Usage: layering.sh SRC_DIR
+set -eu
+src=${1:?usage: layering.sh SRC_DIR}
+cd "$src"
+fail=0
+
+# Edges "from to" for every #include "folder/..." crossing folders.
+edges=$(for dir in */; do
+  dir=${dir%/}
+  [ "$dir" = lib ] && continue
+  grep -ho '^#include "[a-z_]*/' $(find "$dir" -name '*.[ch]') 2>/dev/null |
+    sed 's/^#include "//; s/\/$//' | sort -u |
+    while read -r to; do
+      if [ -d "$to" ] && [ "$to" != "$dir" ]; then echo "$dir $to"; fi
+    done
+done)
+if ! printf '%s\n' "$edges" | tsort >/dev/null 2>tsort.err.$$; then
+  echo "layering: include cycle between folders:" >&2
+  cat tsort.err.$$ >&2
+  fail=1
+fi
+rm -f tsort.err.$$
+
+# lib/: only public or same-folder headers.
+for f in $(find lib -name '*.[ch]'); do
+  dir=$(dirname "$f")
+  grep -o '^#include "[^"]*"' "$f" | sed 's/^#include "//; s/"$//' |
+    while read -r h; do
+      case $h in
+      vat.h | vat/*) ;;
+      */*) echo "layering: $f includes $h, not a public header" >&2
+        exit 1 ;;
+      *) [ -f "$dir/$h" ] || {
+          echo "layering: $f includes $h, not a public header" >&2
+          exit 1
+        } ;;
+      esac
+    done || fail=1
+done
+
+if [ $fail = 0 ]; then
+  echo "layering: ok"
+  printf '%s\n' "$edges" | sort
+fi
+exit $fail
