@@ -76,9 +76,10 @@ every-replays-missed|src/timer/timer.c|timer|t->deadline = now + t->period;|;
 timers-fire-in-shutdown|src/timer/timer.c|timer|if (s == NULL \|\| vat__system_state(sys) != VAT__RUNNING)|if (s == NULL)
 idle-fires-once|src/timer/idle.c|timer|vat_send(turn, own->idle_to, own->idle_fn, own->idle_arg);|vat_send(turn, own->idle_to, own->idle_fn, own->idle_arg); own->idle_ns = 0;
 idle-never-silent|src/timer/idle.c|timer|own->silent = v->turns == own->snap ? own->silent + 1 : 0;|own->silent = own->silent + 1;
-# Known survivor: a dead owner's timers are cancelled by its terminate hook
-# under the service lock; this check only matters between the vat's `dead`
-# flag and that hook. Catching it needs a pause point in vat__terminate.
+# A dead owner's timers are cancelled by its terminate hook under the
+# service lock; this check only matters between the vat's `dead` flag and
+# that hook, while a firing batch holds the lock (test_timer.c pauses the
+# timer thread inside a batch to make that happen).
 timer-dead-owner-fires|src/timer/timer.c|timer|if (vat__is_dead(t->owner)) {|if (0) {
 every-zero-period|src/timer/timer.c|timer|if (!(period_s > 0))|if (period_s < 0)
 promise-timeout-not-cancelled|src/promise/promise.c|promise|vat_timer_cancel(timeout);|(void)timeout;
