@@ -47,57 +47,59 @@ shift $((OPTIND - 1))
 # Suites are the runner's names; several separated by spaces. Lines that
 # start with '#' are comments.
 read -r -d '' MUTATIONS <<'EOF' || true
-commit-stop-before-sends|src/turn.c|exits|vat__msg *m = t->out_head;|if (t->stop) vat__terminate(w, t->vat, vat_atom_value(vat__atom_normal)); vat__msg *m = t->out_head;
-commit-stop-before-sends|src/turn.c|exits|if (t->stop)|if (0)
-commit-skips-effects|src/turn.c|exits promise timer|e->commit(t, e);|(void)e;
-commit-own-sends-first|src/turn.c|turn send|if (!took) /* others' messages that came first go first */|if (0)
-failed-turn-commits|src/turn.c|turn exits|if (t.failed)|if (0)
-batch-ignores-budget|src/turn.c|turn sched|budget--;|(void)budget;
-dead-vat-runs-turns|src/turn.c|turn send exits|if (vat__is_dead(v))|if (0)
-stop-ignored|src/turn.c|turn exits|turn->stop = true;|(void)turn;
-fail-null-accepted|src/turn.c|turn|if (vat_is_null(reason))|if (0)
-exits-links-before-stop-callbacks|src/exits.c|exits|if (v->cold->first_stop)|vat__xmap_each(&x0->links, notify_link, args0); vat__xmap_each(&x0->watchers, notify_watch, args0); vat__xmap_clear(&x0->links); vat__xmap_clear(&x0->watchers); if (v->cold->first_stop)
-exits-links-before-stop-callbacks|src/exits.c|exits|(void)reason; /* v->cold->exit_reason holds it */|(void)reason; struct vat__exits *x0 = v->cold->exits ? v->cold->exits : exits_of(v); void *args0[2] = {w, v};
-trap-null-keeps-trapping|src/exits.c|exits|x->trap = receiver;|if (receiver) x->trap = receiver;
-trap-null-keeps-trapping|src/exits.c|exits|x->trap_fn = receiver ? on_exit : NULL;|if (receiver) x->trap_fn = on_exit;
-trap-ignores-kill|src/exits.c|exits|bool kill = !s->link && is_kill(s->reason);|bool kill = false;
-normal-exit-kills|src/exits.c|exits supervisor|if (vat_reason_is_normal(s->reason) && s->from_vat != v)|if (0)
-rule1-ignored|src/exits.c|exits|if (x == NULL \|\| !vat__xmap_remove(&x->links, (uintptr_t)s->from_vat))|if (x != NULL) vat__xmap_remove(&x->links, (uintptr_t)s->from_vat); if (0)
-demonitor-ignored|src/exits.c|exits|return; /* demonitored: never fires */|;
-monitor-null-fn-accepted|src/exits.c|exits|if (target == NULL \|\| on_down == NULL \|\| id == NULL)|if (target == NULL \|\| id == NULL)
-link-noproc-missing|src/exits.c|exits|send_exit(w, s->from, target->vat, vat_atom_value(vat__atom_noproc));|(void)s;
-monitor-noproc-missing|src/exits.c|exits|send_down(w, ((watch_sig *)sig)->w, vat_atom_value(vat__atom_noproc));|(void)sig;
-unlinking-ignored|src/exits.c|exits|if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL)|if (1)
-dead-letter-counted-on-sender|src/send.c|send|if (w != NULL && w->sys == sys)|if (w != NULL)
-dead-letter-hook-skipped|src/send.c|send|call_hook(sys, m);|(void)m;
-host-send-after-close|src/send.c|system send|if (w == NULL && state != VAT__RUNNING)|if (0)
-every-replays-missed|src/timer.c|timer|t->deadline = now + t->period;|;
-timers-fire-in-shutdown|src/timer.c|timer|if (s == NULL \|\| vat__system_state(sys) != VAT__RUNNING)|if (s == NULL)
-idle-fires-once|src/timer.c|timer|vat_send(turn, own->idle_to, own->idle_fn, own->idle_arg);|vat_send(turn, own->idle_to, own->idle_fn, own->idle_arg); own->idle_ns = 0;
-idle-never-silent|src/timer.c|timer|own->silent = v->turns == own->snap ? own->silent + 1 : 0;|own->silent = own->silent + 1;
-# Known survivor: a dead owner's timers are cancelled by its terminate hook
-# under the service lock; this check only matters between the vat's `dead`
-# flag and that hook. Catching it needs a pause point in vat__terminate.
-timer-dead-owner-fires|src/timer.c|timer|if (vat__is_dead(t->owner)) {|if (0) {
-every-zero-period|src/timer.c|timer|if (!(period_s > 0))|if (period_s < 0)
-promise-timeout-not-cancelled|src/promise.c|promise|vat_timer_cancel(timeout);|(void)timeout;
-membrane-error-unwrapped|src/caps/membrane.c|caps|int rc = wrap(turn, m, vat_error_payload(v), to, &payload);|vat_value payload = vat_error_payload(v); int rc = VAT_OK;
-membrane-error-unwrapped|src/caps/membrane.c|caps|vat_value payload;|
-membrane-record-unwrapped|src/caps/membrane.c|caps|case VAT_T_RECORD: {|case VAT_T_RECORD: if (vat_type_of(v) == VAT_T_RECORD) { *out = v; return VAT_OK; } {
-membrane-promise-passes|src/caps/membrane.c|caps|case VAT_T_PROMISE:|case VAT_T_PROMISE: *out = v; return VAT_OK;
-membrane-reuses-wrong-side|src/caps/membrane.c|caps|if (p != NULL && p->side == to) {|if (p != NULL) {
-revoked-membrane-relays|src/caps/membrane.c|caps|if (caps__is_revoked(p->m->cell)) {|if (0) {
-run-ignores-max-ns|src/host.c|host|if (max_ns && monotonic_ns() - start >= max_ns)|if (0)
-run-ignores-max-turns|src/host.c|host|if (max_turns && done >= max_turns)|if (0)
-run-until-quiescent-ignores-timers|src/host.c|host timer|} while ((res.more \|\| timer_due(sys)) &&|} while ((res.more) &&
-advance-clock-on-real-system|src/host.c|host|if (!sys->virtual_clock)|if (0)
-mailbox-push-always-schedules|src/mailbox.c|mailbox send turn|return below == NULL;|return true;
-mailbox-idle-with-mail|src/mailbox.c|mailbox send|if (mb->head != NULL)|if (0)
-sup-intensity-off-by-one|src/supervisor.c|supervisor|if (s->nstamps >= s->max_restarts)|if (s->nstamps > s->max_restarts)
-sup-window-never-slides|src/supervisor.c|supervisor|if (now - s->stamps[i] <= s->max_seconds)|if (1)
-sup-transient-always-restarts|src/supervisor.c|supervisor|return !vat_reason_is_orderly(reason);|return true;
-sup-temporary-restarted-with-group|src/supervisor.c|supervisor|if (!s->kids[j].removed && s->kids[j].spec.restart != VAT_TEMPORARY)|if (!s->kids[j].removed)
-sup-failed-start-not-retried|src/supervisor.c|supervisor|while (!start_kid(turn, k)) {|if (!start_kid(turn, k)) {
+commit-stop-before-sends|src/core/turn.c|exits|if (t->effects_head == NULL)|if (t->stop) vat__terminate(t->worker, t->vat, t->reason); if (t->effects_head == NULL)
+commit-stop-before-sends|src/core/turn.c|exits|if (t->stop) {|if (0) {
+commit-skips-effects|src/core/turn.c|exits promise timer|e->commit(t, e);|(void)e;
+commit-own-sends-first|src/core/turn.c|turn send|if (!took) /* others' messages that came first go first */|if (0)
+failed-turn-commits|src/core/turn.c|turn exits|if (t.failed)|if (0)
+batch-ignores-budget|src/core/turn.c|turn sched|budget--;|(void)budget;
+dead-vat-runs-turns|src/core/turn.c|turn send exits|if (vat__is_dead(v))|if (0)
+stop-ignored|src/core/turn.c|turn exits|turn->stop = true;|(void)turn;
+# vat_fail's null check, as if it were gone (vat_stop_with has the same line).
+fail-null-accepted|src/core/turn.c|turn|int vat_fail(vat_turn *turn, vat_value reason) {|int vat_fail(vat_turn *turn, vat_value reason) { if (vat__check_turn(turn) == VAT_OK && vat_is_null(reason)) { turn->failed = true; turn->reason = reason; return VAT_OK; }
+exits-links-before-stop-callbacks|src/exits/exits.c|exits|if (v->ext->first_stop)|vat__xmap_each(&x0->links, notify_link, args0); vat__xmap_each(&x0->watchers, notify_watch, args0); vat__xmap_clear(&x0->links); vat__xmap_clear(&x0->watchers); if (v->ext->first_stop)
+exits-links-before-stop-callbacks|src/exits/exits.c|exits|(void)reason; /* v->ext->exit_reason holds it */|(void)reason; struct vat__exits *x0 = vat__exits_of(v); void *args0[2] = {w, v};
+trap-null-keeps-trapping|src/exits/exits.c|exits|x->trap = receiver;|if (receiver) x->trap = receiver;
+trap-null-keeps-trapping|src/exits/exits.c|exits|x->trap_fn = receiver ? on_exit : NULL;|if (receiver) x->trap_fn = on_exit;
+trap-ignores-kill|src/exits/signals.c|exits|bool kill = !s->link && vat__exits_is_kill(s->reason);|bool kill = false;
+normal-exit-kills|src/exits/signals.c|exits supervisor|if (vat_reason_is_normal(s->reason) && s->from_vat != v)|if (0)
+rule1-ignored|src/exits/signals.c|exits|if (x == NULL \|\| !vat__xmap_remove(&x->links, (uintptr_t)s->from_vat))|if (x != NULL) vat__xmap_remove(&x->links, (uintptr_t)s->from_vat); if (0)
+demonitor-ignored|src/exits/signals.c|exits|return; /* demonitored: never fires */|;
+monitor-null-fn-accepted|src/exits/exits.c|exits|if (target == NULL \|\| on_down == NULL \|\| id == NULL)|if (target == NULL \|\| id == NULL)
+link-noproc-missing|src/exits/signals.c|exits|vat__exits_send_exit(w, s->from, target->vat, gone_reason(target));|(void)w; (void)s; (void)target;
+monitor-noproc-missing|src/exits/signals.c|exits|vat__exits_send_down(w, ((watch_sig *)sig)->w, gone_reason(target));|(void)w; (void)sig; (void)target;
+unlinking-ignored|src/exits/signals.c|exits|if (vat__xmap_get(&x->unlinking, (uintptr_t)s->from->vat) == NULL) {|if (1) {
+dead-letter-counted-on-sender|src/core/deliver.c|send|if (w != NULL && w->sys == sys)|if (w != NULL)
+dead-letter-hook-skipped|src/core/deliver.c|send|call_hook(sys, m);|(void)m;
+host-send-after-close|src/core/deliver.c|system send|if (w == NULL && state != VAT__RUNNING)|if (0)
+every-replays-missed|src/timer/timer.c|timer|t->deadline = now + t->period;|;
+timers-fire-in-shutdown|src/timer/timer.c|timer|if (s == NULL \|\| vat__system_state(sys) != VAT__RUNNING)|if (s == NULL)
+idle-fires-once|src/timer/idle.c|timer|vat_send(turn, own->idle_to, own->idle_fn, own->idle_arg);|vat_send(turn, own->idle_to, own->idle_fn, own->idle_arg); own->idle_ns = 0;
+idle-never-silent|src/timer/idle.c|timer|own->silent = v->turns == own->snap ? own->silent + 1 : 0;|own->silent = own->silent + 1;
+# A dead owner's timers are cancelled by its terminate hook under the
+# service lock; this check only matters between the vat's `dead` flag and
+# that hook, while a firing batch holds the lock (test_timer.c pauses the
+# timer thread inside a batch to make that happen).
+timer-dead-owner-fires|src/timer/timer.c|timer|if (vat__is_dead(t->owner)) {|if (0) {
+every-zero-period|src/timer/timer.c|timer|if (!(period_s > 0))|if (period_s < 0)
+promise-timeout-not-cancelled|src/promise/promise.c|promise|vat_timer_cancel(timeout);|(void)timeout;
+membrane-error-unwrapped|src/lib/caps/membrane.c|caps|int rc = wrap(turn, m, vat_error_payload(v), to, &payload);|vat_value payload = vat_error_payload(v); int rc = VAT_OK;
+membrane-error-unwrapped|src/lib/caps/membrane.c|caps|vat_value payload;|
+membrane-record-unwrapped|src/lib/caps/membrane.c|caps|case VAT_T_RECORD: {|case VAT_T_RECORD: if (vat_type_of(v) == VAT_T_RECORD) { *out = v; return VAT_OK; } {
+membrane-promise-passes|src/lib/caps/membrane.c|caps|case VAT_T_PROMISE:|case VAT_T_PROMISE: *out = v; return VAT_OK;
+membrane-reuses-wrong-side|src/lib/caps/membrane.c|caps|if (p != NULL && p->side == to) {|if (p != NULL) {
+revoked-membrane-relays|src/lib/caps/membrane.c|caps|if (caps__is_revoked(p->m->cell)) {|if (0) {
+run-ignores-max-ns|src/embed/host.c|host|if (max_ns && vat__monotonic_ns() - start >= max_ns)|if (0)
+run-ignores-max-turns|src/embed/host.c|host|if (max_turns && done >= max_turns)|if (0)
+run-until-quiescent-ignores-timers|src/embed/host.c|host timer|} while ((res.more \|\| timer_due(sys)) &&|} while ((res.more) &&
+advance-clock-on-real-system|src/embed/host.c|host|if (!sys->virtual_clock)|if (0)
+mailbox-push-always-schedules|src/core/mailbox.c|mailbox send turn|return below == NULL;|return true;
+mailbox-idle-with-mail|src/core/mailbox.c|mailbox send|if (mb->head != NULL)|if (0)
+sup-intensity-off-by-one|src/lib/supervisor.c|supervisor|if (s->nstamps >= s->max_restarts)|if (s->nstamps > s->max_restarts)
+sup-window-never-slides|src/lib/supervisor.c|supervisor|if (now - s->stamps[i] <= s->max_seconds)|if (1)
+sup-transient-always-restarts|src/lib/supervisor.c|supervisor|return !vat_reason_is_orderly(reason);|return true;
+sup-temporary-restarted-with-group|src/lib/supervisor.c|supervisor|if (!s->kids[j].removed && s->kids[j].spec.restart != VAT_TEMPORARY)|if (!s->kids[j].removed)
+sup-failed-start-not-retried|src/lib/supervisor.c|supervisor|while (!start_kid(turn, k)) {|if (!start_kid(turn, k)) {
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

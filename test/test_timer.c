@@ -236,6 +236,56 @@ START_TEST(timers_of_dead_vats_never_fire) {
 }
 END_TEST
 
+/* The window the owner check in vat__timers_fire_due guards: the owner is
+ * dead (its flag published) while its terminate hook, which cancels its
+ * timers, waits for the service lock that a firing batch holds. A timer of
+ * that owner later in the same batch must not deliver. The timer thread is
+ * paused inside the batch, at the first timer's delivery (past its owner
+ * check), while the owner ends; then the batch goes on. */
+typedef struct doomed {
+  vat_ref *sink;
+} doomed;
+
+static void arm_two(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  doomed *d = state;
+  /* One turn, one commit: both get the same deadline, so one batch. */
+  expect_vat_ok(vat_later(turn, 0.5, d->sink, sink_take, (void *)1, NULL));
+  expect_vat_ok(vat_later(turn, 0.5, d->sink, sink_take, (void *)2, NULL));
+}
+
+static void stop_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_stop(turn));
+}
+
+START_TEST(dead_owners_timer_later_in_a_batch_never_fires) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_ref *sref = test_spawn(sys, sizeof(sink), (void **)&s);
+  doomed *d;
+  vat_ref *owner = test_spawn(sys, sizeof(doomed), (void **)&d);
+  d->sink = sref;
+  ck_assert_vat_ok(vat_host_send(owner, arm_two, NULL));
+  /* The timer thread delivers like a host send: it stops at the first. */
+  vat__test_point_arm("send.external.after_state_check");
+  ck_assert_msg(vat__test_point_wait(10),
+                "the timer thread never reached its first delivery");
+  /* The point is spent: this send goes through. */
+  ck_assert_vat_ok(vat_host_send(owner, stop_now, NULL));
+  for (int i = 0; i < 10000 && !vat_ref_is_dead(owner); i++)
+    test_sleep(0.001);
+  ck_assert(vat_ref_is_dead(owner));
+  vat__test_point_release();
+  ck_assert(test_wait_u64(&s->n, 1, 10));
+  test_sleep(0.2);
+  uint64_t got = atomic_load(&s->n);
+  ck_assert_uint_eq(got, 1);
+  test_quiesce(sys);
+}
+END_TEST
+
 typedef struct dyn {
   _Atomic uint64_t got;
   int64_t value;
@@ -704,6 +754,7 @@ Suite *test_timer_suite(void) {
   tcase_add_test(tc, every_repeats_until_cancelled);
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, timers_of_dead_vats_never_fire);
+  tcase_add_test(tc, dead_owners_timer_later_in_a_batch_never_fires);
   tcase_add_test(tc, dynamic_message_timer);
   tcase_add_test(tc, idle_timeout_fires_only_after_silence);
   tcase_add_test(tc, virtual_clock_drives_timers);
