@@ -41,6 +41,17 @@ vat_system *test_system(unsigned workers) {
   return sys;
 }
 
+vat_system *test_host_system(bool deterministic, uint64_t seed) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 0;
+  cfg.deterministic = deterministic;
+  cfg.seed = seed;
+  vat_system *sys = NULL;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  return sys;
+}
+
 void test_quiesce(vat_system *sys) {
   ck_assert_vat_ok(vat_system_shutdown(sys, 30));
   /* After the shutdown: most handlers run during its wait for quiescence,

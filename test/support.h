@@ -73,6 +73,10 @@ double test_cpu_seconds(void);
 /** A system with `workers` workers (0: the default count). */
 vat_system *test_system(unsigned workers);
 
+/** A host-driven system (no workers), in deterministic mode with `seed`
+ *  (0: the library's default seed) when `deterministic`. */
+vat_system *test_host_system(bool deterministic, uint64_t seed);
+
 /** Shuts `sys` down, asserting it reached quiescence within 30 s with
  *  nothing dropped, then destroys it. Runtime tests end with this. */
 void test_quiesce(vat_system *sys);

@@ -1144,15 +1144,6 @@ static void ord_link_all(vat_turn *turn, void *state, void *arg) {
     expect_vat_ok(vat_link(turn, t->linkers[i]));
 }
 
-static vat_system *ord_system(void) {
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 0;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
-  return sys;
-}
-
 /* Several monitors by one vat on one target fire in creation order, and a
  * vat's links fire in the order they were made: every time, not only
  * when the process-wide ids or the vats' addresses happen to hash that
@@ -1160,7 +1151,7 @@ static vat_system *ord_system(void) {
 START_TEST(monitors_and_links_fire_in_creation_order) {
   uint64_t rng = test_seed("monitors and links fire in creation order");
   for (int round = 0; round < 200; round++) {
-    vat_system *sys = ord_system();
+    vat_system *sys = test_host_system(false, 0);
     ord_target *t;
     vat_ref *target = test_spawn(sys, sizeof *t, (void **)&t);
     ord_watcher *w;
@@ -1591,15 +1582,6 @@ static void sc_on_stop(void *state, vat_value reason) {
   sc.b_woken_in_stop = readable_now(sc.fd_b);
 }
 
-static vat_system *host_driven(void) {
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 0;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
-  return sys;
-}
-
 static void sc_setup(vat_turn *turn, void *state, void *arg) {
   (void)state;
   uint64_t id;
@@ -1609,7 +1591,7 @@ static void sc_setup(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(stop_callbacks_run_before_links_and_monitors_fire) {
-  vat_system *a = host_driven(), *b = host_driven();
+  vat_system *a = test_host_system(false, 0), *b = test_host_system(false, 0);
   ck_assert_vat_ok(vat_system_fd(b, &sc.fd_b));
   vat_ref *s;
   ck_assert_vat_ok(vat_host_spawn(

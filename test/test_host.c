@@ -20,17 +20,6 @@
 
 #include "support.h"
 
-static vat_system *host_system(bool deterministic, uint64_t seed) {
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 0;
-  cfg.deterministic = deterministic;
-  cfg.seed = seed;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
-  return sys;
-}
-
 /* Polls until `fd` is readable or `timeout_ms` passed. The collector's
  * stop-the-world signals interrupt poll (EINTR): go on to the deadline. */
 static bool readable(int fd, int timeout_ms) {
@@ -47,7 +36,7 @@ static bool readable(int fd, int timeout_ms) {
 }
 
 START_TEST(progress_only_inside_run) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   test_counter *c;
   vat_ref *ref = test_spawn_counter(sys, &c);
   for (int i = 0; i < 100; i++)
@@ -64,7 +53,7 @@ START_TEST(progress_only_inside_run) {
 END_TEST
 
 START_TEST(run_respects_turn_budget) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   test_counter *c;
   vat_ref *ref = test_spawn_counter(sys, &c);
   for (int i = 0; i < 100; i++)
@@ -99,7 +88,7 @@ static void spin_on(vat_turn *turn, void *state, void *arg) {
 
 /* host.h: vat_system_run returns once `max_ns` passed, with work left. */
 START_TEST(run_respects_time_budget) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   spinner *sp;
   vat_ref *ref = test_spawn(sys, sizeof(spinner), (void **)&sp);
   sp->until = test_wall_seconds() + 30;
@@ -126,7 +115,7 @@ static void send_on(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(own_sends_do_not_wake_the_fd) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   int fd;
   ck_assert_vat_ok(vat_system_fd(sys, &fd));
   vat_ref *ref = test_spawn(sys, 8, NULL);
@@ -147,7 +136,7 @@ END_TEST
 
 /* run_until_quiescent stops after `max_turns`, with `more` set. */
 START_TEST(run_until_quiescent_respects_max_turns) {
-  vat_system *sys = host_system(true, 3);
+  vat_system *sys = test_host_system(true, 3);
   vat_ref *ref = test_spawn(sys, 8, NULL);
   ck_assert_vat_ok(vat_host_send(ref, send_on, (void *)(uintptr_t)100));
   vat_run_result r;
@@ -170,7 +159,7 @@ static void arm_now(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(run_until_quiescent_fires_timers_that_fall_due) {
-  vat_system *sys = host_system(true, 5);
+  vat_system *sys = test_host_system(true, 5);
   test_counter *c;
   vat_ref *cref = test_spawn_counter(sys, &c);
   vat_ref *ref = test_spawn(sys, 8, NULL);
@@ -211,7 +200,7 @@ static void *send_now(void *arg) {
 }
 
 START_TEST(fd_wakes_poll_when_another_thread_sends) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   test_counter *c;
   vat_ref *ref = test_spawn_counter(sys, &c);
   int fd;
@@ -232,7 +221,7 @@ START_TEST(fd_wakes_poll_when_another_thread_sends) {
 END_TEST
 
 START_TEST(idle_embedded_host_does_not_spin) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   int fd;
   ck_assert_vat_ok(vat_system_fd(sys, &fd));
   double cpu = test_cpu_seconds(), start = test_wall_seconds();
@@ -274,7 +263,7 @@ static void relay_back(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(host_driven_and_threaded_systems_talk) {
-  vat_system *host = host_system(false, 0), *threaded = test_system(2);
+  vat_system *host = test_host_system(false, 0), *threaded = test_system(2);
   vat_ref *a, *b;
   relay *ra, *rb;
   ck_assert_vat_ok(vat_host_spawn(
@@ -319,7 +308,7 @@ static void run_from_turn(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(run_errors) {
-  vat_system *threaded = test_system(1), *host = host_system(false, 0);
+  vat_system *threaded = test_system(1), *host = test_host_system(false, 0);
   int fd;
   ck_assert_vat_err(vat_system_run(NULL, 0, 0, NULL), VAT_EINVAL);
   ck_assert_vat_err(vat_system_run(threaded, 0, 0, NULL), VAT_ENOTSUP);
@@ -364,7 +353,7 @@ static void *run_in_thread(void *arg) {
 }
 
 START_TEST(one_runner_at_a_time) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   sem_t entered, release;
   sem_init(&entered, 0, 0);
   sem_init(&release, 0, 0);
@@ -387,7 +376,7 @@ START_TEST(one_runner_at_a_time) {
 END_TEST
 
 START_TEST(shutdown_runs_a_host_driven_system_dry) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   test_counter *c;
   vat_ref *ref = test_spawn_counter(sys, &c);
   for (int i = 0; i < 1000; i++)
@@ -404,7 +393,7 @@ END_TEST
  * message: the descriptor is readable with nothing to run. The next run
  * call must clear it, or a poll() loop spins at 100% CPU for ever. */
 START_TEST(late_wakeup_write_is_cleared_by_the_next_run) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   test_counter *c;
   vat_ref *ref = test_spawn_counter(sys, &c);
   int fd;
@@ -451,7 +440,7 @@ static void *send_burst(void *arg) {
 START_TEST(poll_loop_neither_loses_nor_spins_on_wakeups) {
   uint64_t seed = test_seed("poll_loop_neither_loses_nor_spins_on_wakeups");
   for (int round = 0; round < 20; round++) {
-    vat_system *sys = host_system(false, 0);
+    vat_system *sys = test_host_system(false, 0);
     test_counter *c;
     vat_ref *ref = test_spawn_counter(sys, &c);
     int fd;
@@ -512,7 +501,7 @@ static void spin_forever(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(shutdown_deadline_bounds_a_busy_host_system) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   busy_vat *sp;
   vat_ref *ref = test_spawn(sys, sizeof *sp, (void **)&sp);
   ck_assert_vat_ok(vat_host_send(ref, spin_forever, NULL));
@@ -545,7 +534,7 @@ static void *run_until_refused(void *arg) {
 /* A run call with no budget on another thread must hand the system over
  * once it closes, or shutdown waits for it for ever. */
 START_TEST(shutdown_stops_a_concurrent_run_call) {
-  vat_system *sys = host_system(false, 0);
+  vat_system *sys = test_host_system(false, 0);
   busy_vat *sp;
   vat_ref *ref = test_spawn(sys, sizeof *sp, (void **)&sp);
   ck_assert_vat_ok(vat_host_send(ref, spin_forever, NULL));
@@ -599,7 +588,7 @@ static void produce(vat_turn *turn, void *state, void *arg) {
 }
 
 static void trace_with_seed(uint64_t seed, logger *out) {
-  vat_system *sys = host_system(true, seed);
+  vat_system *sys = test_host_system(true, seed);
   vat_ref *log;
   logger *l;
   ck_assert_vat_ok(vat_host_spawn(
@@ -644,7 +633,7 @@ START_TEST(same_seed_same_trace_other_seeds_other_traces) {
 END_TEST
 
 START_TEST(virtual_clock_moves_only_when_advanced) {
-  vat_system *sys = host_system(true, 1);
+  vat_system *sys = test_host_system(true, 1);
   uint64_t t0 = vat_system_now(sys);
   test_sleep(0.02);
   ck_assert_uint_eq(vat_system_now(sys), t0);
@@ -779,7 +768,7 @@ static void dt_hub_arm(vat_turn *turn, void *state, void *arg) {
 static void dt_scenario(uint64_t seed) {
   dt_len = 0;
   dt_buf[0] = 0;
-  vat_system *sys = host_system(true, seed);
+  vat_system *sys = test_host_system(true, seed);
   vat_child_spec kids[2];
   for (int i = 0; i < 2; i++)
     kids[i] = (vat_child_spec){.id = "kid",

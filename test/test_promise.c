@@ -474,12 +474,7 @@ END_TEST
 /* A late timeout does nothing visible, so the test looks at the timer
  * itself: on a virtual clock, once the answer came, no timer is pending. */
 START_TEST(answer_in_time_cancels_timeout) {
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 0;
-  cfg.deterministic = true;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  vat_system *sys = test_host_system(true, 0);
   vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   caller *c = run_call(sys, to, answer_arg, (void *)(intptr_t)8, 0.5);
   ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
@@ -651,12 +646,7 @@ END_TEST
 /* promise.h: the wait's timeout is real time, even in deterministic mode,
  * where the virtual clock does not move by itself. */
 START_TEST(wait_uses_real_time_in_deterministic_mode) {
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 0;
-  cfg.deterministic = true;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  vat_system *sys = test_host_system(true, 0);
   vat_ref *to = test_spawn(sys, sizeof(callee), NULL);
   vat_promise *p;
   ck_assert_vat_ok(vat_host_call(to, answer_arg, (void *)(intptr_t)1, 0, &p));

@@ -473,17 +473,6 @@ END_TEST
 
 /* --- Intensity on the system's clock -------------------------------------- */
 
-static vat_system *virtual_time_system(void) {
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 0;
-  cfg.deterministic = true;
-  cfg.seed = 1;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
-  return sys;
-}
-
 static void run_dry(vat_system *sys) {
   vat_run_result r;
   ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &r));
@@ -502,7 +491,7 @@ static void crash_and_run(vat_system *sys) {
  * trip the limit however much real time passes. No real sleeping. */
 START_TEST(intensity_uses_the_virtual_clock) {
   const uint64_t second = 1000 * 1000 * 1000;
-  vat_system *sys = virtual_time_system();
+  vat_system *sys = test_host_system(true, 1);
   vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 1, 2);
   spec.max_seconds = 10;
   uint64_t base = atomic_load(&total_starts);

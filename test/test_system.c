@@ -259,11 +259,7 @@ START_TEST(shutdown_counts_a_cross_system_send_caught_mid_push) {
       test_seed("shutdown_counts_a_cross_system_send_caught_mid_push");
   uint64_t before = test_rand_between(&seed, 1, 200);
   vat_system *sys = test_system((unsigned)test_rand_between(&seed, 1, 2));
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 0;
-  vat_system *from;
-  ck_assert_vat_ok(vat_system_new(&cfg, &from));
+  vat_system *from = test_host_system(false, 0);
   test_counter *c;
   vat_ref *ref = test_spawn_counter(sys, &c);
   for (uint64_t i = 0; i < before; i++)

@@ -433,13 +433,7 @@ static void virt_start(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(virtual_clock_drives_timers) {
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 0;
-  cfg.deterministic = true;
-  cfg.seed = 7;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  vat_system *sys = test_host_system(true, 7);
   virt *v;
   vat_ref *ref = test_spawn(sys, sizeof(virt), (void **)&v);
   v->keeper = test_spawn(sys, sizeof(virt), NULL);
@@ -472,17 +466,6 @@ END_TEST
 
 /* --- On the virtual clock: periods, shutdown, idle, bad arguments --------- */
 
-static vat_system *virtual_system(void) {
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 0;
-  cfg.deterministic = true;
-  cfg.seed = 11;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
-  return sys;
-}
-
 enum { MS = 1000000 };
 
 static void advance_and_run(vat_system *sys, uint64_t ns) {
@@ -497,7 +480,7 @@ static void every_10ms(vat_turn *turn, void *state, void *arg) {
 
 /* timer.h: "a period missed entirely is skipped, not repeated". */
 START_TEST(every_skips_missed_periods) {
-  vat_system *sys = virtual_system();
+  vat_system *sys = test_host_system(true, 11);
   test_counter *c;
   vat_ref *cref = test_spawn_counter(sys, &c);
   vat_ref *armer = test_spawn(sys, 8, NULL);
@@ -519,7 +502,7 @@ END_TEST
 /* timer.h: "Once vat_system_shutdown starts, timers stop firing". Due
  * timers of a host-driven system would fire inside shutdown's drain. */
 START_TEST(timers_stop_firing_once_shutdown_begins) {
-  vat_system *sys = virtual_system();
+  vat_system *sys = test_host_system(true, 11);
   test_counter *c;
   vat_ref *cref = test_spawn_counter(sys, &c);
   vat_ref *armer = test_spawn(sys, 8, NULL);
@@ -555,7 +538,7 @@ static uint64_t run_quarters(vat_system *sys, test_counter *c, int quarters) {
  * `idle_s` seconds, and again after each further period of silence"; 0
  * clears it. It goes to another vat here, so nothing breaks the silence. */
 START_TEST(idle_timeout_fires_every_idle_period_until_cleared) {
-  vat_system *sys = virtual_system();
+  vat_system *sys = test_host_system(true, 11);
   test_counter *c;
   idle_setter *d;
   vat_ref *cref = test_spawn_counter(sys, &c);
@@ -580,7 +563,7 @@ END_TEST
 
 /* A new call replaces the old timeout: its period, target and message. */
 START_TEST(new_idle_timeout_replaces_the_old) {
-  vat_system *sys = virtual_system();
+  vat_system *sys = test_host_system(true, 11);
   test_counter *c1, *c2;
   idle_setter *d;
   vat_ref *r1 = test_spawn_counter(sys, &c1);
@@ -629,7 +612,7 @@ static void try_bad_timers(vat_turn *turn, void *state, void *arg) {
 
 /* timer.h's EINVAL cases; a refused call arms nothing. */
 START_TEST(bad_arguments_in_a_turn) {
-  vat_system *sys = virtual_system();
+  vat_system *sys = test_host_system(true, 11);
   bad_timers *b;
   vat_ref *ref = test_spawn(sys, sizeof(bad_timers), (void **)&b);
   ck_assert_vat_ok(vat_host_send(ref, try_bad_timers, NULL));
