@@ -13,8 +13,8 @@ void vat__mailbox_init(vat__mailbox *mb) {
   mb->tail = NULL;
 }
 
-bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
-                             vat__msg *last) {
+VAT__HOT bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
+                                      vat__msg *last) {
   /* The stack links each node to the one pushed before it, the reverse of
    * the chain's order. Mark the oldest node unlinked first: the consumer may
    * see the nodes the moment `top` holds them, before that node's link to
@@ -43,7 +43,7 @@ bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
   return below == NULL;
 }
 
-void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m) {
+VAT__HOT void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m) {
   atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
   if (mb->tail)
     atomic_store_explicit(&mb->tail->next, m, memory_order_relaxed);
@@ -103,7 +103,7 @@ static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
  * `taken` and `top` stay as they were, so the vat cannot go idle (try_idle's
  * CAS fails) and a later take gets the whole segment. With `wait` (a vat
  * that will not run again) it waits for the producer instead. */
-static bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
+static VAT__HOT bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
   vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
@@ -133,11 +133,11 @@ static bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
   return true;
 }
 
-bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
+VAT__HOT bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
   return take(mb, pool, false);
 }
 
-bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
+VAT__HOT bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   if (mb->head != NULL)
     return false;
   /* Clear `taken` before the CAS: once the vat is idle, a producer may

@@ -9,6 +9,7 @@
 #include "core/deliver.h"
 #include "core/turn.h"
 #include "core/worker.h"
+#include "util/cpu.h"
 #include "util/gc.h"
 
 void vat__turn_defer(vat_turn *t, vat__effect *e) {
@@ -132,7 +133,7 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
 #endif
 }
 
-bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
+VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
   vat__mailbox *mb = &v->mailbox;
   while (budget > 0) {
     vat__msg *m = vat__mailbox_pop(mb, &w->pool);
@@ -157,7 +158,7 @@ bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
 
 /* --- The turn's public API ---------------------------------------------- */
 
-vat_ref *vat_self(vat_turn *turn) {
+VAT__HOT vat_ref *vat_self(vat_turn *turn) {
   return turn != NULL && turn == vat__current_turn ? turn->self : NULL;
 }
 
