@@ -11,6 +11,7 @@
 #include "vat/promise.h"
 #include "vat/supervisor.h"
 #include "vat/timer.h"
+#include "vat/trace.h"
 #include "vat/value.h"
 
 #endif

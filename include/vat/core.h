@@ -80,6 +80,16 @@ typedef struct vat_config {
    *  trace of turns. */
   bool deterministic;
   uint64_t seed;
+  /** Turn tracing (see vat/trace.h). `trace_path` names the file the
+   *  trace is written to when the system shuts down; "" traces without
+   *  writing one then (vat_system_trace_write() writes on request). NULL
+   *  (the default) leaves it to the environment: VAT_TRACE=FILE traces
+   *  into FILE. */
+  const char *trace_path;
+  /** Events each worker's trace ring keeps, rounded up to a power of two;
+   *  older ones are overwritten. 0: $VAT_TRACE_EVENTS if set, else 65536
+   *  (4 MiB per worker). */
+  size_t trace_events;
 } vat_config;
 
 /** Fills `cfg` with the defaults. Any thread. */

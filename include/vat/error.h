@@ -24,7 +24,8 @@
   X(EBROKEN, -14, "promise broken")                                            \
   X(EGCCONFIG, -15,                                                            \
     "the collector's interior-pointer recognition is off; libvat needs it "    \
-    "(do not call GC_set_all_interior_pointers(0))")
+    "(do not call GC_set_all_interior_pointers(0))")                           \
+  X(EIO, -16, "input/output error (errno says which)")
 
 /** Error codes. VAT_OK is success; every error is negative. */
 typedef enum vat_errno {

@@ -18,6 +18,7 @@
 
 #include "core/schedule.h"
 #include "core/system.h"
+#include "core/trace.h"
 #include "core/worker.h"
 #include "util/cpu.h"
 #include "util/testpoint.h"
@@ -58,6 +59,8 @@ static void call_hook(vat_system *sys, vat__msg *m) {
 /* Counts on the target's system: a worker's own counter when the worker
  * belongs to it, the shared one otherwise. */
 void vat__dead_letter(vat__worker *w, vat__msg *m) {
+  if (w != NULL && w->trace != NULL && m->flow != 0)
+    vat__trace_drop(w->trace, m);
   if (m->fn == vat__dispatch_signal) {
     vat__signal *sig = m->arg;
     sig->cls->drop(w, m->target, sig);
@@ -153,6 +156,8 @@ static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
   m->value = value;
   m->aux = aux;
   atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  if (w != NULL && w->trace != NULL)
+    vat__trace_send_now(w->trace, m);
   if (w != NULL)
     vat__deliver(w, m, m);
   else if (deliver_external(NULL, m, m) == VAT_ECLOSED)

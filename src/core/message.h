@@ -9,6 +9,7 @@
 #define VAT_CORE_MESSAGE_H
 
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "vat/core.h"
 
@@ -26,12 +27,15 @@ struct vat__msg {
   void *arg;
   vat_value value;
   void *aux; /* a signal's data carried inline (vat__deliver_now_inline) */
-  /* A node fills a cache line and slabs are line-aligned, so nodes in use
-   * on two cores never share a line: two workers each reusing a node from
-   * one line made every send ping-pong that line between the cores. */
-  char pad[64 - 5 * sizeof(void *) - sizeof(vat_value)];
+  /* A traced send's flow id (core/trace.h), read by the turn that runs
+   * it; 0 otherwise. Free nodes hold 0 (vat__msg_free). It fills what was
+   * padding. */
+  uint64_t flow;
 };
 
+/* A node fills a cache line and slabs are line-aligned, so nodes in use on
+ * two cores never share a line: two workers each reusing a node from one
+ * line made every send ping-pong that line between the cores. */
 _Static_assert(sizeof(struct vat__msg) == 64, "a message node is one line");
 
 #endif

@@ -69,6 +69,13 @@ struct vat_system {
   /* Counts made outside the workers (host threads, other systems). */
   _Atomic uint64_t ext_dead_letters, ext_spawned, ext_terminated;
   uint64_t dropped_at_shutdown;
+
+  /* Tracing (core/trace.h, trace/): on when trace_events is not 0. The
+   * file's name (NULL: written only on request), and both clocks read
+   * together at start, so ticks map to nanoseconds. */
+  size_t trace_events;
+  char *trace_path;
+  uint64_t trace_tick0, trace_ns0;
 };
 
 static inline int vat__system_state(vat_system *sys) {

@@ -7,6 +7,7 @@
 
 #include "core/atoms.h"
 #include "core/deliver.h"
+#include "core/trace.h"
 #include "core/turn.h"
 #include "core/worker.h"
 #include "util/cpu.h"
@@ -28,6 +29,8 @@ void vat__turn_defer(vat_turn *t, vat__effect *e) {
  * is returned updated. The common turn's whole commit: keep it lean. */
 static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
   vat__worker *w = t->worker;
+  if (__builtin_expect(w->trace != NULL, 0))
+    vat__trace_sends(w->trace, t, m);
   while (m != NULL) {
     vat__vat *to = m->target->vat;
     vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
@@ -115,7 +118,7 @@ static void discard(vat_turn *t) {
   vat__terminate(w, t->vat, t->reason);
 }
 
-static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
+static inline void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
   vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
   vat__current_turn = &t;
   m->fn(&t, vat__state(m->target), m->arg);
@@ -133,6 +136,17 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
 #endif
 }
 
+/* A turn of a traced system: the same turn, timed and recorded. Out of
+ * line and not hot: a system that does not trace never calls it. */
+static __attribute__((noinline)) void
+run_turn_traced(vat__worker *w, vat__vat *v, vat__msg *m) {
+  uint32_t form;
+  const void *what = vat__trace_what(m, &form);
+  uint64_t begin = vat__trace_ticks();
+  run_turn(w, v, m);
+  vat__trace_turn(w->trace, v, m, what, form, begin);
+}
+
 VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
   vat__mailbox *mb = &v->mailbox;
   while (budget > 0) {
@@ -147,6 +161,8 @@ VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
     }
     if (vat__is_dead(v))
       vat__dead_letter(w, m);
+    else if (__builtin_expect(w->trace != NULL, 0))
+      run_turn_traced(w, v, m);
     else
       run_turn(w, v, m);
     vat__mailbox_done(mb, &w->pool, m);

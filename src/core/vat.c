@@ -2,6 +2,7 @@
 #include "core/atoms.h"
 #include "core/hooks.h"
 #include "core/system.h"
+#include "core/trace.h"
 #include "core/turn.h"
 #include "core/worker.h"
 #include "util/mem.h"
@@ -58,6 +59,8 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason) {
    * are dropped by the turn loop as it drains the mailbox. */
   atomic_store_explicit(&v->dead, true, memory_order_release);
   vat__count(&w->terminated, 1);
+  if (w->trace != NULL)
+    vat__trace_exit(w->trace, v, reason);
   if (has_module_state(x))
     vat__hooks_vat_ended(w, v, reason);
 }
@@ -81,6 +84,8 @@ int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
   /* Remembered so a failed turn can end it; nothing can send to it before
    * this turn commits, as the only ref is the one returned here. */
   vat__count(&turn->worker->spawned, 1);
+  if (turn->worker->trace != NULL)
+    vat__trace_spawn(turn->worker->trace, v, turn->vat);
   v->rq_next = turn->spawned;
   turn->spawned = v;
   *out = &v->first;

@@ -39,6 +39,9 @@ struct vat__worker {
   unsigned busy_len;
   unsigned private_streak; /* runs from `next` or `busy` in a row */
   vat__msgpool pool;
+  /* This worker's trace ring (core/trace.h); NULL unless the system is
+   * traced, which the hot path tests once per turn and per commit. */
+  struct vat__trace_ring *trace;
   vat_system *sys;
   uint32_t ticks;
   uint32_t rng;

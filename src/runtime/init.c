@@ -8,6 +8,7 @@
 #include "exits/exits.h"
 #include "promise/promise.h"
 #include "timer/timer.h"
+#include "trace/trace.h"
 #include "util/gc.h"
 
 enum { INITIAL_HEAP_BYTES = 4 << 20 };
@@ -52,6 +53,7 @@ int vat_init(void) {
   vat__module_register(&vat__timer_module);
   vat__module_register(&vat__promise_module);
   vat__module_register(&vat__exits_module);
+  vat__module_register(&vat__trace_module); /* writes after the others stop */
   vat__mark_initialized();
   return VAT_OK;
 }

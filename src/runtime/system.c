@@ -11,6 +11,7 @@
 #include "core/thread.h"
 #include "embed/embed.h"
 #include "sched/sched.h"
+#include "trace/trace.h"
 #include "util/clock.h"
 #include "util/gc.h"
 
@@ -53,6 +54,8 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
   sys->wake_fd = -1;
   sys->virtual_clock = cfg->deterministic;
   sys->det_rng = cfg->seed ? cfg->seed : 0x9E3779B97F4A7C15ull;
+  if ((rc = vat__trace_configure(sys)) != VAT_OK)
+    return rc;
   if (host_driven && (rc = vat__host_open(sys)) != VAT_OK)
     return rc;
   vat__inject_init(&sys->inject);

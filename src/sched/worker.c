@@ -25,6 +25,7 @@
 #include "core/schedule.h"
 #include "core/system.h"
 #include "core/thread.h"
+#include "core/trace.h"
 #include "core/turn.h"
 #include "sched/sched.h"
 #include "util/cpu.h"
@@ -198,7 +199,11 @@ static vat__vat *idle(vat__worker *w) {
   if (!stopping(sys) && !work_visible(sys)) {
     if (vat__quiescent_locked(sys))
       pthread_cond_broadcast(&sys->quiet_cond);
+    if (w->trace != NULL)
+      vat__trace_mark(w->trace, VAT__TR_PARK);
     pthread_cond_wait(&sys->park_cond, &sys->lock);
+    if (w->trace != NULL)
+      vat__trace_mark(w->trace, VAT__TR_WAKE);
   }
   atomic_fetch_sub_explicit(&sys->parked, 1, memory_order_seq_cst);
   pthread_mutex_unlock(&sys->lock);
@@ -228,6 +233,8 @@ static vat__worker *worker_new(vat_system *sys, unsigned index) {
   w->sys = sys;
   w->pool.depot = &sys->depot;
   w->rng = 2654435761u * (index + 1);
+  if (sys->trace_events != 0)
+    w->trace = vat__trace_ring_new(sys->trace_events, index);
   return w;
 }
 

@@ -1,0 +1,50 @@
+/* libvat — turn traces, for Perfetto (ui.perfetto.dev) and chrome://tracing.
+ *
+ * A traced system records, per worker (in a host-driven system: for the
+ * one context its run calls act as), into a ring buffer allocated when
+ * the system starts: each turn (its vat, entity, and the handler
+ * function's symbol or the message's selector or signal), each send with a
+ * flow id linking it to the turn that runs it, spawns, vat exits (down
+ * notifications and exit signals are turns of their own, named "down" and
+ * "exit"), and when a worker parks and wakes. Recording takes no lock,
+ * allocates nothing and formats nothing; when a ring is full the oldest
+ * events are overwritten.
+ *
+ * Turning it on: vat_config.trace_path names the file (or "" to write
+ * only on request), or, with trace_path NULL, the environment variable
+ * VAT_TRACE=FILE does (a process's second and later systems traced that
+ * way write FILE.2, FILE.3, ...). vat_config.trace_events, or
+ * VAT_TRACE_EVENTS, sets the ring's size in events (64 bytes each;
+ * default 65536 per worker).
+ *
+ * The file is Trace Event Format JSON, written when the system shuts down
+ * and on request: one track per worker ("worker N", or "host"), a slice
+ * per turn, an arrow from each send to the turn it caused. Its
+ * "otherData" says how many events were overwritten (in all, and per
+ * track, also in each track's thread_name metadata) and how many flows
+ * lost an end: a flow whose send or turn was overwritten, or whose message
+ * was never run (a dead letter, or still queued), is drawn as no arrow,
+ * and its surviving end carries "flow_lost". Vats and entities are named
+ * by address; a collected vat's address may later be another's. Handler
+ * functions are named by symbol when they are exported (link the program
+ * with -rdynamic), else as "program+0xOFFSET" (addr2line resolves it).
+ *
+ * Cost: a few nanoseconds per turn and per send when on; off, a test per
+ * turn and per commit.
+ */
+#ifndef VAT_TRACE_H
+#define VAT_TRACE_H
+
+#include "vat/core.h"
+
+/** Writes what `sys`'s trace rings hold now to `path` (NULL: the file the
+ *  system was configured with), leaving them as they are. While the
+ *  system runs, events recorded during the call may count as lost. Host
+ *  thread; also after vat_system_shutdown, until vat_system_destroy.
+ *  Errors: VAT_EINVAL (NULL sys; NULL path and none configured),
+ *  VAT_ENOTSUP (the system is not traced), VAT_EIO (the file could not be
+ *  written: errno says why), VAT_ENOMEM, VAT_ECLOSED (destroyed),
+ *  VAT_EINTURN, VAT_ENOTREGISTERED, VAT_ENOTINIT. */
+int vat_system_trace_write(vat_system *sys, const char *path);
+
+#endif

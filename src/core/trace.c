@@ -1,0 +1,120 @@
+/* Turn tracing, the recording half: see trace.h. Everything here runs only
+ * in a traced system, on the worker that owns the ring. */
+#include "core/trace.h"
+
+#include <string.h>
+
+#include "core/deliver.h"
+#include "util/clock.h"
+#include "util/gc.h"
+#include "util/mem.h"
+
+enum { FLOW_INDEX_SHIFT = 40 }; /* ids stay below 2^53: exact in JSON */
+
+vat__trace_ring *vat__trace_ring_new(size_t events, unsigned index) {
+  size_t slots = 2;
+  while (slots < events)
+    slots <<= 1;
+  vat__trace_ring *r = vat__gc_alloc(sizeof *r);
+  /* Not scanned: the events' pointers are names, not references. */
+  r->events = vat__oom_check(GC_MALLOC_ATOMIC(slots * sizeof(vat__trace_event)),
+                             "a trace ring");
+  r->mask = slots - 1;
+  r->next_flow = (uint64_t)(index + 1) << FLOW_INDEX_SHIFT;
+  atomic_init(&r->head, 0);
+  return r;
+}
+
+const void *vat__trace_what(const vat__msg *m, uint32_t *form) {
+  if (m->fn == vat__dispatch_dynamic) {
+    *form = VAT__TR_DYN;
+    return m->arg;
+  }
+  if (m->fn == vat__dispatch_signal) {
+    *form = VAT__TR_SIGNAL;
+    return ((const vat__signal *)m->arg)->cls;
+  }
+  *form = VAT__TR_FN;
+  const void *fn; /* a function's address as data: ISO C has no cast */
+  memcpy(&fn, &m->fn, sizeof fn);
+  return fn;
+}
+
+static vat__trace_event *record(vat__trace_ring *r, uint32_t kind,
+                                const void *vat) {
+  vat__trace_event *e = vat__trace_slot(r);
+  e->ts = vat__trace_ticks();
+  e->end = 0;
+  e->flow = 0;
+  e->vat = vat;
+  e->entity = NULL;
+  e->what = NULL;
+  e->kind = kind;
+  e->form = 0;
+  return e;
+}
+
+static void record_send(vat__trace_ring *r, vat__msg *m) {
+  m->flow = ++r->next_flow;
+  vat__trace_event *e = record(r, VAT__TR_SEND, m->target->vat);
+  e->flow = m->flow;
+  e->entity = m->target;
+  e->what = vat__trace_what(m, &e->form);
+  vat__trace_publish(r);
+}
+
+void vat__trace_sends(vat__trace_ring *r, vat_turn *t, vat__msg *m) {
+  (void)t;
+  for (; m != NULL; m = atomic_load_explicit(&m->next, memory_order_relaxed))
+    record_send(r, m);
+}
+
+void vat__trace_send_now(vat__trace_ring *r, vat__msg *m) {
+  record_send(r, m);
+}
+
+void vat__trace_drop(vat__trace_ring *r, const vat__msg *m) {
+  vat__trace_event *e = record(r, VAT__TR_DROP, m->target->vat);
+  e->flow = m->flow;
+  e->entity = m->target;
+  e->what = vat__trace_what(m, &e->form);
+  vat__trace_publish(r);
+}
+
+void vat__trace_spawn(vat__trace_ring *r, const vat__vat *v,
+                      const vat__vat *parent) {
+  vat__trace_event *e = record(r, VAT__TR_SPAWN, v);
+  e->entity = parent;
+  vat__trace_publish(r);
+}
+
+void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason) {
+  vat__trace_event *e = record(r, VAT__TR_EXIT, v);
+  /* Only atoms are kept by name: other values may be collected before
+   * the file is written. An error is named by its code. */
+  e->form = reason.type;
+  if (reason.type == VAT_T_ATOM)
+    e->what = reason.as.atom;
+  else if (reason.type == VAT_T_ERROR)
+    e->what = vat_error_code(reason);
+  else if (reason.type == VAT_T_RECORD)
+    e->what = vat_record_label(reason);
+  vat__trace_publish(r);
+}
+
+void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind) {
+  record(r, kind, NULL);
+  vat__trace_publish(r);
+}
+
+void vat__trace_turn(vat__trace_ring *r, const vat__vat *v, const vat__msg *m,
+                     const void *what, uint32_t form, uint64_t begin) {
+  vat__trace_event *e = record(r, VAT__TR_TURN, v);
+  e->end = e->ts;
+  e->ts = begin;
+  e->flow = m->flow;
+  e->entity = m->target;
+  e->what = what;
+  e->form = form;
+  vat__trace_publish(r);
+}

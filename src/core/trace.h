@@ -1,0 +1,118 @@
+/* Turn tracing, the recording half: each worker keeps a ring of fixed-size
+ * binary events that only it writes. Recording takes no lock, allocates
+ * nothing and formats nothing; the oldest events are overwritten when the
+ * ring is full, and the count of events ever recorded says how many were.
+ * trace/ turns the rings into a file.
+ *
+ * Off (the default), the runtime pays one well-predicted branch per turn
+ * (vat__run_batch), per commit's chain of sends (deliver_chain), and one
+ * on the colder paths (spawn, a vat's end, parking, a dead letter).
+ *
+ * Flows: a traced send gets an id, kept in the message node, that the turn
+ * running the message records; the file draws an arrow from one to the
+ * other. Ids are unique in a system: the worker's index in the top bits.
+ */
+#ifndef VAT_CORE_TRACE_H
+#define VAT_CORE_TRACE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/message.h"
+#include "core/turn.h"
+#include "core/vat.h"
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+enum vat__trace_kind {
+  VAT__TR_TURN = 1, /* a turn: ts..end, flow in, vat, entity, what */
+  VAT__TR_SEND,     /* a send committed: flow out, target vat, entity, what */
+  VAT__TR_DROP,     /* a traced message dropped as a dead letter: flow */
+  VAT__TR_SPAWN,    /* vat spawned; entity: the spawning vat */
+  VAT__TR_EXIT,     /* vat ended; what: the reason's atom, form: its type */
+  VAT__TR_PARK,     /* the worker parks */
+  VAT__TR_WAKE,     /* the worker is awake again */
+};
+
+/* What a message runs, as the file names it. */
+enum vat__trace_form {
+  VAT__TR_FN = 0, /* what: the handler function */
+  VAT__TR_DYN,    /* what: the selector atom */
+  VAT__TR_SIGNAL, /* what: the signal's class (vat__signal_class) */
+};
+
+/* One event: a cache line, written whole by its worker. Pointers are
+ * identities and names, not references: the ring is not scanned, so it
+ * keeps nothing alive. Atoms and signal classes live for ever, and
+ * functions are code, so trace/ may read their names later. */
+typedef struct vat__trace_event {
+  uint64_t ts;  /* ticks (vat__trace_ticks) */
+  uint64_t end; /* TURN: ticks when it ended */
+  uint64_t flow;
+  const void *vat;
+  const void *entity;
+  const void *what;
+  uint32_t kind, form;
+  uint64_t spare;
+} vat__trace_event;
+
+_Static_assert(sizeof(vat__trace_event) == 64, "an event is one line");
+
+typedef struct vat__trace_ring {
+  /* Events ever recorded. Written by the owner only, with release, after
+   * the event's slot, so a reader that copies the ring while it runs can
+   * tell which slots it may have caught mid-overwrite (trace/). */
+  _Atomic uint64_t head;
+  uint64_t mask; /* slots - 1; slots is a power of two */
+  uint64_t next_flow;
+  vat__trace_event *events; /* collector memory, not scanned */
+} vat__trace_ring;
+
+/** A clock that is cheap to read on every turn: the time-stamp counter
+ *  where there is one (x86: constant-rate and synchronised across cores
+ *  on the CPUs libvat targets), else monotonic nanoseconds. trace/ maps
+ *  ticks to nanoseconds with two readings of both clocks. */
+static inline uint64_t vat__trace_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return vat__monotonic_ns();
+#endif
+}
+
+/** A ring of at least `events` slots, for worker number `index`. */
+vat__trace_ring *vat__trace_ring_new(size_t events, unsigned index);
+
+/** The next slot; vat__trace_publish() makes it count. Owner only. */
+static inline vat__trace_event *vat__trace_slot(vat__trace_ring *r) {
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  return &r->events[h & r->mask];
+}
+
+static inline void vat__trace_publish(vat__trace_ring *r) {
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  /* Release: a concurrent reader that sees the new count sees the slot. */
+  atomic_store_explicit(&r->head, h + 1, memory_order_release);
+}
+
+/* The recording calls, out of line: only a traced system makes them. */
+
+/** Gives each message of the chain from `m` (linked to NULL) a flow id
+ *  and records its send, from turn `t`. */
+void vat__trace_sends(vat__trace_ring *r, vat_turn *t, vat__msg *m);
+/** As vat__trace_sends, for one message sent outside a turn's buffer. */
+void vat__trace_send_now(vat__trace_ring *r, vat__msg *m);
+/** A message `m` with a flow dropped at a dead vat. */
+void vat__trace_drop(vat__trace_ring *r, const vat__msg *m);
+void vat__trace_spawn(vat__trace_ring *r, const vat__vat *v,
+                      const vat__vat *parent);
+void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason);
+void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind);
+/** Records the turn that ran `m` on `v` from `begin` until now. */
+void vat__trace_turn(vat__trace_ring *r, const vat__vat *v, const vat__msg *m,
+                     const void *what, uint32_t form, uint64_t begin);
+/** What `m` runs, for the file's name of a turn or send, and its form. */
+const void *vat__trace_what(const vat__msg *m, uint32_t *form);
+
+#endif

@@ -1,0 +1,405 @@
+/* The trace file: the workers' rings as Trace Event Format JSON.
+ *
+ * Each worker is a track (a thread: "worker N", or "host" for the one
+ * context of a host-driven system); each turn is a complete slice ("X");
+ * a send is a flow from the turn that committed it ("s") to the turn that
+ * ran it ("f", bound to that turn's slice), both present only when both
+ * ends are still in the rings. A flow with one end overwritten (or never
+ * run: dropped, or still queued) is reported lost: its surviving end says
+ * so, and "otherData" counts it. Events overwritten in a ring are counted
+ * per track and in total, exactly. Formatting happens only here.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/system.h"
+#include "core/thread.h"
+#include "core/trace.h"
+#include "trace/trace.h"
+#include "vat/trace.h"
+
+/* --- Copying the rings --------------------------------------------------- */
+
+typedef struct track {
+  vat__trace_event *ev;
+  size_t n;
+  uint64_t lost; /* overwritten before the copy (or during it) */
+} track;
+
+/* Copies what `r` holds. The owner may be recording meanwhile (a write on
+ * request while the system runs): the count read after the copy tells
+ * which slots it may have overwritten under us, and those are dropped as
+ * lost, like a seqlock's reader. Once the workers are joined it is exact.
+ * Not instrumented for ThreadSanitizer: the racy reads are the design. */
+__attribute__((no_sanitize("thread"))) static void copy_ring(vat__trace_ring *r,
+                                                             track *t) {
+  uint64_t slots = r->mask + 1;
+  /* Acquire: the slots up to `head` are written. */
+  uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+  uint64_t first = head > slots ? head - slots : 0;
+  for (uint64_t i = first; i < head; i++) {
+    const volatile uint64_t *from =
+        (const volatile uint64_t *)&r->events[i & r->mask];
+    uint64_t *to = (uint64_t *)&t->ev[i - first];
+    for (size_t k = 0; k < sizeof(vat__trace_event) / 8; k++)
+      to[k] = from[k];
+  }
+  /* Acquire fence: the copy's reads come before the second look. */
+  atomic_thread_fence(memory_order_acquire);
+  uint64_t after = atomic_load_explicit(&r->head, memory_order_relaxed);
+  /* The owner may be writing slot `after`, which held event after-slots. */
+  uint64_t safe = after + 1 > slots ? after + 1 - slots : 0;
+  uint64_t skip = safe > first ? safe - first : 0;
+  if (skip > head - first)
+    skip = head - first;
+  memmove(t->ev, t->ev + skip, (head - first - skip) * sizeof *t->ev);
+  t->n = head - first - skip;
+  t->lost = first + skip;
+}
+
+/* --- Flows --------------------------------------------------------------- */
+
+typedef struct id_set {
+  uint64_t *ids;
+  size_t n;
+} id_set;
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static bool has_id(const id_set *s, uint64_t id) {
+  return id != 0 && bsearch(&id, s->ids, s->n, sizeof *s->ids, cmp_u64) != NULL;
+}
+
+/* The flow ids of events of `kind` across the tracks, sorted, unique. */
+static int collect(const track *tracks, unsigned n, uint32_t kind,
+                   id_set *out) {
+  size_t total = 0;
+  for (unsigned i = 0; i < n; i++)
+    total += tracks[i].n;
+  out->ids = malloc((total ? total : 1) * sizeof *out->ids);
+  out->n = 0;
+  if (out->ids == NULL)
+    return VAT_ENOMEM;
+  for (unsigned i = 0; i < n; i++)
+    for (size_t j = 0; j < tracks[i].n; j++)
+      if (tracks[i].ev[j].kind == kind && tracks[i].ev[j].flow != 0)
+        out->ids[out->n++] = tracks[i].ev[j].flow;
+  qsort(out->ids, out->n, sizeof *out->ids, cmp_u64);
+  size_t u = 0;
+  for (size_t j = 0; j < out->n; j++)
+    if (u == 0 || out->ids[u - 1] != out->ids[j])
+      out->ids[u++] = out->ids[j];
+  out->n = u;
+  return VAT_OK;
+}
+
+/* --- Names, looked up once per function ---------------------------------- */
+
+enum { NAME_SLOTS = 1024, NAME_MAX_LEN = 160 };
+
+typedef struct name_cache {
+  const void *key[NAME_SLOTS];
+  char name[NAME_SLOTS][NAME_MAX_LEN];
+} name_cache;
+
+static const char *name_of(name_cache *c, const void *what, uint32_t form) {
+  char buf[NAME_MAX_LEN];
+  if (form != VAT__TR_FN || what == NULL)
+    return what ? vat__trace_name(what, form, buf, sizeof buf) : "?";
+  size_t h = ((uintptr_t)what >> 4) % NAME_SLOTS;
+  for (size_t i = 0; i < NAME_SLOTS; i++, h = (h + 1) % NAME_SLOTS) {
+    if (c->key[h] == what)
+      return c->name[h];
+    if (c->key[h] == NULL) {
+      c->key[h] = what;
+      snprintf(c->name[h], NAME_MAX_LEN, "%s",
+               vat__trace_name(what, form, buf, sizeof buf));
+      return c->name[h];
+    }
+  }
+  return vat__trace_name(what, form, c->name[0], NAME_MAX_LEN); /* full */
+}
+
+/* --- Writing ------------------------------------------------------------- */
+
+typedef struct writer {
+  FILE *f;
+  vat_system *sys;
+  double ns_per_tick;
+  name_cache *names;
+  id_set starts, ends, drops;
+  uint64_t lost_starts, lost_ends, dropped;
+  bool first;
+} writer;
+
+static void put_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+/* Nanoseconds since the system started tracing. */
+static uint64_t ns_of(const writer *w, uint64_t ticks) {
+  if (ticks <= w->sys->trace_tick0)
+    return 0;
+  return (uint64_t)((double)(ticks - w->sys->trace_tick0) * w->ns_per_tick);
+}
+
+/* Starts an event: {"ph":..,"pid":1,"tid":..,"ts":<us>, leaving it open. */
+static void begin(writer *w, const char *ph, unsigned tid, uint64_t ns) {
+  fprintf(w->f, "%s\n{\"ph\":\"%s\",\"pid\":1,\"tid\":%u,\"ts\":%llu.%03llu",
+          w->first ? "" : ",", ph, tid, (unsigned long long)(ns / 1000),
+          (unsigned long long)(ns % 1000));
+  w->first = false;
+}
+
+static void put_name(writer *w, const char *cat, const char *name) {
+  fprintf(w->f, ",\"cat\":\"%s\",\"name\":", cat);
+  put_str(w->f, name);
+}
+
+static const char *cat_of(uint32_t form) {
+  return form == VAT__TR_SIGNAL ? "signal"
+         : form == VAT__TR_DYN  ? "message"
+                                : "turn";
+}
+
+static void write_turn(writer *w, unsigned tid, const vat__trace_event *e) {
+  uint64_t ts = ns_of(w, e->ts), end = ns_of(w, e->end);
+  begin(w, "X", tid, ts);
+  fprintf(w->f, ",\"dur\":%llu.%03llu", (unsigned long long)((end - ts) / 1000),
+          (unsigned long long)((end - ts) % 1000));
+  put_name(w, cat_of(e->form), name_of(w->names, e->what, e->form));
+  fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"entity\":\"%p\"", e->vat,
+          e->entity);
+  bool matched = has_id(&w->starts, e->flow);
+  if (e->flow != 0 && !matched) {
+    fprintf(w->f, ",\"flow_lost\":%llu", (unsigned long long)e->flow);
+    w->lost_starts++;
+  }
+  fputs("}}", w->f);
+  if (matched) {
+    begin(w, "f", tid, ts);
+    fprintf(w->f,
+            ",\"bp\":\"e\",\"cat\":\"flow\",\"name\":\"send\","
+            "\"id\":%llu}",
+            (unsigned long long)e->flow);
+  }
+}
+
+static void write_send(writer *w, unsigned tid, const vat__trace_event *e) {
+  uint64_t ts = ns_of(w, e->ts);
+  if (has_id(&w->ends, e->flow)) {
+    begin(w, "s", tid, ts);
+    fprintf(w->f, ",\"cat\":\"flow\",\"name\":\"send\",\"id\":%llu}",
+            (unsigned long long)e->flow);
+    return;
+  }
+  bool dropped = has_id(&w->drops, e->flow);
+  w->lost_ends++;
+  w->dropped += dropped;
+  begin(w, "i", tid, ts);
+  fputs(",\"s\":\"t\"", w->f);
+  put_name(w, "flow", "send (lost)");
+  fprintf(w->f,
+          ",\"args\":{\"flow_lost\":%llu,\"why\":\"%s\",\"to\":\"%p\","
+          "\"what\":",
+          (unsigned long long)e->flow,
+          dropped ? "dead letter" : "its turn is not in the trace", e->vat);
+  put_str(w->f, name_of(w->names, e->what, e->form));
+  fputs("}}", w->f);
+}
+
+static void write_instant(writer *w, unsigned tid, const vat__trace_event *e) {
+  begin(w, "i", tid, ns_of(w, e->ts));
+  fputs(",\"s\":\"t\"", w->f);
+  switch (e->kind) {
+  case VAT__TR_SPAWN:
+    put_name(w, "vat", "spawn");
+    fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"by\":\"%p\"}}", e->vat,
+            e->entity);
+    break;
+  case VAT__TR_EXIT:
+    put_name(w, "vat", "exit");
+    fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"reason\":", e->vat);
+    put_str(w->f, e->what ? vat_atom_name(e->what) : "(a value)");
+    fputs("}}", w->f);
+    break;
+  case VAT__TR_DROP:
+    put_name(w, "flow", "dead letter");
+    fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"flow\":%llu}}", e->vat,
+            (unsigned long long)e->flow);
+    break;
+  default:
+    put_name(w, "sched", e->kind == VAT__TR_PARK ? "park" : "wake");
+    fputs("}", w->f);
+  }
+}
+
+/* A park and the wake that ends it, as one slice. */
+static void write_parked(writer *w, unsigned tid, const vat__trace_event *p,
+                         const vat__trace_event *wake) {
+  uint64_t ts = ns_of(w, p->ts), end = ns_of(w, wake->ts);
+  begin(w, "X", tid, ts);
+  fprintf(w->f, ",\"dur\":%llu.%03llu", (unsigned long long)((end - ts) / 1000),
+          (unsigned long long)((end - ts) % 1000));
+  put_name(w, "sched", "parked");
+  fputs("}", w->f);
+}
+
+static void write_track(writer *w, unsigned tid, const track *t) {
+  begin(w, "M", tid, 0);
+  fputs(",\"name\":\"thread_name\",\"args\":{\"name\":", w->f);
+  char name[32];
+  if (w->sys->host_driven)
+    snprintf(name, sizeof name, "host");
+  else
+    snprintf(name, sizeof name, "worker %u", tid - 1);
+  put_str(w->f, name);
+  fprintf(w->f, ",\"events_lost\":%llu}}", (unsigned long long)t->lost);
+  begin(w, "M", tid, 0);
+  fprintf(w->f, ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%u}}",
+          tid);
+  if (t->lost && t->n) {
+    begin(w, "i", tid, ns_of(w, t->ev[0].ts));
+    fprintf(w->f,
+            ",\"s\":\"t\",\"cat\":\"trace\",\"name\":\"%llu earlier "
+            "events lost\",\"args\":{\"events_lost\":%llu}}",
+            (unsigned long long)t->lost, (unsigned long long)t->lost);
+  }
+  for (size_t i = 0; i < t->n; i++) {
+    const vat__trace_event *e = &t->ev[i];
+    if (e->kind == VAT__TR_TURN)
+      write_turn(w, tid, e);
+    else if (e->kind == VAT__TR_SEND)
+      write_send(w, tid, e);
+    else if (e->kind == VAT__TR_PARK && i + 1 < t->n &&
+             t->ev[i + 1].kind == VAT__TR_WAKE)
+      write_parked(w, tid, e, &t->ev[++i]);
+    else
+      write_instant(w, tid, e);
+  }
+}
+
+static void write_all(writer *w, const track *tracks, unsigned n) {
+  uint64_t lost = 0, recorded = 0;
+  fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", w->f);
+  w->first = true;
+  begin(w, "M", 0, 0);
+  fputs(",\"name\":\"process_name\",\"args\":{\"name\":\"libvat\"}}", w->f);
+  for (unsigned i = 0; i < n; i++) {
+    write_track(w, i + 1, &tracks[i]);
+    lost += tracks[i].lost;
+    recorded += tracks[i].lost + tracks[i].n;
+  }
+  fprintf(w->f,
+          "\n],\n\"otherData\":{\"producer\":\"libvat\",\"tracks\":%u,"
+          "\"ring_events\":%llu,\"events_recorded\":%llu,"
+          "\"events_lost\":%llu,\"events_lost_per_track\":[",
+          n, (unsigned long long)w->sys->workers[0]->trace->mask + 1,
+          (unsigned long long)recorded, (unsigned long long)lost);
+  for (unsigned i = 0; i < n; i++)
+    fprintf(w->f, "%s%llu", i ? "," : "", (unsigned long long)tracks[i].lost);
+  fprintf(w->f,
+          "],\"flows\":%zu,\"flows_lost\":%llu,\"flows_lost_start\":%llu,"
+          "\"flows_lost_end\":%llu,\"flows_dead_letters\":%llu}}\n",
+          w->ends.n - (size_t)w->lost_starts,
+          (unsigned long long)(w->lost_starts + w->lost_ends),
+          (unsigned long long)w->lost_starts, (unsigned long long)w->lost_ends,
+          (unsigned long long)w->dropped);
+}
+
+static double calibrate(vat_system *sys) {
+  uint64_t ticks = vat__trace_ticks(), ns = vat__monotonic_ns();
+  if (ticks <= sys->trace_tick0 || ns <= sys->trace_ns0)
+    return 1.0;
+  return (double)(ns - sys->trace_ns0) / (double)(ticks - sys->trace_tick0);
+}
+
+static int write_file(vat_system *sys, const char *path) {
+  unsigned n = sys->nworkers;
+  track *tracks = calloc(n, sizeof *tracks);
+  writer w = {.sys = sys, .ns_per_tick = calibrate(sys)};
+  w.names = calloc(1, sizeof *w.names);
+  int rc = tracks && w.names ? VAT_OK : VAT_ENOMEM;
+  for (unsigned i = 0; i < n && rc == VAT_OK; i++) {
+    vat__trace_ring *r = sys->workers[i]->trace;
+    tracks[i].ev = malloc((r->mask + 1) * sizeof *tracks[i].ev);
+    if (tracks[i].ev == NULL)
+      rc = VAT_ENOMEM;
+    else
+      copy_ring(r, &tracks[i]);
+  }
+  if (rc == VAT_OK)
+    rc = collect(tracks, n, VAT__TR_SEND, &w.starts);
+  if (rc == VAT_OK)
+    rc = collect(tracks, n, VAT__TR_TURN, &w.ends);
+  if (rc == VAT_OK)
+    rc = collect(tracks, n, VAT__TR_DROP, &w.drops);
+  if (rc == VAT_OK) {
+    w.f = fopen(path, "w");
+    if (w.f == NULL) {
+      rc = VAT_EIO;
+    } else {
+      setvbuf(w.f, NULL, _IOFBF, 1 << 20);
+      write_all(&w, tracks, n);
+      int err = ferror(w.f);
+      if (fclose(w.f) != 0 || err)
+        rc = VAT_EIO;
+    }
+  }
+  int saved = errno;
+  free(w.starts.ids);
+  free(w.ends.ids);
+  free(w.drops.ids);
+  free(w.names);
+  for (unsigned i = 0; tracks && i < n; i++)
+    free(tracks[i].ev);
+  free(tracks);
+  errno = saved;
+  return rc;
+}
+
+int vat_system_trace_write(vat_system *sys, const char *path) {
+  if (sys == NULL)
+    return VAT_EINVAL;
+  int rc = vat__check_host();
+  if (rc != VAT_OK)
+    return rc;
+  if (vat__system_state(sys) == VAT__DESTROYED)
+    return VAT_ECLOSED;
+  if (sys->trace_events == 0)
+    return VAT_ENOTSUP;
+  if (path == NULL)
+    path = sys->trace_path;
+  if (path == NULL || *path == '\0')
+    return VAT_EINVAL;
+  return write_file(sys, path);
+}
+
+/* At shutdown, after the workers joined: the rings are still. */
+static void system_stop(vat_system *sys) {
+  if (sys->trace_events == 0 || sys->trace_path == NULL)
+    return;
+  if (write_file(sys, sys->trace_path) != VAT_OK)
+    fprintf(stderr, "libvat: cannot write the trace to %s: %s\n",
+            sys->trace_path, strerror(errno));
+}
+
+const vat__module vat__trace_module = {
+    .name = "trace",
+    .system_stop = system_stop,
+};
