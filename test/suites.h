@@ -21,6 +21,7 @@
   X(exits)                                                                     \
   X(supervisor)                                                                \
   X(caps)                                                                      \
+  X(trace)                                                                     \
   X(soak)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);

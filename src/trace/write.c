@@ -28,13 +28,14 @@ typedef struct track {
   uint64_t lost; /* overwritten before the copy (or during it) */
 } track;
 
-/* Copies what `r` holds. The owner may be recording meanwhile (a write on
- * request while the system runs): the count read after the copy tells
- * which slots it may have overwritten under us, and those are dropped as
- * lost, like a seqlock's reader. Once the workers are joined it is exact.
- * Not instrumented for ThreadSanitizer: the racy reads are the design. */
-__attribute__((no_sanitize("thread"))) static void copy_ring(vat__trace_ring *r,
-                                                             track *t) {
+/* Copies what `r` holds. Unless the system has stopped (`still`), its
+ * owner may be recording meanwhile (a write on request while the system
+ * runs): the count read after the copy tells which slots it may have
+ * overwritten under us, and those are dropped as lost, like a seqlock's
+ * reader. Not instrumented for ThreadSanitizer: the racy reads are the
+ * design. */
+__attribute__((no_sanitize("thread"))) static void
+copy_ring(vat__trace_ring *r, bool still, track *t) {
   uint64_t slots = r->mask + 1;
   /* Acquire: the slots up to `head` are written. */
   uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
@@ -50,7 +51,7 @@ __attribute__((no_sanitize("thread"))) static void copy_ring(vat__trace_ring *r,
   atomic_thread_fence(memory_order_acquire);
   uint64_t after = atomic_load_explicit(&r->head, memory_order_relaxed);
   /* The owner may be writing slot `after`, which held event after-slots. */
-  uint64_t safe = after + 1 > slots ? after + 1 - slots : 0;
+  uint64_t safe = after + !still > slots ? after + !still - slots : 0;
   uint64_t skip = safe > first ? safe - first : 0;
   if (skip > head - first)
     skip = head - first;
@@ -341,7 +342,7 @@ static int write_file(vat_system *sys, const char *path) {
     if (tracks[i].ev == NULL)
       rc = VAT_ENOMEM;
     else
-      copy_ring(r, &tracks[i]);
+      copy_ring(r, vat__system_state(sys) >= VAT__STOPPED, &tracks[i]);
   }
   if (rc == VAT_OK)
     rc = collect(tracks, n, VAT__TR_SEND, &w.starts);

@@ -1,0 +1,416 @@
+/* Turn traces: the file parses and keeps its promises (trace_check.h),
+ * the turns of a deterministic program appear in the order they ran,
+ * overwriting is counted exactly, lost flows are reported, handlers are
+ * named, and the switches (config, environment, explicit write) work. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "support.h"
+#include "trace_check.h"
+
+/* A fresh file name under the temporary directory, removed by the test. */
+static void temp_path(char *buf, size_t size, const char *tag) {
+  const char *dir = getenv("TMPDIR");
+  snprintf(buf, size, "%s/vat-trace-%s-%d.json", dir ? dir : "/tmp", tag,
+           (int)getpid());
+  unlink(buf);
+}
+
+static vat_system *traced_system(unsigned workers, bool deterministic,
+                                 const char *path, size_t events) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = workers;
+  cfg.deterministic = deterministic;
+  cfg.trace_path = path;
+  cfg.trace_events = events;
+  vat_system *sys = NULL;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  return sys;
+}
+
+/* Parses and checks `path`, failing the test with the reason. */
+static json *load(const char *path, trace_summary *s) {
+  char err[256];
+  json *doc = json_parse_file(path, err, sizeof err);
+  ck_assert_msg(doc != NULL, "%s: %s", path, err);
+  ck_assert_msg(trace_check(doc, s, err, sizeof err), "%s: %s", path, err);
+  return doc;
+}
+
+static const json *events_of(const json *doc) {
+  return json_get(doc, "traceEvents");
+}
+
+static size_t count_named(const json *doc, const char *ph, const char *name) {
+  const json *ev = events_of(doc);
+  size_t n = 0;
+  for (size_t i = 0; i < ev->len; i++)
+    if (strcmp(json_str(&ev->items[i], "ph"), ph) == 0 &&
+        strcmp(json_str(&ev->items[i], "name"), name) == 0)
+      n++;
+  return n;
+}
+
+/* --- A ping-pong across workers, with spawns, a failure and a monitor --- */
+
+typedef struct player {
+  vat_ref *peer;
+  uint64_t left;
+  _Atomic uint64_t *done;
+} player;
+
+/* Exported, so the trace names it (the runner links with -rdynamic). */
+void trace_test_ball(vat_turn *turn, void *state, void *arg) {
+  player *p = state;
+  (void)arg;
+  if (p->left == 0) {
+    atomic_fetch_add_explicit(p->done, 1, memory_order_release);
+    return;
+  }
+  p->left--;
+  expect_vat_ok(vat_send(turn, p->peer, trace_test_ball, NULL));
+}
+
+static void crash(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_fail(turn, vat_atom_named("boom")));
+}
+
+static void on_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                    vat_value reason) {
+  (void)turn;
+  (void)id;
+  (void)who;
+  (void)reason;
+  atomic_fetch_add_explicit(((player *)state)->done, 1, memory_order_release);
+}
+
+/* Spawns a child, watches it, and makes it fail. */
+static void start_doomed(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  (void)state;
+  vat_ref *child;
+  uint64_t id;
+  expect_vat_ok(vat_spawn(turn, &(vat_entity_def){0}, &child, NULL));
+  expect_vat_ok(vat_monitor(turn, child, on_down, &id));
+  expect_vat_ok(vat_send(turn, child, crash, NULL));
+}
+
+START_TEST(threaded_trace_parses_and_flows_pair) {
+  char path[256];
+  temp_path(path, sizeof path, "threaded");
+  vat_system *sys = traced_system(2, false, path, 0);
+  _Atomic uint64_t done = 0;
+  player *a, *b, *w;
+  vat_ref *ra = test_spawn(sys, sizeof *a, (void **)&a);
+  vat_ref *rb = test_spawn(sys, sizeof *b, (void **)&b);
+  vat_ref *rw = test_spawn(sys, sizeof *w, (void **)&w);
+  *a = (player){.peer = rb, .left = 500, .done = &done};
+  *b = (player){.peer = ra, .left = 500, .done = &done};
+  *w = (player){.done = &done};
+  ck_assert_vat_ok(vat_host_send(ra, trace_test_ball, NULL));
+  ck_assert_vat_ok(vat_host_send(rw, start_doomed, NULL));
+  ck_assert(test_wait_u64(&done, 2, 30));
+  test_quiesce(sys);
+
+  trace_summary s;
+  json *doc = load(path, &s);
+  ck_assert_uint_eq(s.tracks, 2);
+  ck_assert(s.events_lost == 0);
+  /* 1001 ball turns, 1000 of them sent by a turn; start_doomed, crash and
+   * the down notification; the monitor request. */
+  ck_assert_uint_eq(count_named(doc, "X", "trace_test_ball"), 1001);
+  ck_assert_uint_ge(s.flows, 1000 + 3);
+  ck_assert_uint_eq(s.lost_sends, 0);
+  ck_assert_uint_eq(s.lost_turns, 0);
+  ck_assert_uint_eq(count_named(doc, "X", "down"), 1);
+  ck_assert_uint_eq(count_named(doc, "i", "spawn"), 1);
+  ck_assert_uint_ge(count_named(doc, "i", "exit"), 1);
+  /* The failed vat's reason is named. */
+  const json *ev = events_of(doc);
+  bool boom = false;
+  for (size_t i = 0; i < ev->len; i++) {
+    const char *r = json_str(json_get(&ev->items[i], "args"), "reason");
+    boom |= r != NULL && strcmp(r, "boom") == 0;
+  }
+  ck_assert(boom);
+  json_free(doc);
+  unlink(path);
+}
+END_TEST
+
+/* --- Order: a deterministic program's turns, as they ran ---------------- */
+
+enum { ORDER_VATS = 4, ORDER_HOPS = 40, LOG_MAX = 256 };
+
+typedef struct order_log {
+  const char *names[LOG_MAX];
+  size_t n;
+} order_log;
+
+typedef struct hopper {
+  vat_ref *peers[ORDER_VATS];
+  order_log *log;
+  uint64_t rng;
+} hopper;
+
+static const vat_atom *sel[ORDER_VATS];
+
+/* Each message names the selector it came with; it forwards `value - 1`
+ * hops to a peer and selector drawn from the vat's own generator. */
+static void hop(vat_turn *turn, void *state, const vat_atom *selector,
+                vat_value value) {
+  hopper *h = state;
+  if (h->log->n < LOG_MAX)
+    h->log->names[h->log->n++] = vat_atom_name(selector);
+  int64_t left = value.as.i;
+  if (left == 0)
+    return;
+  unsigned to = (unsigned)(test_rand(&h->rng) % ORDER_VATS);
+  unsigned s = (unsigned)(test_rand(&h->rng) % ORDER_VATS);
+  expect_vat_ok(vat_send_msg(turn, h->peers[to], sel[s], vat_int(left - 1)));
+  if (left % 7 == 0) /* now and then two at once */
+    expect_vat_ok(vat_send_msg(turn, h->peers[(to + 1) % ORDER_VATS], sel[0],
+                               vat_int(0)));
+}
+
+START_TEST(deterministic_turns_appear_in_order) {
+  char path[256];
+  temp_path(path, sizeof path, "order");
+  uint64_t seed = test_seed("deterministic_turns_appear_in_order");
+  const char *names[ORDER_VATS] = {"alpha", "beta", "gamma", "delta"};
+  for (int i = 0; i < ORDER_VATS; i++)
+    sel[i] = vat_atom_intern(names[i]);
+  /* "": traced, written only on request. */
+  vat_system *sys = traced_system(0, true, "", 0);
+  order_log log = {0};
+  vat_ref *refs[ORDER_VATS];
+  hopper *hs[ORDER_VATS];
+  for (int i = 0; i < ORDER_VATS; i++) {
+    ck_assert_vat_ok(vat_host_spawn(
+        sys, &(vat_entity_def){.state_size = sizeof(hopper), .receive = hop},
+        &refs[i], (void **)&hs[i]));
+  }
+  for (int i = 0; i < ORDER_VATS; i++) {
+    memcpy(hs[i]->peers, refs, sizeof refs);
+    hs[i]->log = &log;
+    hs[i]->rng = seed + (uint64_t)i + 1;
+  }
+  ck_assert_vat_ok(vat_host_send_msg(refs[0], sel[1], vat_int(ORDER_HOPS)));
+  ck_assert_vat_ok(vat_host_send_msg(refs[2], sel[3], vat_int(ORDER_HOPS)));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_vat_ok(vat_system_trace_write(sys, path));
+
+  trace_summary s;
+  json *doc = load(path, &s);
+  const json *ev = events_of(doc);
+  size_t k = 0;
+  double last_ts = 0;
+  for (size_t i = 0; i < ev->len; i++) {
+    const json *e = &ev->items[i];
+    if (strcmp(json_str(e, "ph"), "X") != 0)
+      continue;
+    ck_assert_str_eq(json_str(e, "cat"), "message");
+    ck_assert_uint_lt(k, log.n);
+    ck_assert_msg(strcmp(json_str(e, "name"), log.names[k]) == 0,
+                  "turn %zu: the trace has %s, the program ran %s", k,
+                  json_str(e, "name"), log.names[k]);
+    ck_assert(json_num(e, "ts", -1) >= last_ts);
+    last_ts = json_num(e, "ts", -1);
+    k++;
+  }
+  ck_assert_uint_eq(k, log.n);
+  ck_assert_uint_eq(s.slices, log.n);
+  /* All but the two host sends are flows from one turn to another. */
+  ck_assert_uint_eq(s.flows, log.n - 2);
+  json_free(doc);
+  unlink(path);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Overwriting: a tiny ring, exact accounting -------------------------- */
+
+typedef struct countdown {
+  unsigned left;
+} countdown;
+
+static void tick(vat_turn *turn, void *state, void *arg) {
+  countdown *c = state;
+  (void)arg;
+  if (--c->left == 0)
+    expect_vat_ok(vat_stop(turn));
+  else
+    expect_vat_ok(vat_send(turn, vat_self(turn), tick, NULL));
+}
+
+START_TEST(overwrite_is_counted_exactly) {
+  enum { TURNS = 20, RING = 16 };
+  char path[256];
+  temp_path(path, sizeof path, "ring");
+  vat_system *sys = traced_system(0, true, path, RING);
+  countdown *c;
+  vat_ref *ref = test_spawn(sys, sizeof *c, (void **)&c);
+  c->left = TURNS;
+  ck_assert_vat_ok(vat_host_send(ref, tick, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  test_quiesce(sys); /* writes the file */
+
+  /* Recorded: turns 1..19 each send once (S1 T1 .. S19 T19), the last
+   * stops its vat (EXIT T20): 40 events. The ring keeps the last 16:
+   * S13 T13 .. S19 T19 EXIT T20. T13's flow started at S12, overwritten. */
+  trace_summary s;
+  json *doc = load(path, &s);
+  const json *other = json_get(doc, "otherData");
+  ck_assert(json_num(other, "ring_events", -1) == RING);
+  ck_assert(s.recorded == 2 * TURNS);
+  ck_assert(s.events_lost == 2 * TURNS - RING);
+  ck_assert(json_num(other, "events_lost_per_track", -1) == -1); /* array */
+  const json *per = json_get(other, "events_lost_per_track");
+  ck_assert(per->len == 1 && per->items[0].number == 2 * TURNS - RING);
+  ck_assert_uint_eq(s.slices, 8);
+  ck_assert_uint_eq(s.flows, 7); /* S13..S19 to T14..T20 */
+  ck_assert_uint_eq(s.lost_turns, 1);
+  ck_assert_uint_eq(s.lost_sends, 0);
+  ck_assert_uint_eq(count_named(doc, "i", "exit"), 1);
+  /* The track says so too. */
+  char lost[64];
+  snprintf(lost, sizeof lost, "%d earlier events lost", 2 * TURNS - RING);
+  ck_assert_uint_eq(count_named(doc, "i", lost), 1);
+  json_free(doc);
+  unlink(path);
+}
+END_TEST
+
+/* --- A send that is never run is reported, not left dangling ------------- */
+
+static void send_to_dead(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_send(turn, arg, tick, NULL));
+}
+
+START_TEST(dead_letter_flows_are_reported_lost) {
+  char path[256];
+  temp_path(path, sizeof path, "dead");
+  vat_system *sys = traced_system(0, true, path, 0);
+  countdown *c;
+  vat_ref *victim = test_spawn(sys, sizeof *c, (void **)&c);
+  c->left = 1; /* stops at its first message */
+  vat_ref *sender = test_spawn(sys, 0, NULL);
+  ck_assert_vat_ok(vat_host_send(victim, tick, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert(vat_ref_is_dead(victim));
+  ck_assert_vat_ok(vat_host_send(sender, send_to_dead, victim));
+  ck_assert_vat_ok(vat_host_send(sender, send_to_dead, victim));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  test_quiesce(sys);
+
+  trace_summary s;
+  json *doc = load(path, &s);
+  ck_assert_uint_eq(s.lost_sends, 2);
+  ck_assert(s.dead_letters == 2);
+  ck_assert_uint_eq(s.flows, 0);
+  ck_assert_uint_eq(count_named(doc, "i", "dead letter"), 2);
+  json_free(doc);
+  unlink(path);
+}
+END_TEST
+
+/* --- Writing on request while the workers run ---------------------------- */
+
+START_TEST(write_while_running) {
+  char path[256];
+  temp_path(path, sizeof path, "live");
+  /* A small ring, so the writer copies while the owners overwrite it. */
+  vat_system *sys = traced_system(2, false, "", 256);
+  _Atomic uint64_t done = 0;
+  player *a, *b;
+  vat_ref *ra = test_spawn(sys, sizeof *a, (void **)&a);
+  vat_ref *rb = test_spawn(sys, sizeof *b, (void **)&b);
+  uint64_t hops = 200000 / TEST_SCALE;
+  *a = (player){.peer = rb, .left = hops, .done = &done};
+  *b = (player){.peer = ra, .left = hops, .done = &done};
+  ck_assert_vat_ok(vat_host_send(ra, trace_test_ball, NULL));
+  for (int i = 0; i < 20 && atomic_load(&done) == 0; i++) {
+    ck_assert_vat_ok(vat_system_trace_write(sys, path));
+    trace_summary s;
+    json_free(load(path, &s));
+    ck_assert(s.recorded >= s.events_lost);
+  }
+  ck_assert(test_wait_u64(&done, 1, 60));
+  test_quiesce(sys);
+  unlink(path);
+}
+END_TEST
+
+/* --- Switches and errors ------------------------------------------------- */
+
+START_TEST(write_errors) {
+  vat_system *plain = test_system(1);
+  ck_assert_vat_err(vat_system_trace_write(plain, "/tmp/x.json"), VAT_ENOTSUP);
+  ck_assert_vat_err(vat_system_trace_write(NULL, "/tmp/x.json"), VAT_EINVAL);
+  test_quiesce(plain);
+  vat_system *sys = traced_system(1, false, "", 0);
+  ck_assert_vat_err(vat_system_trace_write(sys, NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_system_trace_write(sys, "/nonexistent/dir/t.json"),
+                    VAT_EIO);
+  ck_assert_str_eq(vat_err_name(VAT_EIO), "VAT_EIO");
+  test_quiesce(sys);
+  ck_assert_vat_err(vat_system_trace_write(sys, "/tmp/x.json"), VAT_ECLOSED);
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.trace_path = "/tmp/x.json";
+  cfg.trace_events = (size_t)1 << 40;
+  vat_system *bad = NULL;
+  ck_assert_vat_err(vat_system_new(&cfg, &bad), VAT_EINVAL);
+}
+END_TEST
+
+START_TEST(environment_turns_it_on) {
+  char path[256], second[300];
+  temp_path(path, sizeof path, "env");
+  snprintf(second, sizeof second, "%s.2", path);
+  unlink(second);
+  setenv("VAT_TRACE", path, 1);
+  setenv("VAT_TRACE_EVENTS", "8", 1);
+  vat_system *sys = test_system(1);
+  vat_system *other = test_system(1);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
+  ck_assert_vat_ok(vat_host_send(ref, test_hit, NULL));
+  ck_assert(test_wait_u64(&c->hits, 1, 30));
+  test_quiesce(sys);
+  test_quiesce(other);
+  unsetenv("VAT_TRACE");
+  unsetenv("VAT_TRACE_EVENTS");
+  trace_summary s;
+  json *doc = load(path, &s);
+  ck_assert(json_num(json_get(doc, "otherData"), "ring_events", -1) == 8);
+  ck_assert_uint_eq(count_named(doc, "X", "test_hit"), 1);
+  json_free(doc);
+  doc = load(second, &s); /* the second system's file */
+  ck_assert_uint_eq(s.slices, 0);
+  json_free(doc);
+  unlink(path);
+  unlink(second);
+}
+END_TEST
+
+Suite *test_trace_suite(void) {
+  Suite *s = suite_create("trace");
+  TCase *tc = test_case("trace", 120);
+  tcase_add_test(tc, threaded_trace_parses_and_flows_pair);
+  tcase_add_test(tc, deterministic_turns_appear_in_order);
+  tcase_add_test(tc, overwrite_is_counted_exactly);
+  tcase_add_test(tc, dead_letter_flows_are_reported_lost);
+  tcase_add_test(tc, write_while_running);
+  tcase_add_test(tc, write_errors);
+  tcase_add_test(tc, environment_turns_it_on);
+  suite_add_tcase(s, tc);
+  return s;
+}
