@@ -14,7 +14,10 @@
  *
  * main plays the moderator (it holds the room ref, the authority to admit
  * and kick) and the members (it holds their posting refs). Each inbox
- * keeps a transcript, printed at the end. */
+ * keeps a transcript, printed at the end.
+ *
+ * `chat --trace FILE` also writes a trace of every turn to FILE, to open
+ * in ui.perfetto.dev or chrome://tracing (README: "Looking at a trace"). */
 #include <stdio.h>
 #include <string.h>
 
@@ -157,12 +160,20 @@ static void post(vat_ref *poster, const char *who, const char *text) {
            vat_atom_name(vat_error_code(v)));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   static const char *names[] = {"alice", "bob", "mallory"};
   vat_system *sys;
   vat_ref *room_ref, *inboxes[3], *posters[3];
   inbox *transcripts[3];
-  if (vat_init() != VAT_OK || vat_system_new(NULL, &sys) != VAT_OK)
+  vat_config cfg;
+  vat_config_default(&cfg);
+  if (argc == 3 && strcmp(argv[1], "--trace") == 0)
+    cfg.trace_path = argv[2]; /* written when the system shuts down */
+  else if (argc != 1) {
+    fprintf(stderr, "usage: chat [--trace FILE]\n");
+    return 2;
+  }
+  if (vat_init() != VAT_OK || vat_system_new(&cfg, &sys) != VAT_OK)
     return 1;
   vat_host_spawn(
       sys,
