@@ -1,7 +1,7 @@
 #!/bin/sh
 # Checks the layering of src/ (see src/README.md) from its #include lines:
 #  - no cycle between the subsystem folders (util, value, core, sched,
-#    timer, promise, exits, embed, runtime);
+#    timer, promise, exits, trace, embed, runtime);
 #  - src/lib/ includes public headers (vat.h, vat/...), system headers and
 #    its own files only: it is built on the public API.
 # Usage: layering.sh SRC_DIR
