@@ -274,6 +274,8 @@ START_TEST(overwrite_is_counted_exactly) {
   const json *per = json_get(other, "events_lost_per_track");
   ck_assert(per->len == 1 && per->items[0].number == 2 * TURNS - RING);
   ck_assert_uint_eq(s.slices, 8);
+  /* `tick` is static: named from the program's symbol table. */
+  ck_assert_uint_eq(count_named(doc, "X", "tick"), 8);
   ck_assert_uint_eq(s.flows, 7); /* S13..S19 to T14..T20 */
   ck_assert_uint_eq(s.lost_turns, 1);
   ck_assert_uint_eq(s.lost_sends, 0);
