@@ -323,6 +323,62 @@ START_TEST(dead_letter_flows_are_reported_lost) {
 }
 END_TEST
 
+/* --- A flow that starts outside any turn -------------------------------- */
+
+static void never_answered(vat_turn *turn, void *state, void *arg,
+                           vat_resolver *r) {
+  (void)turn;
+  (void)state;
+  (void)arg;
+  (void)r;
+}
+
+static void on_broken(vat_turn *turn, void *state, void *ctx, bool resolved,
+                      vat_value value) {
+  (void)turn;
+  (void)state;
+  (void)value;
+  if (!resolved)
+    atomic_fetch_add_explicit((_Atomic uint64_t *)ctx, 1, memory_order_release);
+}
+
+static void call_victim(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  void **args = arg;
+  vat_promise *p;
+  expect_vat_ok(vat_call(turn, args[0], never_answered, NULL, 0, &p));
+  expect_vat_ok(vat_when(turn, p, on_broken, args[1]));
+}
+
+START_TEST(flow_from_outside_a_turn_starts_in_a_slice) {
+  char path[256];
+  temp_path(path, sizeof path, "outside");
+  vat_system *sys = traced_system(0, false, path, 0);
+  _Atomic uint64_t broken = 0;
+  countdown *c;
+  vat_ref *victim = test_spawn(sys, sizeof *c, (void **)&c);
+  c->left = 1; /* stops at its first message */
+  vat_ref *caller = test_spawn(sys, 0, NULL);
+  void *args[2] = {victim, &broken};
+  /* The caller's request lands behind the victim's last message, so the
+   * victim's batch drops it after the victim ended, between turns, and the
+   * drop breaks the caller's promise from there. */
+  ck_assert_vat_ok(vat_host_send(caller, call_victim, args));
+  ck_assert_vat_ok(vat_host_send(victim, tick, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_uint_eq(atomic_load(&broken), 1);
+  test_quiesce(sys);
+
+  trace_summary s;
+  json *doc = load(path, &s); /* every flow starts inside a slice */
+  ck_assert_uint_eq(count_named(doc, "X", "outside a turn"), 1);
+  ck_assert_uint_eq(count_named(doc, "X", "when"), 1);
+  ck_assert_uint_eq(count_named(doc, "i", "dead letter"), 1);
+  json_free(doc);
+  unlink(path);
+}
+END_TEST
+
 /* --- Writing on request while the workers run ---------------------------- */
 
 START_TEST(write_while_running) {
@@ -410,6 +466,7 @@ Suite *test_trace_suite(void) {
   tcase_add_test(tc, deterministic_turns_appear_in_order);
   tcase_add_test(tc, overwrite_is_counted_exactly);
   tcase_add_test(tc, dead_letter_flows_are_reported_lost);
+  tcase_add_test(tc, flow_from_outside_a_turn_starts_in_a_slice);
   tcase_add_test(tc, write_while_running);
   tcase_add_test(tc, write_errors);
   tcase_add_test(tc, environment_turns_it_on);

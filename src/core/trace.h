@@ -54,7 +54,7 @@ typedef struct vat__trace_event {
   const void *entity;
   const void *what;
   uint32_t kind, form;
-  uint64_t spare;
+  uint64_t spare; /* unused when recorded; the writer marks its copy */
 } vat__trace_event;
 
 _Static_assert(sizeof(vat__trace_event) == 64, "an event is one line");

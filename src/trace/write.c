@@ -201,9 +201,19 @@ static void write_turn(writer *w, unsigned tid, const vat__trace_event *e) {
   }
 }
 
-static void write_send(writer *w, unsigned tid, const vat__trace_event *e) {
+/* A send made outside any turn (a dead letter's drop answering its
+ * sender, on a worker between turns) gets a slice of no length to start
+ * from: a flow starts inside a slice, or viewers drop it. */
+static void write_send(writer *w, unsigned tid, const vat__trace_event *e,
+                       bool in_turn) {
   uint64_t ts = ns_of(w, e->ts);
   if (has_id(&w->ends, e->flow)) {
+    if (!in_turn) {
+      begin(w, "X", tid, ts);
+      fputs(",\"dur\":0", w->f);
+      put_name(w, "send", "outside a turn");
+      fputs("}", w->f);
+    }
     begin(w, "s", tid, ts);
     fprintf(w->f, ",\"cat\":\"flow\",\"name\":\"send\",\"id\":%llu}",
             (unsigned long long)e->flow);
@@ -261,7 +271,7 @@ static void write_parked(writer *w, unsigned tid, const vat__trace_event *p,
   fputs("}", w->f);
 }
 
-static void write_track(writer *w, unsigned tid, const track *t) {
+static void write_track(writer *w, unsigned tid, track *t) {
   begin(w, "M", tid, 0);
   fputs(",\"name\":\"thread_name\",\"args\":{\"name\":", w->f);
   char name[32];
@@ -281,12 +291,21 @@ static void write_track(writer *w, unsigned tid, const track *t) {
             "events lost\",\"args\":{\"events_lost\":%llu}}",
             (unsigned long long)t->lost, (unsigned long long)t->lost);
   }
+  /* A turn is recorded when it ends, after its sends: a send is inside a
+   * turn when the next turn recorded on its track began before it. */
+  uint64_t next_turn = UINT64_MAX;
+  for (size_t i = t->n; i-- > 0;) {
+    if (t->ev[i].kind == VAT__TR_TURN)
+      next_turn = t->ev[i].ts;
+    else if (t->ev[i].kind == VAT__TR_SEND)
+      t->ev[i].spare = next_turn <= t->ev[i].ts;
+  }
   for (size_t i = 0; i < t->n; i++) {
     const vat__trace_event *e = &t->ev[i];
     if (e->kind == VAT__TR_TURN)
       write_turn(w, tid, e);
     else if (e->kind == VAT__TR_SEND)
-      write_send(w, tid, e);
+      write_send(w, tid, e, e->spare != 0);
     else if (e->kind == VAT__TR_PARK && i + 1 < t->n &&
              t->ev[i + 1].kind == VAT__TR_WAKE)
       write_parked(w, tid, e, &t->ev[++i]);
@@ -295,7 +314,7 @@ static void write_track(writer *w, unsigned tid, const track *t) {
   }
 }
 
-static void write_all(writer *w, const track *tracks, unsigned n) {
+static void write_all(writer *w, track *tracks, unsigned n) {
   uint64_t lost = 0, recorded = 0;
   fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", w->f);
   w->first = true;
