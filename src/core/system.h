@@ -76,6 +76,7 @@ struct vat_system {
   size_t trace_events;
   char *trace_path;
   uint64_t trace_tick0, trace_ns0;
+  _Atomic bool trace_still; /* the workers are joined: no more events */
 };
 
 static inline int vat__system_state(vat_system *sys) {

@@ -349,38 +349,51 @@ static double calibrate(vat_system *sys) {
   return (double)(ns - sys->trace_ns0) / (double)(ticks - sys->trace_tick0);
 }
 
+/* Copies every worker's ring into `tracks`. */
+static int snapshot(vat_system *sys, track *tracks) {
+  /* Acquire: pairs with system_stop's store, made after the join. */
+  bool still = atomic_load_explicit(&sys->trace_still, memory_order_acquire);
+  for (unsigned i = 0; i < sys->nworkers; i++) {
+    vat__trace_ring *r = sys->workers[i]->trace;
+    tracks[i].ev = malloc((r->mask + 1) * sizeof *tracks[i].ev);
+    if (tracks[i].ev == NULL)
+      return VAT_ENOMEM;
+    copy_ring(r, still, &tracks[i]);
+  }
+  return VAT_OK;
+}
+
+static int flows(writer *w, const track *tracks, unsigned n) {
+  int rc = collect(tracks, n, VAT__TR_SEND, &w->starts);
+  if (rc == VAT_OK)
+    rc = collect(tracks, n, VAT__TR_TURN, &w->ends);
+  if (rc == VAT_OK)
+    rc = collect(tracks, n, VAT__TR_DROP, &w->drops);
+  return rc;
+}
+
+static int write_json(writer *w, const char *path, track *tracks, unsigned n) {
+  w->f = fopen(path, "w");
+  if (w->f == NULL)
+    return VAT_EIO;
+  setvbuf(w->f, NULL, _IOFBF, 1 << 20);
+  write_all(w, tracks, n);
+  int err = ferror(w->f);
+  return fclose(w->f) != 0 || err ? VAT_EIO : VAT_OK;
+}
+
 static int write_file(vat_system *sys, const char *path) {
   unsigned n = sys->nworkers;
   track *tracks = calloc(n, sizeof *tracks);
   writer w = {.sys = sys, .ns_per_tick = calibrate(sys)};
   w.names = calloc(1, sizeof *w.names);
   int rc = tracks && w.names ? VAT_OK : VAT_ENOMEM;
-  for (unsigned i = 0; i < n && rc == VAT_OK; i++) {
-    vat__trace_ring *r = sys->workers[i]->trace;
-    tracks[i].ev = malloc((r->mask + 1) * sizeof *tracks[i].ev);
-    if (tracks[i].ev == NULL)
-      rc = VAT_ENOMEM;
-    else
-      copy_ring(r, vat__system_state(sys) >= VAT__STOPPED, &tracks[i]);
-  }
   if (rc == VAT_OK)
-    rc = collect(tracks, n, VAT__TR_SEND, &w.starts);
+    rc = snapshot(sys, tracks);
   if (rc == VAT_OK)
-    rc = collect(tracks, n, VAT__TR_TURN, &w.ends);
+    rc = flows(&w, tracks, n);
   if (rc == VAT_OK)
-    rc = collect(tracks, n, VAT__TR_DROP, &w.drops);
-  if (rc == VAT_OK) {
-    w.f = fopen(path, "w");
-    if (w.f == NULL) {
-      rc = VAT_EIO;
-    } else {
-      setvbuf(w.f, NULL, _IOFBF, 1 << 20);
-      write_all(&w, tracks, n);
-      int err = ferror(w.f);
-      if (fclose(w.f) != 0 || err)
-        rc = VAT_EIO;
-    }
-  }
+    rc = write_json(&w, path, tracks, n);
   int saved = errno;
   free(w.starts.ids);
   free(w.ends.ids);
@@ -412,7 +425,11 @@ int vat_system_trace_write(vat_system *sys, const char *path) {
 
 /* At shutdown, after the workers joined: the rings are still. */
 static void system_stop(vat_system *sys) {
-  if (sys->trace_events == 0 || sys->trace_path == NULL)
+  if (sys->trace_events == 0)
+    return;
+  /* Release: a later write on request copies the rings whole. */
+  atomic_store_explicit(&sys->trace_still, true, memory_order_release);
+  if (sys->trace_path == NULL)
     return;
   if (write_file(sys, sys->trace_path) != VAT_OK)
     fprintf(stderr, "libvat: cannot write the trace to %s: %s\n",
