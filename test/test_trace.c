@@ -379,6 +379,56 @@ START_TEST(flow_from_outside_a_turn_starts_in_a_slice) {
 }
 END_TEST
 
+/* --- Between a traced and an untraced system ----------------------------- */
+
+typedef struct across {
+  vat_ref *peer;
+  unsigned left;
+} across;
+
+/* Bounces between a vat of each system; the untraced side reuses the
+ * nodes that arrived from the traced one, flow ids and all. */
+static void bounce(vat_turn *turn, void *state, void *arg) {
+  across *a = state;
+  (void)arg;
+  if (a->left-- > 0)
+    expect_vat_ok(vat_send(turn, a->peer, bounce, NULL));
+}
+
+START_TEST(untraced_sender_brings_no_stale_flow) {
+  enum { ROUNDS = 20 };
+  char path[256];
+  temp_path(path, sizeof path, "across");
+  vat_system *traced = traced_system(0, false, path, 0);
+  vat_system *plain = test_host_system(false, 0);
+  across *x, *y;
+  vat_ref *rx = test_spawn(traced, sizeof *x, (void **)&x);
+  vat_ref *ry = test_spawn(plain, sizeof *y, (void **)&y);
+  *x = (across){.peer = ry, .left = ROUNDS};
+  *y = (across){.peer = rx, .left = ROUNDS};
+  ck_assert_vat_ok(vat_host_send(rx, bounce, NULL));
+  for (int i = 0; i <= ROUNDS; i++) {
+    ck_assert_vat_ok(vat_system_run_until_quiescent(traced, 0, NULL));
+    ck_assert_vat_ok(vat_system_run_until_quiescent(plain, 0, NULL));
+  }
+  ck_assert_uint_eq(x->left + 1, 0); /* wrapped: it ran ROUNDS + 1 times */
+  test_quiesce(plain);
+  test_quiesce(traced);
+
+  /* Each send to the untraced system has its turn outside this trace:
+   * lost. No turn here came from a send in this trace: no arrows, and no
+   * flow reported lost on a turn either (their senders did not trace). */
+  trace_summary s;
+  json *doc = load(path, &s);
+  ck_assert_uint_eq(s.slices, ROUNDS + 1);
+  ck_assert_uint_eq(s.lost_sends, ROUNDS);
+  ck_assert_uint_eq(s.flows, 0);
+  ck_assert_uint_eq(s.lost_turns, 0);
+  json_free(doc);
+  unlink(path);
+}
+END_TEST
+
 /* --- Writing on request while the workers run ---------------------------- */
 
 START_TEST(write_while_running) {
@@ -467,6 +517,7 @@ Suite *test_trace_suite(void) {
   tcase_add_test(tc, overwrite_is_counted_exactly);
   tcase_add_test(tc, dead_letter_flows_are_reported_lost);
   tcase_add_test(tc, flow_from_outside_a_turn_starts_in_a_slice);
+  tcase_add_test(tc, untraced_sender_brings_no_stale_flow);
   tcase_add_test(tc, write_while_running);
   tcase_add_test(tc, write_errors);
   tcase_add_test(tc, environment_turns_it_on);

@@ -95,6 +95,16 @@ static void drop_chain(vat__worker *w, vat__msg *m, vat__msg *last) {
 
 /* --- Delivering ---------------------------------------------------------- */
 
+/* A sender that does not trace leaves whatever flow id its recycled nodes
+ * held (core/message.h): a traced receiver must not read one. */
+static void clear_flows(vat__msg *m, vat__msg *last) {
+  for (;; m = atomic_load_explicit(&m->next, memory_order_relaxed)) {
+    m->flow = 0;
+    if (m == last)
+      return;
+  }
+}
+
 /* Delivery into a system from outside its workers: a host thread (w NULL)
  * or a turn of another system, through the admission gate (see the top).
  * A host send is refused once the system closes; a committed message from
@@ -102,6 +112,8 @@ static void drop_chain(vat__worker *w, vat__msg *m, vat__msg *last) {
 static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
   vat__vat *to = first->target->vat;
   vat_system *sys = to->sys;
+  if (sys->trace_events != 0 && (w == NULL || w->trace == NULL))
+    clear_flows(first, last);
   /* seq_cst: shutdown reads host_inflight after it sets CLOSING; either it
    * sees us in flight, or we see CLOSING below. */
   atomic_fetch_add_explicit(&sys->host_inflight, 1, memory_order_seq_cst);

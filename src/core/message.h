@@ -28,8 +28,10 @@ struct vat__msg {
   vat_value value;
   void *aux; /* a signal's data carried inline (vat__deliver_now_inline) */
   /* A traced send's flow id (core/trace.h), read by the turn that runs
-   * it; 0 otherwise. Free nodes hold 0 (vat__msg_free). It fills what was
-   * padding. */
+   * it. Only a traced system reads it, and every message it runs carries
+   * a fresh one or 0: its own sends set one, and a message from a sender
+   * that does not trace has it cleared on the way in (deliver.c). So
+   * nothing clears it as a node is recycled. It fills what was padding. */
   uint64_t flow;
 };
 

@@ -59,7 +59,6 @@ static inline void vat__msg_free(vat__msgpool *pool, vat__msg *m) {
   m->arg = NULL;
   m->value = (vat_value){0};
   m->aux = NULL;
-  m->flow = 0; /* a stale id would end another send's flow */
   atomic_store_explicit(&m->next, pool->free, memory_order_relaxed);
   pool->free = m;
   if (__builtin_expect(++pool->count >= VAT__MSGPOOL_CAP, 0))

@@ -74,6 +74,7 @@ struct vat_system {
    * file's name (NULL: written only on request), and both clocks read
    * together at start, so ticks map to nanoseconds. */
   size_t trace_events;
+  unsigned trace_tag; /* the process's n-th traced system: in flow ids */
   char *trace_path;
   uint64_t trace_tick0, trace_ns0;
   _Atomic bool trace_still; /* the workers are joined: no more events */

@@ -5,22 +5,26 @@
 #include <string.h>
 
 #include "core/deliver.h"
+#include "core/system.h"
 #include "util/clock.h"
 #include "util/gc.h"
 #include "util/mem.h"
 
-enum { FLOW_INDEX_SHIFT = 40 }; /* ids stay below 2^53: exact in JSON */
+/* A flow id: 9 bits of system tag, 8 of worker, 36 of count: below 2^53,
+ * so exact as a JSON number. */
+enum { FLOW_WORKER_SHIFT = 36, FLOW_TAG_SHIFT = 44 };
 
-vat__trace_ring *vat__trace_ring_new(size_t events, unsigned index) {
+vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
   size_t slots = 2;
-  while (slots < events)
+  while (slots < sys->trace_events)
     slots <<= 1;
   vat__trace_ring *r = vat__gc_alloc(sizeof *r);
   /* Not scanned: the events' pointers are names, not references. */
   r->events = vat__oom_check(GC_MALLOC_ATOMIC(slots * sizeof(vat__trace_event)),
                              "a trace ring");
   r->mask = slots - 1;
-  r->next_flow = (uint64_t)(index + 1) << FLOW_INDEX_SHIFT;
+  r->next_flow = (uint64_t)(sys->trace_tag & 0x1ff) << FLOW_TAG_SHIFT |
+                 (uint64_t)((index + 1) & 0xff) << FLOW_WORKER_SHIFT;
   atomic_init(&r->head, 0);
   return r;
 }

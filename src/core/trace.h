@@ -10,7 +10,8 @@
  *
  * Flows: a traced send gets an id, kept in the message node, that the turn
  * running the message records; the file draws an arrow from one to the
- * other. Ids are unique in a system: the worker's index in the top bits.
+ * other. Ids are unique in a system and differ between the systems of a
+ * process: the system's tag and the worker's index in the top bits.
  */
 #ifndef VAT_CORE_TRACE_H
 #define VAT_CORE_TRACE_H
@@ -81,8 +82,8 @@ static inline uint64_t vat__trace_ticks(void) {
 #endif
 }
 
-/** A ring of at least `events` slots, for worker number `index`. */
-vat__trace_ring *vat__trace_ring_new(size_t events, unsigned index);
+/** A ring of sys->trace_events slots or more, for worker number `index`. */
+vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index);
 
 /** The next slot; vat__trace_publish() makes it count. Owner only. */
 static inline vat__trace_event *vat__trace_slot(vat__trace_ring *r) {

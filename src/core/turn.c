@@ -29,8 +29,6 @@ void vat__turn_defer(vat_turn *t, vat__effect *e) {
  * is returned updated. The common turn's whole commit: keep it lean. */
 static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
   vat__worker *w = t->worker;
-  if (__builtin_expect(w->trace != NULL, 0))
-    vat__trace_sends(w->trace, t, m);
   while (m != NULL) {
     vat__vat *to = m->target->vat;
     vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
@@ -78,6 +76,8 @@ static __attribute__((noinline)) void commit_in_order(vat_turn *t) {
     took = false; /* it may have pushed to this vat's own mailbox */
     vat__msg *own = t->out_head;
     t->out_head = t->out_tail = NULL;
+    if (t->worker->trace != NULL && own != NULL)
+      vat__trace_sends(t->worker->trace, t, own);
     took = deliver_chain(t, own, took);
   }
   t->committing = false;
@@ -118,36 +118,42 @@ static void discard(vat_turn *t) {
   vat__terminate(w, t->vat, t->reason);
 }
 
-static inline void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
+/* One turn. `traced` is a constant where it is inlined: the untraced
+ * copy has no trace of tracing in it. */
+static inline __attribute__((always_inline)) void
+run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced) {
   vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
+  uint32_t form = 0;
+  const void *what = NULL;
+  uint64_t begin = 0;
+  if (traced) {
+    what = vat__trace_what(m, &form);
+    begin = vat__trace_ticks();
+  }
   vat__current_turn = &t;
   m->fn(&t, vat__state(m->target), m->arg);
   vat__count(&w->delivered, 1);
   v->turns++;
   /* Still the current turn while it commits: deferred effects send through
    * it. Ending the vat, if it ends, comes after. */
-  if (t.failed)
+  if (t.failed) {
     discard(&t);
-  else if (t.out_head || t.effects_head || t.spawned || t.stop)
+  } else if (t.out_head || t.effects_head || t.spawned || t.stop) {
+    if (traced && t.out_head) /* flow ids before the first goes out */
+      vat__trace_sends(w->trace, &t, t.out_head);
     commit(&t); /* most turns of a receiving vat send nothing */
+  }
   vat__current_turn = NULL;
+  if (traced)
+    vat__trace_turn(w->trace, v, m, what, form, begin);
 #if VAT_HOSTILE
   GC_gcollect();
 #endif
 }
 
-/* A turn of a traced system: the same turn, timed and recorded. Out of
- * line and not hot: a system that does not trace never calls it. */
-static __attribute__((noinline)) void
-run_turn_traced(vat__worker *w, vat__vat *v, vat__msg *m) {
-  uint32_t form;
-  const void *what = vat__trace_what(m, &form);
-  uint64_t begin = vat__trace_ticks();
-  run_turn(w, v, m);
-  vat__trace_turn(w->trace, v, m, what, form, begin);
-}
-
-VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
+/* Up to `budget` turns of `v`; see vat__run_batch. */
+static inline __attribute__((always_inline)) bool
+run_batch(vat__worker *w, vat__vat *v, unsigned budget, const bool traced) {
   vat__mailbox *mb = &v->mailbox;
   while (budget > 0) {
     vat__msg *m = vat__mailbox_pop(mb, &w->pool);
@@ -161,15 +167,27 @@ VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
     }
     if (vat__is_dead(v))
       vat__dead_letter(w, m);
-    else if (__builtin_expect(w->trace != NULL, 0))
-      run_turn_traced(w, v, m);
     else
-      run_turn(w, v, m);
+      run_turn(w, v, m, traced);
     vat__mailbox_done(mb, &w->pool, m);
     budget--;
   }
   /* Out of budget: go idle if that was all, else ask to run again later. */
   return vat__mailbox_has_work(mb) || !vat__mailbox_try_idle(mb, &w->pool);
+}
+
+/* A traced system's batches: the same loop, each turn timed and recorded.
+ * Out of line and not hot: a system that does not trace never calls it. */
+static __attribute__((noinline)) bool
+run_batch_traced(vat__worker *w, vat__vat *v, unsigned budget) {
+  return run_batch(w, v, budget, true);
+}
+
+VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
+  /* The one test tracing costs the turn loop: per batch, not per turn. */
+  if (__builtin_expect(w->trace != NULL, 0))
+    return run_batch_traced(w, v, budget);
+  return run_batch(w, v, budget, false);
 }
 
 /* --- The turn's public API ---------------------------------------------- */

@@ -234,7 +234,7 @@ static vat__worker *worker_new(vat_system *sys, unsigned index) {
   w->pool.depot = &sys->depot;
   w->rng = 2654435761u * (index + 1);
   if (sys->trace_events != 0)
-    w->trace = vat__trace_ring_new(sys->trace_events, index);
+    w->trace = vat__trace_ring_new(sys, index);
   return w;
 }
 

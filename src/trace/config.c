@@ -48,6 +48,12 @@ static size_t env_events(void) {
   return (size_t)n;
 }
 
+/* Tells the process's traced systems apart in flow ids. */
+static unsigned next_tag(void) {
+  static _Atomic unsigned tags; /* relaxed: only a count */
+  return atomic_fetch_add_explicit(&tags, 1, memory_order_relaxed) + 1;
+}
+
 int vat__trace_configure(vat_system *sys) {
   const vat_config *cfg = &sys->cfg;
   if (cfg->trace_events > MAX_EVENTS)
@@ -62,6 +68,7 @@ int vat__trace_configure(vat_system *sys) {
     sys->trace_path = env_path(path);
   }
   sys->trace_events = cfg->trace_events ? cfg->trace_events : env_events();
+  sys->trace_tag = next_tag();
   sys->trace_tick0 = vat__trace_ticks();
   sys->trace_ns0 = vat__monotonic_ns();
   return VAT_OK;
