@@ -73,6 +73,27 @@ static int named(const json *events, double tid) {
   return 0;
 }
 
+/* Slices on one track, in the file's order, neither overlap nor go back
+ * in time: a worker runs one turn at a time. */
+static int slices_in_order(const json *events, char *err, size_t size) {
+  for (size_t i = 0; i < events->len; i++) {
+    const json *a = &events->items[i];
+    if (strcmp(ph_of(a), "X") != 0)
+      continue;
+    double tid = json_num(a, "tid", -1);
+    for (size_t j = i + 1; j < events->len; j++) {
+      const json *b = &events->items[j];
+      if (strcmp(ph_of(b), "X") != 0 || json_num(b, "tid", -1) != tid)
+        continue;
+      if (json_num(a, "ts", 0) + json_num(a, "dur", 0) >
+          json_num(b, "ts", 0) + 0.0005)
+        FAIL("slices overlap on track %g at %g", tid, json_num(b, "ts", 0));
+      break;
+    }
+  }
+  return 1;
+}
+
 int trace_check(const json *doc, trace_summary *out, char *err, size_t size) {
   trace_summary s = {0};
   const json *events = json_get(doc, "traceEvents");
@@ -82,6 +103,8 @@ int trace_check(const json *doc, trace_summary *out, char *err, size_t size) {
   if (other == NULL || other->type != JSON_OBJECT)
     FAIL("no otherData object");
   s.events = events->len;
+  if (!slices_in_order(events, err, size))
+    return 0;
   for (size_t i = 0; i < events->len; i++) {
     const json *e = &events->items[i];
     if (!check_event(e, err, size))

@@ -1,8 +1,9 @@
 /* Checks a trace file as Perfetto and chrome://tracing would need it, and
  * that it keeps the library's promises: every event well-formed, every
  * track named, every flow's start with its end (each inside a turn's
- * slice on its track) or reported lost, and the counts in "otherData"
- * agreeing with the events. Used by the trace suite and by the traced
+ * slice on its track) or reported lost, slices on a track in order and
+ * not overlapping, and the counts in "otherData" agreeing with the
+ * events. Used by the trace suite and by the traced
  * example's test (trace_check_main.c). */
 #ifndef VAT_TEST_TRACE_CHECK_H
 #define VAT_TEST_TRACE_CHECK_H

@@ -22,6 +22,9 @@ vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
   /* Not scanned: the events' pointers are names, not references. */
   r->events = vat__oom_check(GC_MALLOC_ATOMIC(slots * sizeof(vat__trace_event)),
                              "a trace ring");
+  /* Touched now, so that recording never waits for the kernel to supply
+   * a page. */
+  memset(r->events, 0, slots * sizeof(vat__trace_event));
   r->mask = slots - 1;
   r->next_flow = (uint64_t)(sys->trace_tag & 0x1ff) << FLOW_TAG_SHIFT |
                  (uint64_t)((index + 1) & 0xff) << FLOW_WORKER_SHIFT;
@@ -47,8 +50,7 @@ const void *vat__trace_what(const vat__msg *m, uint32_t *form) {
 static vat__trace_event *record(vat__trace_ring *r, uint32_t kind,
                                 const void *vat) {
   vat__trace_event *e = vat__trace_slot(r);
-  e->ts = vat__trace_ticks();
-  e->end = 0;
+  e->ts = r->turn_ts ? r->turn_ts : vat__trace_ticks();
   e->flow = 0;
   e->vat = vat;
   e->entity = NULL;
@@ -111,14 +113,12 @@ void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind) {
   vat__trace_publish(r);
 }
 
-void vat__trace_turn(vat__trace_ring *r, const vat__vat *v, const vat__msg *m,
-                     const void *what, uint32_t form, uint64_t begin) {
+void vat__trace_turn(vat__trace_ring *r, const vat__vat *v, const vat__msg *m) {
+  r->turn_ts = 0; /* a fresh time */
   vat__trace_event *e = record(r, VAT__TR_TURN, v);
-  e->end = e->ts;
-  e->ts = begin;
+  r->turn_ts = e->ts;
   e->flow = m->flow;
   e->entity = m->target;
-  e->what = what;
-  e->form = form;
+  e->what = vat__trace_what(m, &e->form);
   vat__trace_publish(r);
 }

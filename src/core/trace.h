@@ -26,14 +26,22 @@
 #include <x86intrin.h>
 #endif
 
+/* Time is read once per turn, at its start: the clock costs more than the
+ * rest of a traced turn (about 30 cycles for the time-stamp counter).
+ * Everything recorded during the turn carries its start time, and the
+ * turn ends where the next event with a time of its own begins: the next
+ * turn, the worker going idle (IDLE), or something done between turns
+ * (a dead letter). So a turn's slice includes the few nanoseconds of
+ * scheduling that follow it. */
 enum vat__trace_kind {
-  VAT__TR_TURN = 1, /* a turn: ts..end, flow in, vat, entity, what */
+  VAT__TR_TURN = 1, /* a turn begins: flow in, vat, entity, what */
   VAT__TR_SEND,     /* a send committed: flow out, target vat, entity, what */
   VAT__TR_DROP,     /* a traced message dropped as a dead letter: flow */
   VAT__TR_SPAWN,    /* vat spawned; entity: the spawning vat */
   VAT__TR_EXIT,     /* vat ended; what: the reason's atom, form: its type */
   VAT__TR_PARK,     /* the worker parks */
   VAT__TR_WAKE,     /* the worker is awake again */
+  VAT__TR_IDLE,     /* the worker ran out of work: the last turn ended */
 };
 
 /* What a message runs, as the file names it. */
@@ -43,22 +51,20 @@ enum vat__trace_form {
   VAT__TR_SIGNAL, /* what: the signal's class (vat__signal_class) */
 };
 
-/* One event: a cache line, written whole by its worker. Pointers are
- * identities and names, not references: the ring is not scanned, so it
- * keeps nothing alive. Atoms and signal classes live for ever, and
- * functions are code, so trace/ may read their names later. */
+/* One event, written whole by its worker. Pointers are identities and
+ * names, not references: the ring is not scanned, so it keeps nothing
+ * alive. Atoms and signal classes live for ever, and functions are code,
+ * so trace/ may read their names later. */
 typedef struct vat__trace_event {
-  uint64_t ts;  /* ticks (vat__trace_ticks) */
-  uint64_t end; /* TURN: ticks when it ended */
+  uint64_t ts; /* ticks (vat__trace_ticks) */
   uint64_t flow;
   const void *vat;
   const void *entity;
   const void *what;
   uint32_t kind, form;
-  uint64_t spare; /* unused when recorded; the writer marks its copy */
 } vat__trace_event;
 
-_Static_assert(sizeof(vat__trace_event) == 64, "an event is one line");
+_Static_assert(sizeof(vat__trace_event) == 48, "an event is six words");
 
 typedef struct vat__trace_ring {
   /* Events ever recorded. Written by the owner only, with release, after
@@ -67,6 +73,7 @@ typedef struct vat__trace_ring {
   _Atomic uint64_t head;
   uint64_t mask; /* slots - 1; slots is a power of two */
   uint64_t next_flow;
+  uint64_t turn_ts;         /* the running turn's start; 0 between turns */
   vat__trace_event *events; /* collector memory, not scanned */
 } vat__trace_ring;
 
@@ -110,9 +117,12 @@ void vat__trace_spawn(vat__trace_ring *r, const vat__vat *v,
                       const vat__vat *parent);
 void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason);
 void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind);
-/** Records the turn that ran `m` on `v` from `begin` until now. */
-void vat__trace_turn(vat__trace_ring *r, const vat__vat *v, const vat__msg *m,
-                     const void *what, uint32_t form, uint64_t begin);
+/** A turn of `v` running `m` begins: reads the clock, once for the turn. */
+void vat__trace_turn(vat__trace_ring *r, const vat__vat *v, const vat__msg *m);
+/** The turn is over: what is recorded from here on reads the clock. */
+static inline void vat__trace_turn_end(vat__trace_ring *r) {
+  r->turn_ts = 0;
+}
 /** What `m` runs, for the file's name of a turn or send, and its form. */
 const void *vat__trace_what(const vat__msg *m, uint32_t *form);
 

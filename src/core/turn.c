@@ -123,13 +123,8 @@ static void discard(vat_turn *t) {
 static inline __attribute__((always_inline)) void
 run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced) {
   vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
-  uint32_t form = 0;
-  const void *what = NULL;
-  uint64_t begin = 0;
-  if (traced) {
-    what = vat__trace_what(m, &form);
-    begin = vat__trace_ticks();
-  }
+  if (traced)
+    vat__trace_turn(w->trace, v, m);
   vat__current_turn = &t;
   m->fn(&t, vat__state(m->target), m->arg);
   vat__count(&w->delivered, 1);
@@ -145,7 +140,7 @@ run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced) {
   }
   vat__current_turn = NULL;
   if (traced)
-    vat__trace_turn(w->trace, v, m, what, form, begin);
+    vat__trace_turn_end(w->trace);
 #if VAT_HOSTILE
   GC_gcollect();
 #endif

@@ -11,6 +11,7 @@
 
 #include "core/schedule.h"
 #include "core/system.h"
+#include "core/trace.h"
 #include "core/turn.h"
 #include "embed/embed.h"
 #include "sched/sched.h"
@@ -98,6 +99,8 @@ static void run_ready(vat_system *sys, uint64_t max_turns, uint64_t max_ns,
     if (vat__run_batch(w, v, budget) && !vat__runq_push(&w->runq, v))
       vat__schedule_external(sys, v);
   }
+  if (w->trace != NULL) /* ends the last turn's slice */
+    vat__trace_mark(w->trace, VAT__TR_IDLE);
   res->turns +=
       atomic_load_explicit(&w->delivered, memory_order_relaxed) - before;
   res->more = ready(w);

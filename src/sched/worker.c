@@ -180,6 +180,8 @@ static bool work_visible(vat_system *sys) {
  * (after a wake-up) or to stop. */
 static vat__vat *idle(vat__worker *w) {
   vat_system *sys = w->sys;
+  if (w->trace != NULL) /* ends the last turn's slice */
+    vat__trace_mark(w->trace, VAT__TR_IDLE);
   atomic_fetch_add_explicit(&sys->spinning, 1, memory_order_seq_cst);
   for (unsigned i = 0; i < sys->cfg.spin && !stopping(sys); i++) {
     vat__vat *v = find_work(w);
@@ -222,6 +224,8 @@ static VAT__HOT void *worker_main(void *arg) {
     if (vat__run_batch(w, v, sys->cfg.batch))
       requeue(w, v);
   }
+  if (w->trace != NULL)
+    vat__trace_mark(w->trace, VAT__TR_IDLE);
   vat__current_worker = NULL;
   return NULL;
 }

@@ -132,6 +132,7 @@ typedef struct writer {
   FILE *f;
   vat_system *sys;
   double ns_per_tick;
+  uint64_t copied_at; /* ticks, after the rings were copied */
   name_cache *names;
   id_set starts, ends, drops;
   uint64_t lost_starts, lost_ends, dropped;
@@ -178,8 +179,9 @@ static const char *cat_of(uint32_t form) {
                                 : "turn";
 }
 
-static void write_turn(writer *w, unsigned tid, const vat__trace_event *e) {
-  uint64_t ts = ns_of(w, e->ts), end = ns_of(w, e->end);
+static void write_turn(writer *w, unsigned tid, const vat__trace_event *e,
+                       uint64_t end_ticks) {
+  uint64_t ts = ns_of(w, e->ts), end = ns_of(w, end_ticks);
   begin(w, "X", tid, ts);
   fprintf(w->f, ",\"dur\":%llu.%03llu", (unsigned long long)((end - ts) / 1000),
           (unsigned long long)((end - ts) % 1000));
@@ -271,7 +273,16 @@ static void write_parked(writer *w, unsigned tid, const vat__trace_event *p,
   fputs("}", w->f);
 }
 
-static void write_track(writer *w, unsigned tid, track *t) {
+/* When the turn at `i` ended: the next event with a time of its own, or
+ * the copy's time if the turn was still running then. */
+static uint64_t end_of(const writer *w, const track *t, size_t i) {
+  for (size_t j = i + 1; j < t->n; j++)
+    if (t->ev[j].ts != t->ev[i].ts)
+      return t->ev[j].ts;
+  return w->copied_at;
+}
+
+static void write_track(writer *w, unsigned tid, const track *t) {
   begin(w, "M", tid, 0);
   fputs(",\"name\":\"thread_name\",\"args\":{\"name\":", w->f);
   char name[32];
@@ -291,30 +302,31 @@ static void write_track(writer *w, unsigned tid, track *t) {
             "events lost\",\"args\":{\"events_lost\":%llu}}",
             (unsigned long long)t->lost, (unsigned long long)t->lost);
   }
-  /* A turn is recorded when it ends, after its sends: a send is inside a
-   * turn when the next turn recorded on its track began before it. */
-  uint64_t next_turn = UINT64_MAX;
-  for (size_t i = t->n; i-- > 0;) {
-    if (t->ev[i].kind == VAT__TR_TURN)
-      next_turn = t->ev[i].ts;
-    else if (t->ev[i].kind == VAT__TR_SEND)
-      t->ev[i].spare = next_turn <= t->ev[i].ts;
-  }
+  /* What a turn records carries its start time (core/trace.h): an event
+   * is inside the turn before it when it has that time, and the turn ends
+   * at the first event after it with a time of its own. */
+  uint64_t turn_ts = 0; /* the open turn's start; 0: none */
   for (size_t i = 0; i < t->n; i++) {
     const vat__trace_event *e = &t->ev[i];
-    if (e->kind == VAT__TR_TURN)
-      write_turn(w, tid, e);
-    else if (e->kind == VAT__TR_SEND)
-      write_send(w, tid, e, e->spare != 0);
+    if (e->kind == VAT__TR_TURN) {
+      write_turn(w, tid, e, end_of(w, t, i));
+      turn_ts = e->ts;
+      continue;
+    }
+    bool in_turn = turn_ts != 0 && e->ts == turn_ts;
+    if (!in_turn)
+      turn_ts = 0;
+    if (e->kind == VAT__TR_SEND)
+      write_send(w, tid, e, in_turn);
     else if (e->kind == VAT__TR_PARK && i + 1 < t->n &&
              t->ev[i + 1].kind == VAT__TR_WAKE)
       write_parked(w, tid, e, &t->ev[++i]);
-    else
+    else if (e->kind != VAT__TR_IDLE)
       write_instant(w, tid, e);
   }
 }
 
-static void write_all(writer *w, track *tracks, unsigned n) {
+static void write_all(writer *w, const track *tracks, unsigned n) {
   uint64_t lost = 0, recorded = 0;
   fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", w->f);
   w->first = true;
@@ -390,6 +402,7 @@ static int write_file(vat_system *sys, const char *path) {
   int rc = tracks && w.names ? VAT_OK : VAT_ENOMEM;
   if (rc == VAT_OK)
     rc = snapshot(sys, tracks);
+  w.copied_at = vat__trace_ticks();
   if (rc == VAT_OK)
     rc = flows(&w, tracks, n);
   if (rc == VAT_OK)
