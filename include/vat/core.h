@@ -88,7 +88,7 @@ typedef struct vat_config {
   const char *trace_path;
   /** Events each worker's trace ring keeps, rounded up to a power of two;
    *  older ones are overwritten. 0: $VAT_TRACE_EVENTS if set, else 65536
-   *  (4 MiB per worker). */
+   *  (3 MiB per worker). */
   size_t trace_events;
 } vat_config;
 

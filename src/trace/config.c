@@ -10,8 +10,8 @@
 #include "util/mem.h"
 
 enum {
-  DEFAULT_EVENTS = 1 << 16, /* 4 MiB of 64-byte events per worker */
-  MAX_EVENTS = 1 << 26,     /* 4 GiB per worker: surely a mistake past it */
+  DEFAULT_EVENTS = 1 << 16, /* 3 MiB of 48-byte events per worker */
+  MAX_EVENTS = 1 << 26,     /* 3 GiB per worker: surely a mistake past it */
 };
 
 static char *copy_string(const char *s, const char *suffix) {
