@@ -46,6 +46,10 @@
 #include "vat/core.h"
 #include "vat/value.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* --- Exit reasons --------------------------------------------------------
  * An exit reason is any non-null vat_value. The well-known ones are atoms:
  *  normal   the vat stopped (vat_stop); does not kill linked vats.
@@ -155,5 +159,9 @@ int vat_kill(vat_turn *turn, vat_ref *target);
  *  Thread-safe. Errors: VAT_EINVAL, VAT_EINTURN, VAT_ENOTINIT,
  *  VAT_ENOTREGISTERED, VAT_ECLOSED (the target's system is closing). */
 int vat_host_exit(vat_ref *target, vat_value reason);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -39,6 +39,10 @@
 #include "vat/core.h"
 #include "vat/exits.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum vat_sup_strategy {
   VAT_ONE_FOR_ONE,
   VAT_ONE_FOR_ALL,
@@ -115,5 +119,9 @@ int vat_supervisor_which_children(vat_turn *turn, vat_ref *sup,
                                   vat_ref *reply_to, vat_fn fn);
 int vat_host_supervisor_which_children(vat_ref *sup, vat_ref *reply_to,
                                        vat_fn fn);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
