@@ -19,7 +19,10 @@
  * deterministic mode the virtual clock, which only the host moves.
  * Shutting a child down: the supervisor monitors and unlinks it, sends it
  * exit(shutdown), waits for it to end up to the child's `shutdown_s`, then
- * kills it; children are shut down one at a time, newest first.
+ * kills it; children are shut down one at a time, newest first. Either
+ * exit takes effect at the child's next turn boundary, whatever it has
+ * queued (vat/exits.h), unless it traps exits and handles the shutdown
+ * itself, in order.
  *
  * The supervisor ends: with `normal` after vat_supervisor_stop; with the
  * parent's reason when its parent (the vat that called
