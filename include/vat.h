@@ -13,5 +13,6 @@
 #include "vat/timer.h"
 #include "vat/trace.h"
 #include "vat/value.h"
+#include "vat/version.h"
 
 #endif

@@ -22,7 +22,9 @@
   X(supervisor)                                                                \
   X(caps)                                                                      \
   X(trace)                                                                     \
-  X(soak)
+  X(soak)                                                                      \
+  X(version)                                                                   \
+  X(overload)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
 VAT_TEST_SUITES(VAT__DECLARE_SUITE)

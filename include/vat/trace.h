@@ -43,6 +43,10 @@
 
 #include "vat/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /** Writes what `sys`'s trace rings hold now to `path` (NULL: the file the
  *  system was configured with), leaving them as they are. While the
  *  system runs, events recorded during the call may count as lost. Host
@@ -52,5 +56,9 @@
  *  written: errno says why), VAT_ENOMEM, VAT_ECLOSED (destroyed),
  *  VAT_EINTURN, VAT_ENOTREGISTERED, VAT_ENOTINIT. */
 int vat_system_trace_write(vat_system *sys, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
