@@ -32,21 +32,6 @@ vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
   return r;
 }
 
-const void *vat__trace_what(const vat__msg *m, uint32_t *form) {
-  if (m->fn == vat__dispatch_dynamic) {
-    *form = VAT__TR_DYN;
-    return m->arg;
-  }
-  if (m->fn == vat__dispatch_signal) {
-    *form = VAT__TR_SIGNAL;
-    return ((const vat__signal *)m->arg)->cls;
-  }
-  *form = VAT__TR_FN;
-  const void *fn; /* a function's address as data: ISO C has no cast */
-  memcpy(&fn, &m->fn, sizeof fn);
-  return fn;
-}
-
 static vat__trace_event *record(vat__trace_ring *r, uint32_t kind,
                                 const void *vat) {
   vat__trace_event *e = vat__trace_slot(r);
@@ -60,23 +45,42 @@ static vat__trace_event *record(vat__trace_ring *r, uint32_t kind,
   return e;
 }
 
-static void record_send(vat__trace_ring *r, vat__msg *m) {
-  m->flow = ++r->next_flow;
-  vat__trace_event *e = record(r, VAT__TR_SEND, m->target->vat);
-  e->flow = m->flow;
+static inline void record_send(vat__trace_ring *r, vat__msg *m, uint64_t ts) {
+  vat__trace_event *e = vat__trace_slot(r);
+  uint64_t flow = ++r->next_flow;
+  m->flow = flow;
+  e->ts = ts;
+  e->flow = flow;
+  e->vat = m->target->vat;
   e->entity = m->target;
   e->what = vat__trace_what(m, &e->form);
+  e->kind = VAT__TR_SEND;
   vat__trace_publish(r);
 }
 
 void vat__trace_sends(vat__trace_ring *r, vat_turn *t, vat__msg *m) {
   (void)t;
-  for (; m != NULL; m = atomic_load_explicit(&m->next, memory_order_relaxed))
-    record_send(r, m);
+  /* Committed in a turn: they carry its time (trace.h). Published once,
+   * after the last: a reader copying meanwhile misses them all or none. */
+  uint64_t ts = r->turn_ts, flow = r->next_flow;
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  for (; m != NULL; m = atomic_load_explicit(&m->next, memory_order_relaxed)) {
+    vat__trace_event *e = &r->events[h++ & r->mask];
+    m->flow = ++flow;
+    e->ts = ts;
+    e->flow = flow;
+    e->vat = m->target->vat;
+    e->entity = m->target;
+    e->what = vat__trace_what(m, &e->form);
+    e->kind = VAT__TR_SEND;
+  }
+  r->next_flow = flow;
+  /* Release: a reader that sees the count sees the events. */
+  atomic_store_explicit(&r->head, h, memory_order_release);
 }
 
 void vat__trace_send_now(vat__trace_ring *r, vat__msg *m) {
-  record_send(r, m);
+  record_send(r, m, r->turn_ts ? r->turn_ts : vat__trace_ticks());
 }
 
 void vat__trace_drop(vat__trace_ring *r, const vat__msg *m) {
@@ -110,15 +114,5 @@ void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason) {
 
 void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind) {
   record(r, kind, NULL);
-  vat__trace_publish(r);
-}
-
-void vat__trace_turn(vat__trace_ring *r, const vat__vat *v, const vat__msg *m) {
-  r->turn_ts = 0; /* a fresh time */
-  vat__trace_event *e = record(r, VAT__TR_TURN, v);
-  r->turn_ts = e->ts;
-  e->flow = m->flow;
-  e->entity = m->target;
-  e->what = vat__trace_what(m, &e->form);
   vat__trace_publish(r);
 }

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/deliver.h"
 #include "core/message.h"
 #include "core/turn.h"
 #include "core/vat.h"
@@ -117,13 +118,39 @@ void vat__trace_spawn(vat__trace_ring *r, const vat__vat *v,
                       const vat__vat *parent);
 void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason);
 void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind);
-/** A turn of `v` running `m` begins: reads the clock, once for the turn. */
-void vat__trace_turn(vat__trace_ring *r, const vat__vat *v, const vat__msg *m);
+/** What `m` runs, for the file's name of a turn or send, and its form.
+ *  Inline: once per traced turn and per traced send. */
+static inline const void *vat__trace_what(const vat__msg *m, uint32_t *form) {
+  if (m->fn == vat__dispatch_dynamic) {
+    *form = VAT__TR_DYN;
+    return m->arg;
+  }
+  if (m->fn == vat__dispatch_signal) {
+    *form = VAT__TR_SIGNAL;
+    return ((const vat__signal *)m->arg)->cls;
+  }
+  *form = VAT__TR_FN;
+  return (const void *)(uintptr_t)m->fn;
+}
+
+/** A turn of `v` running `m` begins: reads the clock, once for the turn.
+ *  Inline in the traced turn loop: every store here is one per turn. */
+static inline void vat__trace_turn(vat__trace_ring *r, const vat__vat *v,
+                                   const vat__msg *m) {
+  vat__trace_event *e = vat__trace_slot(r);
+  uint64_t ts = vat__trace_ticks();
+  r->turn_ts = ts;
+  e->ts = ts;
+  e->flow = m->flow;
+  e->vat = v;
+  e->entity = m->target;
+  e->what = vat__trace_what(m, &e->form);
+  e->kind = VAT__TR_TURN;
+  vat__trace_publish(r);
+}
 /** The turn is over: what is recorded from here on reads the clock. */
 static inline void vat__trace_turn_end(vat__trace_ring *r) {
   r->turn_ts = 0;
 }
-/** What `m` runs, for the file's name of a turn or send, and its form. */
-const void *vat__trace_what(const vat__msg *m, uint32_t *form);
 
 #endif
