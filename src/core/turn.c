@@ -115,7 +115,10 @@ static void discard(vat_turn *t) {
   vat__terminate(w, t->vat, t->reason);
 }
 
-static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
+/* Always inline: its one call on the hot path is in vat__run_batch's loop;
+ * the rare paths call run_turn_cold. */
+static inline __attribute__((always_inline)) void
+run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
   vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
   vat__current_turn = &t;
   m->fn(&t, vat__state(m->target), m->arg);
@@ -131,6 +134,11 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
 #if VAT_HOSTILE
   GC_gcollect();
 #endif
+}
+
+static __attribute__((noinline, cold)) void
+run_turn_cold(vat__worker *w, vat__vat *v, vat__msg *m) {
+  run_turn(w, v, m);
 }
 
 static const vat__signal_class *class_of(const vat__msg *m) {
@@ -161,7 +169,7 @@ static void run_chain(vat__worker *w, vat__vat *v, vat__msg *m) {
     if (vat__is_dead(v))
       vat__dead_letter(w, m);
     else
-      run_turn(w, v, m);
+      run_turn_cold(w, v, m);
     vat__mailbox_done(&v->mailbox, &w->pool, m);
     m = next;
   }
@@ -174,17 +182,19 @@ static void run_chain(vat__worker *w, vat__vat *v, vat__msg *m) {
 static __attribute__((noinline, cold)) void run_overtaking(vat__worker *w,
                                                            vat__vat *v) {
   /* Acquire pairs with vat__alert's release: the search finds the push. */
-  if (!atomic_exchange_explicit(&v->alerted, false, memory_order_acquire) ||
-      vat__is_dead(v))
+  uint8_t was = atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__ALERTED,
+                                          memory_order_acquire);
+  if (was & VAT__DEAD)
     return;
   vat__mailbox *mb = &v->mailbox;
   bool complete;
   vat__msg *fatal =
       vat__mailbox_find(mb, &w->pool, overtakes_now, v, &complete);
-  if (!complete) /* the signal may lie under a push not finished yet */
-    atomic_store_explicit(&v->alerted, true, memory_order_relaxed);
-  if (fatal == NULL)
+  if (fatal == NULL) {
+    if (!complete) /* a push not finished yet may hide the signal */
+      vat__alert(v);
     return;
+  }
   run_chain(w, v, vat__mailbox_extract(mb, is_control, NULL, fatal));
   /* An unlink among them may have taken the exit's link away. */
   if (!vat__is_dead(v) && overtakes_now(fatal, v))
@@ -194,9 +204,6 @@ static __attribute__((noinline, cold)) void run_overtaking(vat__worker *w,
 VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
   vat__mailbox *mb = &v->mailbox;
   while (budget > 0) {
-    if (__builtin_expect(
-            atomic_load_explicit(&v->alerted, memory_order_relaxed), 0))
-      run_overtaking(w, v);
     vat__msg *m = vat__mailbox_pop(mb, &w->pool);
     if (m == NULL) {
       if (vat__mailbox_try_idle(mb, &w->pool))
@@ -206,10 +213,18 @@ VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
       if ((m = vat__mailbox_pop(mb, &w->pool)) == NULL)
         return true;
     }
-    if (vat__is_dead(v))
-      vat__dead_letter(w, m);
-    else
+    /* One test on the common path: alive, and nothing overtakes. */
+    uint8_t flags = atomic_load_explicit(&v->flags, memory_order_acquire);
+    if (__builtin_expect(flags == 0, 1)) {
       run_turn(w, v, m);
+    } else if (flags & VAT__ALERTED) {
+      vat__mailbox_unpop(mb, m); /* it may be what the search is after */
+      run_overtaking(w, v);
+      budget--; /* bounds the searches while a producer is mid-push */
+      continue;
+    } else {
+      vat__dead_letter(w, m);
+    }
     vat__mailbox_done(mb, &w->pool, m);
     budget--;
   }
