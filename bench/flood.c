@@ -27,6 +27,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 /* As in the repro of the overload issue: a slice of 1,000 per turn. */
 enum { PER_TURN = 1000 };
@@ -112,7 +113,8 @@ int main(int argc, char **argv) {
 
   double start = bench_now();
   bench_check(vat_host_send(producer_ref, produce, NULL), "start");
-  sem_wait(&done);
+  /* N item turns and one producer turn per slice. */
+  bench_wait(sys, &done, "flood", n + (n + PER_TURN - 1) / PER_TURN);
   double seconds = c->finished_at - start;
   bench_check(vat_system_shutdown(sys, 10), "shutdown");
   vat_stats st;

@@ -21,7 +21,9 @@
   X(exits)                                                                     \
   X(supervisor)                                                                \
   X(caps)                                                                      \
-  X(soak)
+  X(soak)                                                                      \
+  X(version)                                                                   \
+  X(overload)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
 VAT_TEST_SUITES(VAT__DECLARE_SUITE)

@@ -161,6 +161,44 @@ VAT__HOT bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   return true;
 }
 
+vat__msg *vat__mailbox_find(vat__mailbox *mb, vat__msgpool *pool,
+                            vat__msg_match *match, void *ctx, bool *complete) {
+  *complete = take(mb, pool, false) ||
+              atomic_load_explicit(&mb->top, memory_order_relaxed) ==
+                  vat__mailbox_taken(mb);
+  for (vat__msg *m = mb->head; m != NULL;
+       m = atomic_load_explicit(&m->next, memory_order_relaxed))
+    if (match(m, ctx))
+      return m;
+  return NULL;
+}
+
+vat__msg *vat__mailbox_extract(vat__mailbox *mb, vat__msg_match *match,
+                               void *ctx, const vat__msg *stop) {
+  vat__msg *out = NULL, *out_tail = NULL;
+  for (vat__msg *m = mb->head, *prev = NULL, *next; m != NULL && m != stop;
+       m = next) {
+    next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    if (!match(m, ctx)) {
+      prev = m;
+      continue;
+    }
+    if (prev)
+      atomic_store_explicit(&prev->next, next, memory_order_relaxed);
+    else
+      mb->head = next;
+    if (mb->tail == m)
+      mb->tail = prev;
+    atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+    if (out_tail)
+      atomic_store_explicit(&out_tail->next, m, memory_order_relaxed);
+    else
+      out = m;
+    out_tail = m;
+  }
+  return out;
+}
+
 size_t vat__mailbox_count(vat__mailbox *mb) {
   vat__mailbox_take_new(mb, NULL);
   size_t n = 0;

@@ -64,6 +64,13 @@ struct vat__vat {
   vat_system *sys;
   /* Set once, with release, after ext->exit_reason is written. */
   _Atomic bool dead;
+  /* Set, with release, after a signal that may end the vat ahead of its
+   * queue was pushed (vat__alert); the turn loop looks at each turn
+   * boundary and clears it. */
+  _Atomic bool alerted;
+  /* Whether the vat traps exits, mirrored by the exits module for senders
+   * deciding whether to alert it: a hint, written relaxed by the vat. */
+  _Atomic bool traps_hint;
   uint32_t turns;    /* turns run, wrapping: lets an idle timer see silence */
   vat__vat_ext *ext; /* see vat__ext_of(); the exit reason lives there */
   /* The first entity, made with the vat, so spawning is one allocation.
