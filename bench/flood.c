@@ -13,14 +13,15 @@
  *
  * What today's libvat does with it (2-core VM, N = 10,000,000, release
  * build, `bash bench/run.sh -r 3 flood`): while the producer runs, the
- * consumer takes few messages (about 10,000 on one worker, 440,000-730,000
- * on two), so when the last message is sent, 2.1-5.2 s after the start,
- * 9.27-9.99 M of the 10 M are still queued (`backlog`, printed at the end);
- * the consumer then drains them in 0.6-1.1 s. Nearly the whole flood sits
- * in the mailbox at once: peak RSS 753-779 MB (Go's 4,096-slot channel: 2 MB),
- * 2.8-3.0 M msg/s with 1 or 2 workers, where the consumer alone would take
- * about 1 s. The overload issue (backpressure, fair draining) is what
- * changes this; the program measures, it does not work around it. */
+ * consumer takes few messages (about 10,000 on one worker, 550,000-660,000
+ * on two), so when the last message is sent, 2.4-3.7 s after the start,
+ * 9.34-9.99 M of the 10 M are still queued (`backlog`, printed at the end);
+ * the consumer then drains them in 0.8-1.5 s. Nearly the whole flood sits
+ * in the mailbox at once: peak RSS 741-779 MB (Go's 4,096-slot channel:
+ * 2 MB), a median of 2.4 M msg/s with 1 or 2 workers, where the consumer
+ * alone would take about 1 s. The overload issue (backpressure, fair
+ * draining) is what changes this; the program measures, it does not work
+ * around it. */
 #include <inttypes.h>
 #include <semaphore.h>
 #include <stdatomic.h>
