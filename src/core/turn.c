@@ -201,6 +201,28 @@ static __attribute__((noinline, cold)) void run_overtaking(vat__worker *w,
     run_chain(w, v, vat__mailbox_extract(mb, is_this, fatal, NULL));
 }
 
+/* The turn loop's rare case: `m`, just popped, goes to a vat that has
+ * ended or was alerted. Returns whether `m` was dealt with; if not, it is
+ * back in the queue. */
+static __attribute__((noinline, cold)) bool
+run_flagged(vat__worker *w, vat__vat *v, vat__msg *m, uint8_t flags) {
+  if (flags & VAT__DEAD) {
+    vat__dead_letter(w, m);
+    return true;
+  }
+  /* The oldest message may be the exit itself (a chain of links, mostly):
+   * it runs in its place, overtaking nothing, and no search is needed
+   * unless the vat outlives it (then the flag, still set, asks again). */
+  const vat__signal_class *cls = class_of(m);
+  if (cls != NULL && cls->overtakes != NULL) {
+    run_turn(w, v, m);
+    return true;
+  }
+  vat__mailbox_unpop(&v->mailbox, m); /* it may be what the search is after */
+  run_overtaking(w, v);
+  return false;
+}
+
 VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
   vat__mailbox *mb = &v->mailbox;
   while (budget > 0) {
@@ -217,13 +239,9 @@ VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
     uint8_t flags = atomic_load_explicit(&v->flags, memory_order_acquire);
     if (__builtin_expect(flags == 0, 1)) {
       run_turn(w, v, m);
-    } else if (flags & VAT__ALERTED) {
-      vat__mailbox_unpop(mb, m); /* it may be what the search is after */
-      run_overtaking(w, v);
+    } else if (!run_flagged(w, v, m, flags)) {
       budget--; /* bounds the searches while a producer is mid-push */
       continue;
-    } else {
-      vat__dead_letter(w, m);
     }
     vat__mailbox_done(mb, &w->pool, m);
     budget--;
