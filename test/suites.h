@@ -21,7 +21,8 @@
   X(exits)                                                                     \
   X(supervisor)                                                                \
   X(caps)                                                                      \
-  X(soak)
+  X(soak)                                                                      \
+  X(observe)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
 VAT_TEST_SUITES(VAT__DECLARE_SUITE)

@@ -26,6 +26,8 @@ typedef struct vat__signal vat__signal;
 typedef struct vat__signal_class {
   void (*deliver)(vat_turn *turn, void *state, vat__signal *sig);
   void (*drop)(vat__worker *w, vat_ref *target, vat__signal *sig);
+  /* What a crash report says the vat was handling (NULL: "signal"). */
+  const char *name;
 } vat__signal_class;
 struct vat__signal {
   const vat__signal_class *cls;

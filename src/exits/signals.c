@@ -8,7 +8,7 @@
 
 static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig);
 const vat__signal_class vat__exit_class = {exit_deliver,
-                                           vat__signal_drop_nothing};
+                                           vat__signal_drop_nothing, "exit"};
 
 /* An exit along a link travels inline: the reason in the node's value, the
  * ref of the vat that ended in its aux. A vat's end sends one per link, so
@@ -23,8 +23,8 @@ static void link_exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
                 .link = true};
   exit_deliver(turn, state, &s.base);
 }
-static const vat__signal_class link_exit_class = {link_exit_deliver,
-                                                  vat__signal_drop_nothing};
+static const vat__signal_class link_exit_class = {
+    link_exit_deliver, vat__signal_drop_nothing, "exit"};
 static const vat__signal link_exit = {&link_exit_class};
 
 void vat__exits_send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
@@ -104,8 +104,8 @@ static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
     vat__xmap_remove(&x->unlinking, peer);
 }
 
-static const vat__signal_class ack_class = {ack_deliver,
-                                            vat__signal_drop_nothing};
+static const vat__signal_class ack_class = {
+    ack_deliver, vat__signal_drop_nothing, "unlink ack"};
 
 static link_sig *new_ack(vat_ref *from, uint64_t id) {
   link_sig *ack = vat__gc_alloc(sizeof *ack);
@@ -128,8 +128,9 @@ static void unlink_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
   vat__deliver_now_signal(s->from, &new_ack(target, s->id)->base);
 }
 
-const vat__signal_class vat__link_class = {link_deliver, link_drop};
-const vat__signal_class vat__unlink_class = {unlink_deliver, unlink_drop};
+const vat__signal_class vat__link_class = {link_deliver, link_drop, "link"};
+const vat__signal_class vat__unlink_class = {unlink_deliver, unlink_drop,
+                                             "unlink"};
 
 static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   watch_sig *s = (watch_sig *)sig;
@@ -141,9 +142,15 @@ static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 }
 
 static const vat__signal_class down_class = {down_deliver,
-                                             vat__signal_drop_nothing};
+                                             vat__signal_drop_nothing, "down"};
 
 void vat__exits_send_down(vat__worker *w, watch *wa, vat_value reason) {
+  if (wa->watcher == NULL) {
+    /* A host thread's monitor: told here, outside any turn (the ended
+     * hook, a drop, or shutdown's settling). */
+    wa->host_fn(wa->host_ctx, reason);
+    return;
+  }
   watch_sig *s = vat__gc_alloc(sizeof *s);
   *s = (watch_sig){.base = {&down_class}, .w = wa, .reason = reason};
   (void)w;
@@ -154,7 +161,10 @@ static void monitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   watch_sig *s = (watch_sig *)sig;
   vat__xmap_put(&vat__exits_of(turn->vat)->watchers, (uintptr_t)s->w, s->w);
-  vat__exits_note_crossing(turn->vat, s->w->watcher->vat);
+  if (s->w->watcher == NULL)
+    vat__boundary_note(turn->vat); /* a host waits: settle at shutdown */
+  else
+    vat__exits_note_crossing(turn->vat, s->w->watcher->vat);
 }
 
 static void monitor_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
@@ -169,6 +179,7 @@ static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
     vat__xmap_remove(&v->ext->exits->watchers, (uintptr_t)s->w);
 }
 
-const vat__signal_class vat__monitor_class = {monitor_deliver, monitor_drop};
-const vat__signal_class vat__demonitor_class = {demonitor_deliver,
-                                                vat__signal_drop_nothing};
+const vat__signal_class vat__monitor_class = {monitor_deliver, monitor_drop,
+                                              "monitor"};
+const vat__signal_class vat__demonitor_class = {
+    demonitor_deliver, vat__signal_drop_nothing, "demonitor"};

@@ -68,6 +68,7 @@ static void when_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 static const vat__signal_class when_class = {
     .deliver = when_deliver,
     .drop = vat__signal_drop_nothing,
+    .name = "when",
 };
 
 /* Sends through the committing turn when there is one, so a notification

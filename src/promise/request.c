@@ -35,6 +35,7 @@ static void request_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
 static const vat__signal_class request_class = {
     .deliver = request_deliver,
     .drop = request_drop,
+    .name = "request",
 };
 
 static void timeout_fire(void *arg) {

@@ -42,6 +42,7 @@ static void idle_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 static const vat__signal_class idle_class = {
     .deliver = idle_deliver,
     .drop = vat__signal_drop_nothing,
+    .name = "idle",
 };
 
 typedef struct idle_effect {
