@@ -172,6 +172,32 @@ START_TEST(crash_names_the_selector) {
 }
 END_TEST
 
+void observe_fail_request(vat_turn *turn, void *state, void *arg,
+                          vat_resolver *r);
+void observe_fail_request(vat_turn *turn, void *state, void *arg,
+                          vat_resolver *r) {
+  (void)state;
+  (void)arg;
+  (void)r;
+  expect_vat_ok(vat_fail(turn, boom()));
+}
+
+START_TEST(crash_names_a_requests_handler) {
+  vat_system *sys = system_with_hook(2, keep_report, NULL);
+  vat_ref *a = test_spawn(sys, 8, NULL);
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_call(a, observe_fail_request, NULL, 0, &p));
+  vat_value reason;
+  ck_assert_vat_err(vat_promise_wait(p, 30, &reason), VAT_EBROKEN);
+  ck_assert(vat_equal(reason, boom()));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&nreports), 1);
+  ck_assert(reports[0].handler == (vat_fn)(void (*)(void))observe_fail_request);
+  ck_assert_str_eq(reports[0].handler_name, "observe_fail_request");
+  ck_assert_ptr_null(reports[0].signal);
+}
+END_TEST
+
 START_TEST(orderly_ends_are_not_reported) {
   vat_system *sys = system_with_hook(2, keep_report, NULL);
   static vat_value reasons[3];
@@ -508,7 +534,7 @@ static void ping(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(inspect_system_workers) {
-  enum { ROUNDS = 20000 };
+  enum { ROUNDS = 20000 / TEST_SCALE };
   vat_system *sys = test_system(2);
   static _Atomic uint64_t done;
   atomic_store(&done, 0);
@@ -736,6 +762,7 @@ Suite *test_observe_suite(void) {
   tc = test_case("crash", 0);
   tcase_add_test(tc, unwatched_crash_reported_once_with_handler_name);
   tcase_add_test(tc, crash_names_the_selector);
+  tcase_add_test(tc, crash_names_a_requests_handler);
   tcase_add_test(tc, orderly_ends_are_not_reported);
   tcase_add_test(tc, killed_vat_reports_killed);
   tcase_add_test(tc, vats_of_a_failed_turn_are_not_reported);

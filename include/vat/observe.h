@@ -65,10 +65,11 @@ struct vat_crash_report {
   vat_value reason;  /* why it ended */
   /* What it was handling when it ended, at most one of these set:
    *  - `selector`: a dynamic message (vat_send_msg);
-   *  - `handler`: a function message (vat_send, vat_call, a timer...):
-   *    the function, and its symbol name where the platform can tell
-   *    (dladdr: exported symbols only; link executables with -rdynamic),
-   *    else `handler_name` is NULL;
+   *  - `handler`: the function a message ran: vat_send's fn, or a
+   *    request's vat_request_fn (vat_call) cast to vat_fn, to compare
+   *    and never to call; and its symbol name where the platform can
+   *    tell (dladdr: exported symbols only; make the handler non-static
+   *    and link the program with -rdynamic), else `handler_name` NULL;
    *  - `signal`: a runtime signal, by name ("exit" for an exit signal,
    *    which is how a kill or a link ends a vat), or "signal".  */
   const vat_atom *selector;

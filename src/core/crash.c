@@ -35,7 +35,13 @@ static void describe_cause(const vat__msg *m, vat_crash_report *r) {
     r->selector = m->arg;
   } else if (m->fn == vat__dispatch_signal) {
     const vat__signal *sig = m->arg;
-    r->signal = sig->cls->name ? sig->cls->name : "signal";
+    if (sig->cls->handler) {
+      /* Named only, never called through this type. */
+      r->handler = (vat_fn)sig->cls->handler(sig);
+      r->handler_name = symbol_name(r->handler);
+    } else {
+      r->signal = sig->cls->name ? sig->cls->name : "signal";
+    }
   } else {
     r->handler = m->fn;
     r->handler_name = symbol_name(m->fn);

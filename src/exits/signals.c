@@ -7,8 +7,11 @@
 #include "util/mem.h"
 
 static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig);
-const vat__signal_class vat__exit_class = {exit_deliver,
-                                           vat__signal_drop_nothing, "exit"};
+const vat__signal_class vat__exit_class = {
+    .deliver = exit_deliver,
+    .drop = vat__signal_drop_nothing,
+    .name = "exit",
+};
 
 /* An exit along a link travels inline: the reason in the node's value, the
  * ref of the vat that ended in its aux. A vat's end sends one per link, so
@@ -24,7 +27,10 @@ static void link_exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   exit_deliver(turn, state, &s.base);
 }
 static const vat__signal_class link_exit_class = {
-    link_exit_deliver, vat__signal_drop_nothing, "exit"};
+    .deliver = link_exit_deliver,
+    .drop = vat__signal_drop_nothing,
+    .name = "exit",
+};
 static const vat__signal link_exit = {&link_exit_class};
 
 void vat__exits_send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
@@ -105,7 +111,10 @@ static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 }
 
 static const vat__signal_class ack_class = {
-    ack_deliver, vat__signal_drop_nothing, "unlink ack"};
+    .deliver = ack_deliver,
+    .drop = vat__signal_drop_nothing,
+    .name = "unlink ack",
+};
 
 static link_sig *new_ack(vat_ref *from, uint64_t id) {
   link_sig *ack = vat__gc_alloc(sizeof *ack);
@@ -128,9 +137,16 @@ static void unlink_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
   vat__deliver_now_signal(s->from, &new_ack(target, s->id)->base);
 }
 
-const vat__signal_class vat__link_class = {link_deliver, link_drop, "link"};
-const vat__signal_class vat__unlink_class = {unlink_deliver, unlink_drop,
-                                             "unlink"};
+const vat__signal_class vat__link_class = {
+    .deliver = link_deliver,
+    .drop = link_drop,
+    .name = "link",
+};
+const vat__signal_class vat__unlink_class = {
+    .deliver = unlink_deliver,
+    .drop = unlink_drop,
+    .name = "unlink",
+};
 
 static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   watch_sig *s = (watch_sig *)sig;
@@ -141,8 +157,11 @@ static void down_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   s->w->fn(turn, state, s->w->id, s->w->who, s->reason);
 }
 
-static const vat__signal_class down_class = {down_deliver,
-                                             vat__signal_drop_nothing, "down"};
+static const vat__signal_class down_class = {
+    .deliver = down_deliver,
+    .drop = vat__signal_drop_nothing,
+    .name = "down",
+};
 
 void vat__exits_send_down(vat__worker *w, watch *wa, vat_value reason) {
   if (wa->watcher == NULL) {
@@ -179,7 +198,13 @@ static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
     vat__xmap_remove(&v->ext->exits->watchers, (uintptr_t)s->w);
 }
 
-const vat__signal_class vat__monitor_class = {monitor_deliver, monitor_drop,
-                                              "monitor"};
+const vat__signal_class vat__monitor_class = {
+    .deliver = monitor_deliver,
+    .drop = monitor_drop,
+    .name = "monitor",
+};
 const vat__signal_class vat__demonitor_class = {
-    demonitor_deliver, vat__signal_drop_nothing, "demonitor"};
+    .deliver = demonitor_deliver,
+    .drop = vat__signal_drop_nothing,
+    .name = "demonitor",
+};
