@@ -680,6 +680,9 @@ START_TEST(host_monitor_settles_at_shutdown) {
   vat_value reason;
   ck_assert_vat_ok(vat_promise_wait(down, 0, &reason));
   ck_assert(vat_is_atom(reason, vat_atom_shutdown()));
+  vat_info info = inspect(a);
+  ck_assert(!info.alive);
+  ck_assert(vat_is_atom(info.exit_reason, vat_atom_shutdown()));
 }
 END_TEST
 

@@ -99,8 +99,9 @@ size_t vat_crash_format(const vat_crash_report *report, char *buf, size_t size);
 typedef struct vat_info {
   vat_system *system;
   const char *label; /* NULL: none (see vat_ref_label) */
+  /* As vat_ref_exit_reason: null while alive; once it ended, its reason;
+   * `shutdown` once its system stopped with it alive (then not alive). */
   bool alive;
-  /* null while alive; once it ended, its reason. */
   vat_value exit_reason;
   /* Messages queued and not yet handled: the one being handled is not
    * counted. Exact while the vat is idle or blocked in a turn; while it

@@ -34,22 +34,20 @@ int vat_ref_inspect(vat_ref *ref, vat_info *out) {
   if (ref == NULL || out == NULL)
     return VAT_EINVAL;
   vat__vat *v = ref->vat;
+  /* Null while it runs; once it ended (the `dead` flag's release publishes
+   * the reason), or its system stopped with it alive, the reason. */
+  vat_value reason = vat_ref_exit_reason(ref);
   *out = (vat_info){
       .system = v->sys,
       .label = vat__label_of(v),
-      .alive = !vat__is_dead(v),
+      .alive = vat_is_null(reason),
+      .exit_reason = reason,
       .turns = __atomic_load_n(&v->turns, __ATOMIC_RELAXED),
+      .queue_len = vat__mailbox_peek_len(&v->mailbox, QUEUE_COUNT_MAX),
   };
-  if (!out->alive) {
-    /* Dead: its tables were cleared, and the reason is published by the
-     * `dead` flag's release (vat__terminate). */
-    out->exit_reason = vat_ref_exit_reason(ref);
-    out->queue_len = vat__mailbox_peek_len(&v->mailbox, QUEUE_COUNT_MAX);
-    return VAT_OK;
-  }
-  out->exit_reason = vat_null();
-  out->queue_len = vat__mailbox_peek_len(&v->mailbox, QUEUE_COUNT_MAX);
-  read_exits(v, out);
+  /* A dead vat's tables were cleared: it holds no link or monitor. */
+  if (!vat__is_dead(v))
+    read_exits(v, out);
   return VAT_OK;
 }
 
