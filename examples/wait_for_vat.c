@@ -47,9 +47,10 @@ static vat_promise *start(vat_system *sys, const char *label, int64_t last,
     exit(1);
   *s = (summer){.next = 1, .last = last};
   vat_promise *down;
-  /* Before the first send, though it could not miss the end anyway: a
-   * monitor of a vat that has ended resolves with noproc. The monitor
-   * arrives as a message, so the vat counts it as a turn. */
+  /* Before the first send: the monitor reaches the vat ahead of the
+   * work, so the vat cannot end unwatched (a monitor that finds a vat
+   * already ended answers noproc, without the reason). It arrives as a
+   * message, so the vat counts it as a turn. */
   if (vat_host_monitor(*out, NULL, &down) != VAT_OK ||
       vat_host_send(*out, sum_slice, NULL) != VAT_OK)
     exit(1);
