@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 #define GC_THREADS 1
 #include <gc/gc.h>
@@ -121,7 +122,7 @@ int main(int argc, char **argv) {
 
   double start = bench_now();
   bench_check(vat_host_send(chain[0], fail_first, NULL), "send");
-  sem_wait(&done);
+  bench_wait(sys, &done, "chain", 0);
   double seconds = w->finished_at - start;
 
   bench_check(vat_system_shutdown(sys, 30), "shutdown");

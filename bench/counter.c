@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 enum { PER_TURN = 64, WINDOW = 512 };
 
@@ -124,7 +125,7 @@ int main(int argc, char **argv) {
 
   double start = bench_now();
   bench_check(vat_host_send(driver_ref, drive, NULL), "start");
-  sem_wait(&done);
+  bench_wait(sys, &done, "counter", k);
   double seconds = d->finished_at - start;
   bench_check(vat_system_shutdown(sys, 10), "shutdown");
 

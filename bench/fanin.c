@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 enum { PER_TURN = 64, WINDOW = 128 };
 
@@ -111,7 +112,7 @@ int main(int argc, char **argv) {
     *p = (producer){.consumer = consumer_ref, .k = k, .next_sync = WINDOW};
     bench_check(vat_host_send(ref, produce, NULL), "start");
   }
-  sem_wait(&done);
+  bench_wait(sys, &done, "fanin", np * k);
   double seconds = c->finished_at - start;
   bench_check(vat_system_shutdown(sys, 10), "shutdown");
   vat_stats st;

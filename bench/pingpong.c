@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 typedef struct player {
   vat_ref *peer;
@@ -52,7 +53,7 @@ int main(int argc, char **argv) {
 
   double start = bench_now();
   bench_check(vat_host_send(b, ping, NULL), "start");
-  sem_wait(&done);
+  bench_wait(sys, &done, "pingpong", 2 * r);
   double seconds = pa->finished_at - start;
   bench_check(vat_system_shutdown(sys, 10), "shutdown");
   vat_stats st;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 typedef struct client {
   vat_ref *server;
@@ -69,7 +70,7 @@ int main(int argc, char **argv) {
 
   double t0 = bench_now();
   bench_check(vat_host_send(client_ref, start, NULL), "start");
-  sem_wait(&done);
+  bench_wait(sys, &done, "request", 0);
   double seconds = c->finished_at - t0;
   bench_check(vat_system_shutdown(sys, 10), "shutdown");
   bool ok = c->answered == r && c->wrong == 0;

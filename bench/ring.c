@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 #define GC_THREADS 1
 #include <gc/gc.h>
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
     bench_check(vat_host_send(ring[k * (n / m)], token, (void *)(uintptr_t)n),
                 "inject");
   ring = NULL; /* the ring now holds itself: each vat refers to the next */
-  sem_wait(&done);
+  bench_wait(sys, &done, "ring", n * m + m);
   double seconds = d->finished_at - start;
 
   bench_check(vat_system_shutdown(sys, 10), "shutdown");

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 enum { SPAWN_PER_TURN = 1024 };
 
@@ -75,7 +76,7 @@ int main(int argc, char **argv) {
 
   double start = bench_now();
   bench_check(vat_host_send(driver_ref, spawn_some, NULL), "start");
-  sem_wait(&done);
+  bench_wait(sys, &done, "selfsend", na * k);
   double seconds = d->finished_at - start;
   bench_check(vat_system_shutdown(sys, 10), "shutdown");
   vat_stats st;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 typedef struct node {
   vat_ref *parent;
@@ -102,7 +103,7 @@ int main(int argc, char **argv) {
   *r =
       (node){.parent = driver_ref, .parent_takes = root_answer, .size = leaves};
   bench_check(vat_host_send(root, run, NULL), "start");
-  sem_wait(&done);
+  bench_wait(sys, &done, "skynet", 0);
   double seconds = d->finished_at - start;
   bench_check(vat_system_shutdown(sys, 30), "shutdown");
   vat_stats st;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "bench_util.h"
+#include "progress.h"
 
 /* A few per turn: the spawner's self-sends run back to back for a whole
  * batch, so many per turn would make vats faster than the worker runs and
@@ -73,7 +74,7 @@ int main(int argc, char **argv) {
 
   double start = bench_now();
   bench_check(vat_host_send(spawner_ref, spawn_some, NULL), "start");
-  sem_wait(&done);
+  bench_wait(sys, &done, "spawn", n);
   double seconds = finished_at - start;
   bench_check(vat_system_shutdown(sys, 30), "shutdown");
   vat_stats st;

@@ -3,7 +3,10 @@
  * run and blocks on the answer.
  *
  * The driver answers main's request with the promise of its own get
- * request: main's promise follows it, and resolves with the count. */
+ * request: main's promise follows it, and resolves with the count.
+ *
+ * It compiles as C++ too (.ci/install-check builds it both ways): hence
+ * the casts from void * and no compound literals. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +38,7 @@ typedef struct driver {
  * comes after every add. */
 static void drive(vat_turn *turn, void *state, void *arg) {
   (void)arg;
-  driver *d = state;
+  driver *d = (driver *)state;
   for (int i = 0; i < 1000 && d->left > 0; i++, d->left--)
     vat_send(turn, d->counter, add, (void *)(intptr_t)100);
   if (d->left > 0) {
@@ -48,7 +51,7 @@ static void drive(vat_turn *turn, void *state, void *arg) {
 }
 
 static void run(vat_turn *turn, void *state, void *arg, vat_resolver *r) {
-  driver *d = state;
+  driver *d = (driver *)state;
   d->left = (uint64_t)(uintptr_t)arg;
   d->reply = r;
   drive(turn, state, NULL);
@@ -61,10 +64,10 @@ int main(int argc, char **argv) {
   driver *d;
   if (vat_init() != VAT_OK || vat_system_new(NULL, &sys) != VAT_OK)
     return 1;
-  vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(counter)},
-                 &counter_ref, NULL);
-  vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(driver)},
-                 &driver_ref, (void **)&d);
+  vat_entity_def counter_def = {.state_size = sizeof(counter)};
+  vat_entity_def driver_def = {.state_size = sizeof(driver)};
+  vat_host_spawn(sys, &counter_def, &counter_ref, NULL);
+  vat_host_spawn(sys, &driver_def, &driver_ref, (void **)&d);
   d->counter = counter_ref;
 
   vat_promise *answer;

@@ -6,6 +6,9 @@
  * each vat takes one off and hands it on. The vat where it reaches zero
  * resolves the promise main is waiting on.
  *
+ * It compiles as C++ too (.ci/install-check builds it both ways): hence
+ * the casts from void * and no compound literals.
+ *
  * usage: ring [VATS [LAPS]] */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,8 +31,8 @@ typedef struct token {
 
 /* One hop: runs in the vat that holds the token. */
 static void pass(vat_turn *turn, void *state, void *arg) {
-  node *n = state;
-  token *t = arg;
+  node *n = (node *)state;
+  token *t = (token *)arg;
   if (--t->hops_left == 0) {
     vat_resolve(turn, t->home, vat_int(n->id));
     return;
@@ -39,8 +42,8 @@ static void pass(vat_turn *turn, void *state, void *arg) {
 
 /* A request: the answer will be where the token stopped. */
 static void start(vat_turn *turn, void *state, void *arg, vat_resolver *r) {
-  node *n = state;
-  token *t = arg;
+  node *n = (node *)state;
+  token *t = (token *)arg;
   t->home = r;
   vat_send(turn, n->next, pass, t);
 }
@@ -59,13 +62,14 @@ int main(int argc, char **argv) {
 
   /* Spawn the vats back to front, so each is given its successor at birth;
    * the first vat's successor is set last, closing the ring. */
+  vat_entity_def def = {.state_size = sizeof(node)};
   vat_ref *first = NULL, *next = NULL;
   node *last = NULL;
   for (int i = vats - 1; i >= 0; i--) {
     node *n;
-    vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(node)}, &first,
-                   (void **)&n);
-    *n = (node){.id = i, .next = next};
+    vat_host_spawn(sys, &def, &first, (void **)&n);
+    n->id = i;
+    n->next = next;
     if (last == NULL)
       last = n;
     next = first;

@@ -13,5 +13,6 @@
 #include "vat/supervisor.h"
 #include "vat/timer.h"
 #include "vat/value.h"
+#include "vat/version.h"
 
 #endif

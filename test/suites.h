@@ -22,6 +22,8 @@
   X(supervisor)                                                                \
   X(caps)                                                                      \
   X(soak)                                                                      \
+  X(version)                                                                   \
+  X(overload)                                                                  \
   X(observe)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);

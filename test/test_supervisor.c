@@ -47,6 +47,9 @@ static void kid_stopped(void *state, vat_value reason) {
 }
 
 static _Atomic uint64_t ignored_exits;
+/* Kids that trap exits by now: an exit(shutdown) that reached a kid before
+ * its trap turn ran would end it there, ahead of that turn (vat/exits.h). */
+static _Atomic uint64_t traps_set;
 
 static void ignore_exit(vat_turn *turn, void *state, vat_ref *from,
                         vat_value reason) {
@@ -61,6 +64,7 @@ static void kid_trap(vat_turn *turn, void *state, void *arg) {
   (void)state;
   (void)arg;
   expect_vat_ok(vat_trap_exit(turn, vat_self(turn), ignore_exit));
+  atomic_fetch_add(&traps_set, 1);
 }
 
 static bool fail_start[MAX_KIDS];
@@ -295,9 +299,11 @@ START_TEST(shutdown_timeout_then_kill) {
   vat_system *sys = test_system(2);
   vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 3, 5);
   kid_args[1].trap = true; /* ignores exit(shutdown) */
+  atomic_store(&traps_set, 0);
   specs[1].shutdown_s = 0.2;
   specs[0].shutdown_s = 0; /* brutal kill */
   vat_ref *sup = start_sup(sys, &spec, 3);
+  ck_assert(test_wait_u64(&traps_set, 1, 30));
   uint64_t mark = atomic_load(&nevents);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -323,7 +329,9 @@ START_TEST(killed_while_shutting_down) {
   vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 3, 5);
   kid_args[2].trap = true;
   specs[2].shutdown_s = 30;
+  atomic_store(&traps_set, 0);
   vat_ref *sup = start_sup(sys, &spec, 3);
+  ck_assert(test_wait_u64(&traps_set, 1, 30));
   ck_assert_vat_ok(vat_host_supervisor_stop(sup));
   ck_assert(test_wait_u64(&ignored_exits, 1, 30));
   ck_assert_vat_ok(vat_host_exit(sup, vat_atom_value(vat_atom_killed())));

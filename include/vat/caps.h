@@ -32,6 +32,10 @@
 #include "vat/promise.h"
 #include "vat/value.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* --- Requests in message form --------------------------------------------
  * vat_request sends `selector` with the value request(payload, reply): a
  * record labelled "vat.request" whose second field is a ref to a reply
@@ -175,5 +179,9 @@ int vat_membrane_new(vat_turn *turn, vat_ref *target, vat_ref **wrapped,
  *  the revoker are new vats. Host thread. Errors as vat_host_spawn. */
 int vat_host_membrane_new(vat_system *sys, vat_ref *target, vat_ref **wrapped,
                           vat_ref **revoker);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

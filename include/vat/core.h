@@ -25,6 +25,10 @@
 #include "vat/error.h"
 #include "vat/value.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct vat_system vat_system;
 typedef struct vat_turn vat_turn;
 /* vat_ref is declared in vat/value.h: a ref to one entity; the entity knows
@@ -277,5 +281,9 @@ vat_value vat_ref_exit_reason(vat_ref *ref);
 const vat_atom *vat_atom_normal(void);
 const vat_atom *vat_atom_killed(void);
 const vat_atom *vat_atom_noproc(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

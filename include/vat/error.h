@@ -7,6 +7,10 @@
 #ifndef VAT_ERROR_H
 #define VAT_ERROR_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define VAT_ERRNO_MAP(X)                                                       \
   X(EINVAL, -1, "invalid argument")                                            \
   X(ENOTINTURN, -2, "call is only valid inside a turn of the calling vat")     \
@@ -41,5 +45,9 @@ const char *vat_strerror(int err);
 /** The symbolic name of an error code ("VAT_EINVAL"), or "VAT_UNKNOWN".
  *  Any thread; never NULL; the string is static. */
 const char *vat_err_name(int err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -33,6 +33,17 @@
  * vat anyway.) Signals from one vat to another arrive in the order they
  * were committed, with its messages.
  *
+ * An exit signal that ends its receiver (rule 4) takes effect at the
+ * receiver's next turn boundary, whatever its backlog, as in Erlang: it
+ * overtakes the messages queued before it, which become dead letters
+ * (vat_stats.dead_letters; a request among them breaks with the vat's
+ * reason, as for any message to a vat that has ended). The links and
+ * monitors made or removed before it still take effect first. So a kill
+ * ends a flooded vat after at most the turn it is running, and a
+ * supervisor's `shutdown_s` bounds a child's end whatever it has queued.
+ * An exit that a trap turns into a call (rule 2), and a down notification,
+ * keep their place after the messages their sender sent before them.
+ *
  * Who may call: the functions taking a vat_turn are "inside a turn" (see
  * vat/core.h): VAT_ENOTINTURN outside one, VAT_ETURNFAILED once the turn
  * has failed. vat_host_exit is "host thread".
@@ -45,6 +56,10 @@
 
 #include "vat/core.h"
 #include "vat/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* --- Exit reasons --------------------------------------------------------
  * An exit reason is any non-null vat_value. The well-known ones are atoms:
@@ -155,5 +170,9 @@ int vat_kill(vat_turn *turn, vat_ref *target);
  *  Thread-safe. Errors: VAT_EINVAL, VAT_EINTURN, VAT_ENOTINIT,
  *  VAT_ENOTREGISTERED, VAT_ECLOSED (the target's system is closing). */
 int vat_host_exit(vat_ref *target, vat_value reason);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -37,6 +37,10 @@
 
 #include "vat/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct vat_run_result {
   uint64_t turns; /* turns run by this call */
   bool more;      /* work is still ready: call again without waiting */
@@ -80,5 +84,9 @@ int vat_system_advance_clock(vat_system *sys, uint64_t ns);
 /** The virtual clock's reading (deterministic mode) or the monotonic clock,
  *  in nanoseconds. Any thread. Returns 0 for a NULL system. */
 uint64_t vat_system_now(vat_system *sys);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

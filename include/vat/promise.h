@@ -34,6 +34,10 @@
 
 #include "vat/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* vat_promise is declared in vat/value.h. */
 typedef struct vat_resolver vat_resolver;
 
@@ -139,5 +143,9 @@ int vat_promise_call(vat_turn *turn, vat_promise *p, vat_request_fn fn,
 /** The reasons above, as atoms. Any thread. */
 const vat_atom *vat_atom_timeout(void);
 const vat_atom *vat_atom_not_a_ref(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -19,7 +19,10 @@
  * deterministic mode the virtual clock, which only the host moves.
  * Shutting a child down: the supervisor monitors and unlinks it, sends it
  * exit(shutdown), waits for it to end up to the child's `shutdown_s`, then
- * kills it; children are shut down one at a time, newest first.
+ * kills it; children are shut down one at a time, newest first. Either
+ * exit takes effect at the child's next turn boundary, whatever it has
+ * queued (vat/exits.h), unless it traps exits and handles the shutdown
+ * itself, in order.
  *
  * The supervisor ends: with `normal` after vat_supervisor_stop; with the
  * parent's reason when its parent (the vat that called
@@ -39,6 +42,10 @@
 #include "vat/core.h"
 #include "vat/exits.h"
 #include "vat/promise.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum vat_sup_strategy {
   VAT_ONE_FOR_ONE,
@@ -127,5 +134,9 @@ int vat_host_supervisor_which_children(vat_ref *sup, vat_ref *reply_to,
  *  from a host thread). Errors: those of vat_call / vat_host_call. */
 int vat_supervisor_children(vat_turn *turn, vat_ref *sup, vat_promise **out);
 int vat_host_supervisor_children(vat_ref *sup, vat_promise **out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

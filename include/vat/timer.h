@@ -30,6 +30,10 @@
 
 #include "vat/core.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct vat_timer vat_timer;
 
 /** Sends `fn(arg)` to `to` after `delay_s` seconds (>= 0). Stores the timer
@@ -66,5 +70,9 @@ int vat_timer_cancel(vat_timer *timer);
  *  VAT_ENOTINTURN, VAT_ETURNFAILED. */
 int vat_idle_timeout(vat_turn *turn, double idle_s, vat_ref *to, vat_fn fn,
                      void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -24,6 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct vat_atom vat_atom;       /* interned name; compare by pointer */
 typedef struct vat_entity vat_ref;      /* see vat/core.h */
 typedef struct vat_promise vat_promise; /* see vat/promise.h */
@@ -142,5 +146,9 @@ uint64_t vat_hash(vat_value v);
 /** Writes a readable form of v into buf (snprintf rules: always
  *  NUL-terminated when size > 0; returns the length the full text needs). */
 size_t vat_format(vat_value v, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -19,6 +19,7 @@
 #include "core/schedule.h"
 #include "core/system.h"
 #include "core/worker.h"
+#include "util/cpu.h"
 #include "util/testpoint.h"
 
 void vat__dispatch_dynamic(vat_turn *turn, void *state, void *arg) {
@@ -124,7 +125,7 @@ int vat__deliver_from_host(vat__msg *m) {
   return deliver_external(NULL, m, m);
 }
 
-void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last) {
+VAT__HOT void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last) {
   vat__vat *to = first->target->vat;
   if (to->sys != w->sys) {
     deliver_external(w, first, last);

@@ -21,11 +21,21 @@
  * in their own struct (vat__container_of gets back). `deliver` runs as a
  * turn of the target vat (so it may use the turn API); `drop` runs instead
  * when the target is dead or its system stopped — never both, exactly one
- * of them, once. `w` is NULL when the drop happens off the workers. */
+ * of them, once. `w` is NULL when the drop happens off the workers.
+ * `overtakes` (optional) says whether the queued signal `m` would end the
+ * vat `v` if it ran now; if so, once its sender alerted the vat
+ * (vat__alert), it runs at the vat's next turn boundary, ahead of the
+ * messages queued before it: an exit signal, as in Erlang, takes effect on
+ * arrival, whatever the backlog. It only reads the vat's state: it runs on
+ * the vat's worker, between turns. A `control` signal (link and monitor
+ * bookkeeping) is never overtaken: Erlang handles every signal in the
+ * order it arrived, and only messages wait in the queue. */
 typedef struct vat__signal vat__signal;
 typedef struct vat__signal_class {
   void (*deliver)(vat_turn *turn, void *state, vat__signal *sig);
   void (*drop)(vat__worker *w, vat_ref *target, vat__signal *sig);
+  bool (*overtakes)(vat__vat *v, const vat__msg *m);
+  bool control;
   /* What a crash report says the vat was handling (NULL: "signal"). */
   const char *name;
   /* Optional: the user's function the signal runs (a request's handler),
@@ -63,6 +73,16 @@ void vat__deliver_now_signal(vat_ref *to, vat__signal *sig);
  *  by the thousand. */
 void vat__deliver_now_inline(vat_ref *to, const vat__signal *sig,
                              vat_value value, void *aux);
+
+/** Tells `v`'s turn loop that a signal that may overtake its queue was
+ *  pushed to it: it looks through the queue at its next turn boundary.
+ *  After the push, from any thread; the sender alerts only when the signal
+ *  is likely to end the vat, so that a vat is not searched once per
+ *  signal it will only queue. */
+static inline void vat__alert(vat__vat *v) {
+  /* Release: the loop's acquire exchange then sees the push. */
+  atomic_store_explicit(&v->alerted, true, memory_order_release);
+}
 
 /** Runs a signal (in `arg`): its class's deliver. */
 void vat__dispatch_signal(vat_turn *turn, void *state, void *arg);

@@ -13,8 +13,8 @@ void vat__mailbox_init(vat__mailbox *mb) {
   mb->tail = NULL;
 }
 
-bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
-                             vat__msg *last) {
+VAT__HOT bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
+                                      vat__msg *last) {
   /* The stack links each node to the one pushed before it, the reverse of
    * the chain's order. Mark the oldest node unlinked first: the consumer may
    * see the nodes the moment `top` holds them, before that node's link to
@@ -43,7 +43,7 @@ bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
   return below == NULL;
 }
 
-void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m) {
+VAT__HOT void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m) {
   atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
   if (mb->tail)
     atomic_store_explicit(&mb->tail->next, m, memory_order_relaxed);
@@ -103,7 +103,7 @@ static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
  * `taken` and `top` stay as they were, so the vat cannot go idle (try_idle's
  * CAS fails) and a later take gets the whole segment. With `wait` (a vat
  * that will not run again) it waits for the producer instead. */
-static bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
+static VAT__HOT bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
   vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
@@ -133,11 +133,11 @@ static bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
   return true;
 }
 
-bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
+VAT__HOT bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
   return take(mb, pool, false);
 }
 
-bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
+VAT__HOT bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   if (mb->head != NULL)
     return false;
   /* Clear `taken` before the CAS: once the vat is idle, a producer may
@@ -159,6 +159,44 @@ bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   if (taken_bits & VAT__TAKEN_DONE)
     recycle(pool, taken);
   return true;
+}
+
+vat__msg *vat__mailbox_find(vat__mailbox *mb, vat__msgpool *pool,
+                            vat__msg_match *match, void *ctx, bool *complete) {
+  *complete = take(mb, pool, false) ||
+              atomic_load_explicit(&mb->top, memory_order_relaxed) ==
+                  vat__mailbox_taken(mb);
+  for (vat__msg *m = mb->head; m != NULL;
+       m = atomic_load_explicit(&m->next, memory_order_relaxed))
+    if (match(m, ctx))
+      return m;
+  return NULL;
+}
+
+vat__msg *vat__mailbox_extract(vat__mailbox *mb, vat__msg_match *match,
+                               void *ctx, const vat__msg *stop) {
+  vat__msg *out = NULL, *out_tail = NULL;
+  for (vat__msg *m = mb->head, *prev = NULL, *next; m != NULL && m != stop;
+       m = next) {
+    next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    if (!match(m, ctx)) {
+      prev = m;
+      continue;
+    }
+    if (prev)
+      atomic_store_explicit(&prev->next, next, memory_order_relaxed);
+    else
+      vat__mailbox_set_head(mb, next);
+    if (mb->tail == m)
+      mb->tail = prev;
+    atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+    if (out_tail)
+      atomic_store_explicit(&out_tail->next, m, memory_order_relaxed);
+    else
+      out = m;
+    out_tail = m;
+  }
+  return out;
 }
 
 size_t vat__mailbox_count(vat__mailbox *mb) {

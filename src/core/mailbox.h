@@ -104,6 +104,21 @@ static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
   return m;
 }
 
+/* Searching the queue: for signals that overtake it (turn.c). Consumer
+ * only, and not for the hot path: they walk the queue. */
+typedef bool vat__msg_match(const vat__msg *m, void *ctx);
+
+/** Takes what was pushed, then returns the oldest queued message `match`
+ *  accepts, left in place, or NULL. Sets `*complete` false when a producer
+ *  was mid-push: what lies under its node was not looked at. */
+vat__msg *vat__mailbox_find(vat__mailbox *mb, vat__msgpool *pool,
+                            vat__msg_match *match, void *ctx, bool *complete);
+
+/** Removes the queued messages before `stop` (NULL: all) that `match`
+ *  accepts, and returns them linked in queue order (last->next NULL). */
+vat__msg *vat__mailbox_extract(vat__mailbox *mb, vat__msg_match *match,
+                               void *ctx, const vat__msg *stop);
+
 /** Consumer of a vat that will never run again (its system stopped and
  *  its workers are joined): the next message, or NULL when the mailbox is
  *  empty. Unlike vat__mailbox_pop it waits for a producer caught mid-push,

@@ -54,6 +54,18 @@ static bool refill_from_depot(vat__msgpool *pool) {
   return true;
 }
 
+/* A batch given up to the collector: its nodes must not point at each
+ * other, or one of them still reachable (a stale word anywhere, or a node
+ * of the same slab kept in a pool) would keep the whole chain alive, and
+ * with it the slabs the chain runs through. */
+static void unlink_batch(vat__msg *m) {
+  while (m != NULL) {
+    vat__msg *next = next_of(m);
+    atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+    m = next;
+  }
+}
+
 /* Hands the newest BATCH free nodes to the depot, or to the collector when
  * the depot is full. */
 void vat__msgpool_spill(vat__msgpool *pool) {
@@ -64,15 +76,19 @@ void vat__msgpool_spill(vat__msgpool *pool) {
   pool->count -= BATCH;
   atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
   vat__msgdepot *depot = pool->depot;
-  if (depot == NULL)
-    return;
-  pthread_mutex_lock(&depot->lock);
-  if (atomic_load_explicit(&depot->count, memory_order_relaxed) < DEPOT_CAP) {
-    batch->arg = depot->batches;
-    depot->batches = batch;
-    atomic_fetch_add_explicit(&depot->count, 1, memory_order_relaxed);
+  bool kept = false;
+  if (depot != NULL) {
+    pthread_mutex_lock(&depot->lock);
+    if (atomic_load_explicit(&depot->count, memory_order_relaxed) < DEPOT_CAP) {
+      batch->arg = depot->batches;
+      depot->batches = batch;
+      atomic_fetch_add_explicit(&depot->count, 1, memory_order_relaxed);
+      kept = true;
+    }
+    pthread_mutex_unlock(&depot->lock);
   }
-  pthread_mutex_unlock(&depot->lock);
+  if (!kept)
+    unlink_batch(batch);
 }
 
 void vat__msgpool_refill(vat__msgpool *pool) {

@@ -7,7 +7,9 @@
  * many free nodes hands a batch to the depot, and a worker that ran out
  * takes a batch from it (one lock per batch, not per node) before it carves
  * a new slab from the collector. Past the depot's cap, batches are left to
- * the collector, so a burst does not pin memory for ever.
+ * the collector with their links cut, so a burst does not pin memory for
+ * ever: what stays is at most VAT__MSGPOOL_CAP nodes per worker and the
+ * depot's batches.
  *
  * Pools and the depot live in collector memory reachable from their system,
  * so listed nodes are never reclaimed.

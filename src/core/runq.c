@@ -2,6 +2,7 @@
 #include "core/runq.h"
 
 #include "core/vat.h"
+#include "util/cpu.h"
 
 #define SLOT(q, i) (&(q)->slots[(i) % VAT__RUNQ_SIZE])
 
@@ -12,7 +13,7 @@ void vat__runq_init(vat__runq *q) {
     atomic_init(&q->slots[i], NULL);
 }
 
-bool vat__runq_push(vat__runq *q, vat__vat *v) {
+VAT__HOT bool vat__runq_push(vat__runq *q, vat__vat *v) {
   /* Acquire on head: a thief's CAS released the slots it read, so the slot
    * we are about to overwrite is no longer being read. */
   uint32_t head = atomic_load_explicit(&q->head, memory_order_acquire);

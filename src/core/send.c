@@ -3,6 +3,7 @@
 #include "core/deliver.h"
 #include "core/system.h"
 #include "core/worker.h"
+#include "util/cpu.h"
 
 static vat__msg *buffer(vat_turn *t, vat_ref *to, vat_fn fn, void *arg) {
   vat__msg *m = vat__msg_alloc(&t->worker->pool);
@@ -17,7 +18,7 @@ static vat__msg *buffer(vat_turn *t, vat_ref *to, vat_fn fn, void *arg) {
   return m;
 }
 
-int vat_send(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg) {
+VAT__HOT int vat_send(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg) {
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
     return rc;

@@ -9,6 +9,7 @@
 #include "core/deliver.h"
 #include "core/turn.h"
 #include "core/worker.h"
+#include "util/cpu.h"
 #include "util/gc.h"
 
 void vat__turn_defer(vat_turn *t, vat__effect *e) {
@@ -133,9 +134,70 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
 #endif
 }
 
-bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
+static const vat__signal_class *class_of(const vat__msg *m) {
+  return m->fn == vat__dispatch_signal ? ((const vat__signal *)m->arg)->cls
+                                       : NULL;
+}
+
+static bool overtakes_now(const vat__msg *m, void *v) {
+  const vat__signal_class *cls = class_of(m);
+  return cls != NULL && cls->overtakes != NULL && cls->overtakes(v, m);
+}
+
+static bool is_control(const vat__msg *m, void *ctx) {
+  (void)ctx;
+  const vat__signal_class *cls = class_of(m);
+  return cls != NULL && cls->control;
+}
+
+static bool is_this(const vat__msg *m, void *ctx) {
+  return m == ctx;
+}
+
+/* Runs the messages of the chain `m`, unless the vat ends first (then the
+ * rest are dead letters). */
+static void run_chain(vat__worker *w, vat__vat *v, vat__msg *m) {
+  while (m != NULL) {
+    vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    if (vat__is_dead(v))
+      vat__dead_letter(w, m);
+    else
+      run_turn(w, v, m);
+    vat__mailbox_done(&v->mailbox, &w->pool, m);
+    m = next;
+  }
+}
+
+/* A signal that would end the vat runs now, ahead of the messages queued
+ * before it, after the control signals queued before it (deliver.h); what
+ * the vat leaves queued then becomes dead letters. Out of line: the flag is
+ * rarely set. */
+static __attribute__((noinline, cold)) void run_overtaking(vat__worker *w,
+                                                           vat__vat *v) {
+  /* Acquire pairs with vat__alert's release: the search finds the push. */
+  if (!atomic_exchange_explicit(&v->alerted, false, memory_order_acquire) ||
+      vat__is_dead(v))
+    return;
+  vat__mailbox *mb = &v->mailbox;
+  bool complete;
+  vat__msg *fatal =
+      vat__mailbox_find(mb, &w->pool, overtakes_now, v, &complete);
+  if (!complete) /* the signal may lie under a push not finished yet */
+    atomic_store_explicit(&v->alerted, true, memory_order_relaxed);
+  if (fatal == NULL)
+    return;
+  run_chain(w, v, vat__mailbox_extract(mb, is_control, NULL, fatal));
+  /* An unlink among them may have taken the exit's link away. */
+  if (!vat__is_dead(v) && overtakes_now(fatal, v))
+    run_chain(w, v, vat__mailbox_extract(mb, is_this, fatal, NULL));
+}
+
+VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
   vat__mailbox *mb = &v->mailbox;
   while (budget > 0) {
+    if (__builtin_expect(
+            atomic_load_explicit(&v->alerted, memory_order_relaxed), 0))
+      run_overtaking(w, v);
     vat__msg *m = vat__mailbox_pop(mb, &w->pool);
     if (m == NULL) {
       if (vat__mailbox_try_idle(mb, &w->pool))
@@ -158,7 +220,7 @@ bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
 
 /* --- The turn's public API ---------------------------------------------- */
 
-vat_ref *vat_self(vat_turn *turn) {
+VAT__HOT vat_ref *vat_self(vat_turn *turn) {
   return turn != NULL && turn == vat__current_turn ? turn->self : NULL;
 }
 

@@ -67,6 +67,13 @@ struct vat__vat {
   vat_system *sys;
   /* Set once, with release, after ext->exit_reason is written. */
   _Atomic bool dead;
+  /* Set, with release, after a signal that may end the vat ahead of its
+   * queue was pushed (vat__alert); the turn loop looks at each turn
+   * boundary and clears it. */
+  _Atomic bool alerted;
+  /* Whether the vat traps exits, mirrored by the exits module for senders
+   * deciding whether to alert it: a hint, written relaxed by the vat. */
+  _Atomic bool traps_hint;
   /* Turns run, wrapping: lets an idle timer see silence. Written by the
    * vat's worker alone with relaxed atomic stores (plain moves), so a
    * snapshot from another thread may read it (vat_ref_inspect). */

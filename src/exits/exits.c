@@ -61,6 +61,7 @@
 #include "core/atoms.h"
 #include "core/system.h"
 #include "exits/state.h"
+#include "util/container.h"
 #include "util/mem.h"
 
 struct vat__exits *vat__exits_make(vat__vat *v) {
@@ -277,6 +278,8 @@ int vat_trap_exit(vat_turn *turn, vat_ref *receiver, vat_exit_fn on_exit) {
   /* Immediate: a failed turn ends the vat, so no one sees the change. */
   struct vat__exits *x = vat__exits_of(turn->vat);
   x->trap_fn = receiver ? on_exit : NULL;
+  atomic_store_explicit(&turn->vat->traps_hint, receiver != NULL,
+                        memory_order_relaxed);
   vat__exits_set_trap(x, receiver);
   return VAT_OK;
 }
@@ -290,13 +293,33 @@ static exit_sig *exit2(vat__vat *from_vat, vat_value reason) {
   return s;
 }
 
+/* Alerts the target once the exit buffered just before it is delivered:
+ * a turn's effects take place in order among its sends. */
+typedef struct alert_effect {
+  vat__effect base;
+  vat__vat *to;
+} alert_effect;
+
+static void alert_commit(vat_turn *turn, vat__effect *e) {
+  (void)turn;
+  vat__alert(vat__container_of(e, alert_effect, base)->to);
+}
+
 int vat_exit(vat_turn *turn, vat_ref *target, vat_value reason) {
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
     return rc;
   if (target == NULL || vat_is_null(reason))
     return VAT_EINVAL;
-  return vat__send_signal(turn, target, &exit2(turn->vat, reason)->base);
+  rc = vat__send_signal(turn, target, &exit2(turn->vat, reason)->base);
+  if (rc == VAT_OK &&
+      vat__exits_may_end(target->vat, turn->vat, reason, false)) {
+    alert_effect *e = vat__gc_alloc(sizeof *e);
+    e->base.commit = alert_commit;
+    e->to = target->vat;
+    vat__turn_defer(turn, &e->base);
+  }
+  return rc;
 }
 
 int vat_kill(vat_turn *turn, vat_ref *target) {
@@ -306,7 +329,10 @@ int vat_kill(vat_turn *turn, vat_ref *target) {
 int vat_host_exit(vat_ref *target, vat_value reason) {
   if (vat_is_null(reason))
     return VAT_EINVAL;
-  return vat__host_send_signal(target, &exit2(NULL, reason)->base);
+  int rc = vat__host_send_signal(target, &exit2(NULL, reason)->base);
+  if (rc == VAT_OK && vat__exits_may_end(target->vat, NULL, reason, false))
+    vat__alert(target->vat);
+  return rc;
 }
 
 /* --- Host threads' monitors ----------------------------------------------- */

@@ -7,9 +7,11 @@
 #include "util/mem.h"
 
 static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig);
+static bool exit_overtakes(vat__vat *v, const vat__msg *m);
 const vat__signal_class vat__exit_class = {
     .deliver = exit_deliver,
     .drop = vat__signal_drop_nothing,
+    .overtakes = exit_overtakes,
     .name = "exit",
 };
 
@@ -26,12 +28,23 @@ static void link_exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
                 .link = true};
   exit_deliver(turn, state, &s.base);
 }
+static bool link_exit_overtakes(vat__vat *v, const vat__msg *m);
 static const vat__signal_class link_exit_class = {
     .deliver = link_exit_deliver,
     .drop = vat__signal_drop_nothing,
+    .overtakes = link_exit_overtakes,
     .name = "exit",
 };
 static const vat__signal link_exit = {&link_exit_class};
+
+bool vat__exits_may_end(vat__vat *to, vat__vat *from_vat, vat_value reason,
+                        bool link) {
+  if (!link && vat__exits_is_kill(reason))
+    return true;
+  if (vat_reason_is_normal(reason) && from_vat != to)
+    return false;
+  return !atomic_load_explicit(&to->traps_hint, memory_order_relaxed);
+}
 
 void vat__exits_send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
                           vat_value reason) {
@@ -41,6 +54,34 @@ void vat__exits_send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
   if (vat__is_dead(to->vat))
     return;
   vat__deliver_now_inline(to, &link_exit, reason, &from_vat->first);
+  if (vat__exits_may_end(to->vat, from_vat, reason, true))
+    vat__alert(to->vat);
+}
+
+/* What exit_deliver will do, read without doing it: whether the exit
+ * ends `v` (rules 1 to 4 of vat/exits.h). Such an exit overtakes the queue;
+ * one that a trap turns into a message keeps its place, after what its
+ * sender sent before it. */
+static bool exit_ends(vat__vat *v, vat__vat *from_vat, vat_value reason,
+                      bool link) {
+  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
+  if (link &&
+      (x == NULL || vat__xmap_get(&x->links, (uintptr_t)from_vat) == NULL))
+    return false;
+  bool kill = !link && vat__exits_is_kill(reason);
+  if (x != NULL && x->trap != NULL && !kill)
+    return false;
+  return !vat_reason_is_normal(reason) || from_vat == v;
+}
+
+static bool exit_overtakes(vat__vat *v, const vat__msg *m) {
+  const exit_sig *s = m->arg;
+  return exit_ends(v, s->from_vat, s->reason, s->link);
+}
+
+static bool link_exit_overtakes(vat__vat *v, const vat__msg *m) {
+  const vat_ref *from = m->aux;
+  return exit_ends(v, from->vat, m->value, true);
 }
 
 static void exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
@@ -113,6 +154,7 @@ static void ack_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 static const vat__signal_class ack_class = {
     .deliver = ack_deliver,
     .drop = vat__signal_drop_nothing,
+    .control = true,
     .name = "unlink ack",
 };
 
@@ -140,11 +182,13 @@ static void unlink_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
 const vat__signal_class vat__link_class = {
     .deliver = link_deliver,
     .drop = link_drop,
+    .control = true,
     .name = "link",
 };
 const vat__signal_class vat__unlink_class = {
     .deliver = unlink_deliver,
     .drop = unlink_drop,
+    .control = true,
     .name = "unlink",
 };
 
@@ -201,10 +245,12 @@ static void demonitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 const vat__signal_class vat__monitor_class = {
     .deliver = monitor_deliver,
     .drop = monitor_drop,
+    .control = true,
     .name = "monitor",
 };
 const vat__signal_class vat__demonitor_class = {
     .deliver = demonitor_deliver,
     .drop = vat__signal_drop_nothing,
+    .control = true,
     .name = "demonitor",
 };

@@ -92,6 +92,12 @@ extern const vat__signal_class vat__exit_class, vat__link_class,
 /** Notes `v` on its system's boundary if `peer` is of another system. */
 void vat__exits_note_crossing(vat__vat *v, vat__vat *peer);
 /** EXIT(reason) along a link, from the vat `from_vat` that ended. */
+/* Whether an exit from `from_vat` (NULL: a host thread) is likely to end
+ * `to`, so that its sender should alert it (core/deliver.h): read from
+ * another thread, the trap is a hint. */
+bool vat__exits_may_end(vat__vat *to, vat__vat *from_vat, vat_value reason,
+                        bool link);
+
 void vat__exits_send_exit(vat__worker *w, vat_ref *to, vat__vat *from_vat,
                           vat_value reason);
 /** DOWN(reason) to the watcher of `wa`. */

@@ -74,7 +74,7 @@ static __attribute__((noinline)) void enqueue(vat__worker *w, vat__vat *v) {
   vat__wake_one(w->sys);
 }
 
-void vat__schedule(vat__worker *w, vat__vat *v) {
+VAT__HOT void vat__schedule(vat__worker *w, vat__vat *v) {
   if (v->sys != w->sys) {
     vat__schedule_external(v->sys, v);
     return;
@@ -221,7 +221,7 @@ static vat__vat *idle(vat__worker *w) {
   return NULL;
 }
 
-static void *worker_main(void *arg) {
+static VAT__HOT void *worker_main(void *arg) {
   vat__worker *w = arg;
   vat_system *sys = w->sys;
   vat__current_worker = w;

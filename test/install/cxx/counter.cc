@@ -1,0 +1,3 @@
+// counter compiled as C++: the public headers and the program must be
+// valid C++ too (the C++ half of .ci/install-check, in the build tree).
+#include "../../../examples/counter.c"

@@ -1,0 +1,3 @@
+// ring compiled as C++: the public headers and the program must be
+// valid C++ too (the C++ half of .ci/install-check, in the build tree).
+#include "../../../examples/ring.c"
