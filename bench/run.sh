@@ -12,9 +12,9 @@
 # -t SECONDS (per-run limit; default 300 x SCALE, at least 30),
 # -w "1 N" (worker counts; default 1 and all cores), -o DIR (results;
 # default bench/results). Other arguments name workloads (ring counter
-# fanin selfsend skynet chain pingpong spawn) or systems (libvat go erlang
-# caf); none of a kind means all of it. A system `libvat@REV` is libvat as
-# of git revision REV, built beside the working tree's: with
+# fanin selfsend skynet chain pingpong spawn flood) or systems (libvat go
+# erlang caf); none of a kind means all of it. A system `libvat@REV` is
+# libvat as of git revision REV, built beside the working tree's: with
 # `libvat libvat@REV` the ratio column reads as now / then, a change's
 # before-and-after measured side by side in one run.
 # As root it installs what is missing with apt-get; a peer whose build
@@ -49,7 +49,7 @@ awk -v s="$scale" 'BEGIN { exit !(s + 0 > 0) }' || usage
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || usage
 [ "$threads" = "1 1" ] && threads=1
 
-all_workloads="ring counter fanin selfsend skynet chain pingpong spawn"
+all_workloads="ring counter fanin selfsend skynet chain pingpong spawn flood"
 all_systems="libvat go erlang caf"
 want_workloads=
 want_systems=
@@ -180,6 +180,7 @@ rows=(
   "chain 1000000 0"
   "pingpong 1000000 0"
   "spawn 1000000 0"
+  "flood 10000000 0"
 )
 
 # Prints the sizes of a row after scaling, space separated (empty: the
@@ -199,7 +200,7 @@ scaled_sizes() {
     n = split(sizes, a, ",")
     min["ring"] = 1000; min["counter"] = 1000; min["fanin"] = 1000
     min["selfsend"] = (which == 0 ? 10 : 100); min["chain"] = 100
-    min["pingpong"] = 1000; min["spawn"] = 1000
+    min["pingpong"] = 1000; min["spawn"] = 1000; min["flood"] = 1000
     for (i = 1; i <= n; i++) {
       v = a[i]
       if (i - 1 == which) { v = int(v * s + 0.5); if (v < min[w]) v = min[w] }

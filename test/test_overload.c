@@ -5,6 +5,7 @@
  * Each test parks the target in a turn (a gate the test opens), queues a
  * backlog behind it, sends the signal, then opens the gate: what the
  * target runs after that is exact, not a matter of timing. */
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "support.h"
@@ -18,6 +19,7 @@ typedef struct target {
   _Atomic uint64_t trapped; /* exits heard by the trap */
   uint64_t handled_at_trap; /* backlog messages run before the trap ran */
   _Atomic uint64_t gate_done;
+  _Atomic uint64_t traps_set; /* trap_exits ran */
 } target;
 
 static void gate(vat_turn *turn, void *state, void *arg) {
@@ -48,9 +50,10 @@ static void on_exit_trapped(vat_turn *turn, void *state, vat_ref *from,
 }
 
 static void trap_exits(vat_turn *turn, void *state, void *arg) {
-  (void)state;
   (void)arg;
+  target *t = state;
   ck_assert_vat_ok(vat_trap_exit(turn, vat_self(turn), on_exit_trapped));
+  atomic_fetch_add(&t->traps_set, 1);
 }
 
 /* Parks `ref` in its gate turn and queues BACKLOG messages behind it. */
@@ -302,6 +305,97 @@ START_TEST(supervisor_shutdown_overtakes_a_childs_backlog) {
 }
 END_TEST
 
+/* --- Stress: random backlogs, kinds of exit and traps, both workers busy --
+ * No gate here: the exit races the backlog's handling. What must hold
+ * whatever the interleaving: the vat ends exactly when the rules say, with
+ * the right reason; every backlog message is run or counted as a dead
+ * letter; a trapped exit comes after the whole backlog. */
+
+typedef struct noise {
+  vat_ref *peer;
+  _Atomic uint64_t *stop;
+} noise;
+
+static void bounce(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  noise *n = state;
+  if (atomic_load_explicit(n->stop, memory_order_relaxed) == 0)
+    expect_vat_ok(vat_send(turn, n->peer, bounce, NULL));
+}
+
+/* Waits until run + dead letters since `dead_before` account for `sent`. */
+static uint64_t wait_accounted(vat_system *sys, target *t, uint64_t dead_before,
+                               uint64_t sent) {
+  uint64_t reached = 0;
+  for (int i = 0; i < 30000 && reached < sent; i++) {
+    reached =
+        atomic_load(&t->handled) + (test_stats(sys).dead_letters - dead_before);
+    if (reached < sent)
+      test_sleep(0.001);
+  }
+  return reached;
+}
+
+START_TEST(stress_exits_race_backlogs) {
+  enum { ROUNDS = 300 / TEST_SCALE, MAX_BACKLOG = 3000 / TEST_SCALE };
+  enum { KILL, ERROR, NORMAL, KINDS };
+  uint64_t seed = test_seed("stress_exits_race_backlogs");
+  vat_system *sys = test_system(2);
+  /* Two vats bouncing a message keep a worker busy throughout. */
+  static _Atomic uint64_t stop;
+  atomic_store(&stop, 0);
+  noise *a, *b;
+  vat_ref *ra = test_spawn(sys, sizeof *a, (void **)&a);
+  vat_ref *rb = test_spawn(sys, sizeof *b, (void **)&b);
+  *a = (noise){.peer = rb, .stop = &stop};
+  *b = (noise){.peer = ra, .stop = &stop};
+  ck_assert_vat_ok(vat_host_send(ra, bounce, NULL));
+  const vat_atom *boom = vat_atom_intern("boom");
+  for (int round = 0; round < ROUNDS; round++) {
+    int kind = (int)test_rand_between(&seed, 0, KINDS - 1);
+    bool trap = test_rand_between(&seed, 0, 1) == 1;
+    uint64_t backlog = test_rand_between(&seed, 0, MAX_BACKLOG);
+    target *t;
+    vat_ref *ref = test_spawn(sys, sizeof *t, (void **)&t);
+    uint64_t dead_before = test_stats(sys).dead_letters;
+    /* The trap must be set before the exit arrives: an exit that finds
+     * the vat not trapping yet ends it, ahead of the trap's turn. */
+    if (trap) {
+      ck_assert_vat_ok(vat_host_send(ref, trap_exits, NULL));
+      ck_assert(test_wait_u64(&t->traps_set, 1, 30));
+    }
+    for (uint64_t i = 0; i < backlog; i++)
+      expect_vat_ok(vat_host_send(ref, backlog_msg, NULL));
+    vat_value reason = kind == KILL    ? vat_atom_value(vat_atom_killed())
+                       : kind == ERROR ? vat_atom_value(boom)
+                                       : vat_atom_value(vat_atom_normal());
+    ck_assert_vat_ok(vat_host_exit(ref, reason));
+    bool ends = kind == KILL || (kind == ERROR && !trap);
+    if (ends) {
+      wait_dead(ref);
+      ck_assert_msg(reason_is(ref, kind == KILL ? vat_atom_killed() : boom),
+                    "round %d: wrong reason", round);
+      uint64_t reached = wait_accounted(sys, t, dead_before, backlog);
+      ck_assert_msg(reached == backlog,
+                    "round %d: %" PRIu64 " of %" PRIu64 " accounted for", round,
+                    reached, backlog);
+      ck_assert_uint_eq(atomic_load(&t->trapped), 0);
+    } else if (kind == ERROR) {
+      ck_assert(test_wait_u64(&t->trapped, 1, 30));
+      ck_assert_msg(t->handled_at_trap == backlog,
+                    "round %d: trap after %" PRIu64 " of %" PRIu64, round,
+                    t->handled_at_trap, backlog);
+      ck_assert(!vat_ref_is_dead(ref));
+    } else {
+      ck_assert(test_wait_u64(&t->handled, backlog, 30));
+      ck_assert(!vat_ref_is_dead(ref));
+    }
+  }
+  atomic_store(&stop, 1);
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_overload_suite(void) {
   Suite *s = suite_create("overload");
   TCase *tc = test_case("signals", 120);
@@ -313,6 +407,7 @@ Suite *test_overload_suite(void) {
   tcase_add_test(tc, link_exit_overtakes_the_backlog);
   tcase_add_test(tc, trapped_link_exit_keeps_its_place);
   tcase_add_test(tc, supervisor_shutdown_overtakes_a_childs_backlog);
+  tcase_add_test(tc, stress_exits_race_backlogs);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -81,7 +81,7 @@ void vat__deliver_now_inline(vat_ref *to, const vat__signal *sig,
  *  signal it will only queue. */
 static inline void vat__alert(vat__vat *v) {
   /* Release: the loop's acquire exchange then sees the push. */
-  atomic_store_explicit(&v->alerted, true, memory_order_release);
+  atomic_fetch_or_explicit(&v->flags, VAT__ALERTED, memory_order_release);
 }
 
 /** Runs a signal (in `arg`): its class's deliver. */

@@ -119,6 +119,15 @@ vat__msg *vat__mailbox_find(vat__mailbox *mb, vat__msgpool *pool,
 vat__msg *vat__mailbox_extract(vat__mailbox *mb, vat__msg_match *match,
                                void *ctx, const vat__msg *stop);
 
+/** Consumer: puts back the message vat__mailbox_pop just returned, so that
+ *  it is the next again. */
+static inline void vat__mailbox_unpop(vat__mailbox *mb, vat__msg *m) {
+  /* pop left m's link as it was: it still points at the new head. */
+  mb->head = m;
+  if (mb->tail == NULL)
+    mb->tail = m;
+}
+
 /** Consumer of a vat that will never run again (its system stopped and
  *  its workers are joined): the next message, or NULL when the mailbox is
  *  empty. Unlike vat__mailbox_pop it waits for a producer caught mid-push,

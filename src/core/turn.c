@@ -115,7 +115,10 @@ static void discard(vat_turn *t) {
   vat__terminate(w, t->vat, t->reason, t->msg);
 }
 
-static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
+/* Always inline: its one call on the hot path is in vat__run_batch's loop;
+ * the rare paths call run_turn_cold. */
+static inline __attribute__((always_inline)) void
+run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
   vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
   vat__current_turn = &t;
   m->fn(&t, vat__state(m->target), m->arg);
@@ -132,6 +135,11 @@ static void run_turn(vat__worker *w, vat__vat *v, vat__msg *m) {
 #if VAT_HOSTILE
   GC_gcollect();
 #endif
+}
+
+static __attribute__((noinline, cold)) void
+run_turn_cold(vat__worker *w, vat__vat *v, vat__msg *m) {
+  run_turn(w, v, m);
 }
 
 static const vat__signal_class *class_of(const vat__msg *m) {
@@ -162,7 +170,7 @@ static void run_chain(vat__worker *w, vat__vat *v, vat__msg *m) {
     if (vat__is_dead(v))
       vat__dead_letter(w, m);
     else
-      run_turn(w, v, m);
+      run_turn_cold(w, v, m);
     vat__mailbox_done(&v->mailbox, &w->pool, m);
     m = next;
   }
@@ -175,29 +183,50 @@ static void run_chain(vat__worker *w, vat__vat *v, vat__msg *m) {
 static __attribute__((noinline, cold)) void run_overtaking(vat__worker *w,
                                                            vat__vat *v) {
   /* Acquire pairs with vat__alert's release: the search finds the push. */
-  if (!atomic_exchange_explicit(&v->alerted, false, memory_order_acquire) ||
-      vat__is_dead(v))
+  uint8_t was = atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__ALERTED,
+                                          memory_order_acquire);
+  if (was & VAT__DEAD)
     return;
   vat__mailbox *mb = &v->mailbox;
   bool complete;
   vat__msg *fatal =
       vat__mailbox_find(mb, &w->pool, overtakes_now, v, &complete);
-  if (!complete) /* the signal may lie under a push not finished yet */
-    atomic_store_explicit(&v->alerted, true, memory_order_relaxed);
-  if (fatal == NULL)
+  if (fatal == NULL) {
+    if (!complete) /* a push not finished yet may hide the signal */
+      vat__alert(v);
     return;
+  }
   run_chain(w, v, vat__mailbox_extract(mb, is_control, NULL, fatal));
   /* An unlink among them may have taken the exit's link away. */
   if (!vat__is_dead(v) && overtakes_now(fatal, v))
     run_chain(w, v, vat__mailbox_extract(mb, is_this, fatal, NULL));
 }
 
+/* The turn loop's rare case: `m`, just popped, goes to a vat that has
+ * ended or was alerted. Returns whether `m` was dealt with; if not, it is
+ * back in the queue. */
+static __attribute__((noinline, cold)) bool
+run_flagged(vat__worker *w, vat__vat *v, vat__msg *m, uint8_t flags) {
+  if (flags & VAT__DEAD) {
+    vat__dead_letter(w, m);
+    return true;
+  }
+  /* The oldest message may be the exit itself (a chain of links, mostly):
+   * it runs in its place, overtaking nothing, and no search is needed
+   * unless the vat outlives it (then the flag, still set, asks again). */
+  const vat__signal_class *cls = class_of(m);
+  if (cls != NULL && cls->overtakes != NULL) {
+    run_turn(w, v, m);
+    return true;
+  }
+  vat__mailbox_unpop(&v->mailbox, m); /* it may be what the search is after */
+  run_overtaking(w, v);
+  return false;
+}
+
 VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
   vat__mailbox *mb = &v->mailbox;
   while (budget > 0) {
-    if (__builtin_expect(
-            atomic_load_explicit(&v->alerted, memory_order_relaxed), 0))
-      run_overtaking(w, v);
     vat__msg *m = vat__mailbox_pop(mb, &w->pool);
     if (m == NULL) {
       if (vat__mailbox_try_idle(mb, &w->pool))
@@ -207,10 +236,14 @@ VAT__HOT bool vat__run_batch(vat__worker *w, vat__vat *v, unsigned budget) {
       if ((m = vat__mailbox_pop(mb, &w->pool)) == NULL)
         return true;
     }
-    if (vat__is_dead(v))
-      vat__dead_letter(w, m);
-    else
+    /* One test on the common path: alive, and nothing overtakes. */
+    uint8_t flags = atomic_load_explicit(&v->flags, memory_order_acquire);
+    if (__builtin_expect(flags == 0, 1)) {
       run_turn(w, v, m);
+    } else if (!run_flagged(w, v, m, flags)) {
+      budget--; /* bounds the searches while a producer is mid-push */
+      continue;
+    }
     vat__mailbox_done(mb, &w->pool, m);
     budget--;
   }

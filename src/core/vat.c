@@ -33,7 +33,7 @@ int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
   vat__vat *v = vat__gc_alloc(size);
   vat__mailbox_init(&v->mailbox);
   v->sys = sys;
-  atomic_init(&v->dead, false);
+  atomic_init(&v->flags, 0);
   entity_init(&v->first, v, def, state_out);
   /* The first entity's stop callback is the core's to keep (see
    * vat__vat_ext): a vat that only wants its end seen costs no module
@@ -60,7 +60,7 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason,
   x->exit_reason = reason;
   /* Release: readers that see `dead` see the reason. Messages still queued
    * are dropped by the turn loop as it drains the mailbox. */
-  atomic_store_explicit(&v->dead, true, memory_order_release);
+  atomic_fetch_or_explicit(&v->flags, VAT__DEAD, memory_order_release);
   vat__count(&w->terminated, 1);
   /* Made before the hooks run: they forget the links and monitors that
    * say whether anyone watched. */

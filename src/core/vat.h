@@ -19,6 +19,8 @@
 typedef struct vat__vat vat__vat;
 typedef struct vat__worker vat__worker;
 
+enum { VAT__DEAD = 1, VAT__ALERTED = 2 }; /* vat__vat.flags */
+
 #define VAT__CACHE_LINE 64
 
 /* A vat's extension: what most vats never need, kept off the vat's one
@@ -65,12 +67,12 @@ struct vat__vat {
   vat__mailbox mailbox;
   vat__vat *rq_next; /* link in a shared run queue or a turn's spawn list */
   vat_system *sys;
-  /* Set once, with release, after ext->exit_reason is written. */
-  _Atomic bool dead;
-  /* Set, with release, after a signal that may end the vat ahead of its
-   * queue was pushed (vat__alert); the turn loop looks at each turn
-   * boundary and clears it. */
-  _Atomic bool alerted;
+  /* VAT__DEAD: set once, with release, after ext->exit_reason is written.
+   * VAT__ALERTED: set, with release, after a signal that may end the vat
+   * ahead of its queue was pushed (vat__alert); the turn loop clears it.
+   * One byte: the turn loop reads both with the one load it makes per
+   * turn. */
+  _Atomic uint8_t flags;
   /* Whether the vat traps exits, mirrored by the exits module for senders
    * deciding whether to alert it: a hint, written relaxed by the vat. */
   _Atomic bool traps_hint;
@@ -125,7 +127,7 @@ const char *vat__label_of(vat__vat *v);
 void vat__label_set(vat__vat *v, const char *label);
 
 static inline bool vat__is_dead(const vat__vat *v) {
-  return atomic_load_explicit(&v->dead, memory_order_acquire);
+  return atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD;
 }
 
 #endif

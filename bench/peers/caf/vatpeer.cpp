@@ -314,6 +314,78 @@ void spawn_n(actor_system& sys, std::vector<int64_t> sz) {
   report(n, secs, -1, true);
 }
 
+// -- flood N ----------------------------------------------------------------------
+
+// The consumer's work per message, the same in every program of the flood
+// workload: 28 rounds of xorshift32 (13, 17, 5) over the value's low 32
+// bits, about 100 ns (see bench/flood.c).
+uint32_t flood_work(int64_t v) {
+  auto x = static_cast<uint32_t>(v);
+  for (int i = 0; i < 28; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+  }
+  return x;
+}
+
+// Knobs for sweeps (README.md): environment variable, or the default.
+int64_t knob(const char* var, int64_t def) {
+  const char* s = std::getenv(var);
+  return s && *s ? std::strtoll(s, nullptr, 10) : def;
+}
+
+struct flood_state { int64_t count = 0, sum = 0; uint32_t digest = 0; };
+
+behavior flood_consumer(stateful_actor<flood_state>* self, int64_t n, actor main) {
+  return {[=](msg_atom, int64_t v) {
+    auto& s = self->state;
+    s.digest ^= flood_work(v);
+    s.sum += v;
+    if (++s.count == n) {
+      self->send(main, done_atom::value, s.count, s.sum, int64_t{s.digest});
+      self->quit();
+    }
+  }};
+}
+
+struct producer_state { int64_t next = 1; };
+
+// Sends 1..n, `slice` per turn with a message to itself in between (0: all
+// of them in its first turn, as fanin's producers do).
+behavior flood_producer(stateful_actor<producer_state>* self, actor to, int64_t n,
+                        int64_t slice) {
+  self->send(self, next_atom::value);
+  return {[=](next_atom) {
+    auto& next = self->state.next;
+    int64_t stop = slice > 0 && next + slice <= n ? next + slice : n + 1;
+    for (; next < stop; ++next)
+      self->send(to, msg_atom::value, next);
+    if (next <= n)
+      self->send(self, next_atom::value);
+    else
+      self->quit();
+  }};
+}
+
+void flood(actor_system& sys, std::vector<int64_t> sz) {
+  int64_t n = sz[0];
+  // 1,000 per turn was faster than all in one turn (README.md's sweep).
+  int64_t slice = knob("VATPEER_FLOOD_SLICE", 1000);
+  scoped_actor self{sys};
+  auto t0 = clk::now();
+  auto c = sys.spawn(flood_consumer, n, actor{self});
+  sys.spawn(flood_producer, c, n, slice);
+  int64_t count = 0, sum = 0, digest = 0;
+  self->receive([&](done_atom, int64_t k, int64_t s, int64_t d) {
+    count = k, sum = s, digest = d;
+  });
+  double secs = since(t0);
+  std::printf("flood: %lld messages, sum %lld, digest %08llx, slice %lld\n",
+              (long long) count, (long long) sum, (long long) digest, (long long) slice);
+  report(n, secs, -1, count == n && sum == n * (n + 1) / 2);
+}
+
 struct workload {
   std::vector<const char*> names;
   std::vector<int64_t> defs;
@@ -329,6 +401,7 @@ const std::map<std::string, workload> workloads = {
   {"chain", {{"N"}, {100000}, chain}},
   {"pingpong", {{"R"}, {1000000}, pingpong}},
   {"spawn", {{"N"}, {1000000}, spawn_n}},
+  {"flood", {{"N"}, {10000000}, flood}},
 };
 
 [[noreturn]] void usage(const workload& w, int code) {
@@ -358,7 +431,7 @@ int main(int argc, char** argv) {
   if (!workloads.count(name)) {
     if (args.empty() || !workloads.count(args[0])) {
       std::printf("usage: vatpeer-caf WORKLOAD [-w W] SIZES...  (ring counter fanin "
-                  "selfsend skynet chain pingpong spawn)\n");
+                  "selfsend skynet chain pingpong spawn flood)\n");
       return 2;
     }
     name = args[0];
@@ -388,6 +461,11 @@ int main(int argc, char** argv) {
   }
   actor_system_config cfg;
   cfg.set("scheduler.max-threads", workers);
+  // Scheduler knobs for sweeps (README.md); unset, CAF's defaults.
+  if (const char* policy = std::getenv("VATPEER_CAF_POLICY"))
+    cfg.set("scheduler.policy", atom_from_string(policy));
+  if (int64_t t = knob("VATPEER_CAF_THROUGHPUT", 0); t > 0)
+    cfg.set("scheduler.max-throughput", static_cast<size_t>(t));
   actor_system sys{cfg};
   w.run(sys, sizes);
 }

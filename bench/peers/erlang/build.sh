@@ -8,7 +8,7 @@ src=$(cd "$(dirname "$0")" && pwd)
 erlc -o "$out" "$src/vatbench.erl"
 cp "$src/vatpeer-erl" "$out/vatpeer-erl"
 chmod +x "$out/vatpeer-erl"
-for w in ring counter fanin selfsend skynet chain pingpong spawn; do
+for w in ring counter fanin selfsend skynet chain pingpong spawn flood; do
 	printf '#!/bin/sh\nexec "$(dirname "$0")/vatpeer-erl" %s "$@"\n' "$w" >"$out/$w"
 	chmod +x "$out/$w"
 done

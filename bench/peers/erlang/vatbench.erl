@@ -10,7 +10,8 @@ sizes(selfsend) -> [{"A", 8}, {"K", 10000000}];
 sizes(skynet) -> [];
 sizes(chain) -> [{"N", 100000}];
 sizes(pingpong) -> [{"R", 1000000}];
-sizes(spawn) -> [{"N", 1000000}].
+sizes(spawn) -> [{"N", 1000000}];
+sizes(flood) -> [{"N", 10000000}].
 
 main([Name]) ->
     W = list_to_atom(Name),
@@ -150,7 +151,19 @@ run(spawn, [N]) ->
     await_n(N),
     Secs = secs(T0),
     io:format("spawn: ~b processes gone in ~.3f s~n", [N, Secs]),
-    report(spawn, N, Secs, none, true).
+    report(spawn, N, Secs, none, true);
+
+%% flood N -------------------------------------------------------------------
+run(flood, [N]) ->
+    Self = self(),
+    {ConsumerOpts, ProducerOpts} = flood_opts(),
+    T0 = mono(),
+    C = spawn_opt(fun() -> flood_consume(Self, N, 0, 0, 0) end, ConsumerOpts),
+    spawn_opt(fun() -> produce(C, 1, N) end, ProducerOpts),
+    {Count, Sum, Digest} = receive {flood, Cn, S, D} -> {Cn, S, D} end,
+    Secs = secs(T0),
+    io:format("flood: ~b messages, sum ~b, digest ~8.16.0b~n", [Count, Sum, Digest]),
+    report(flood, N, Secs, none, Count =:= N andalso Sum =:= N * (N + 1) div 2).
 
 %% Spawns processes N-1 down to 1, each holding its successor; keeps those
 %% where a token is injected (every Step-th, M in all, index 0 is First).
@@ -206,6 +219,33 @@ pong() -> receive {ping, From, V} -> From ! {pong, V}, pong(); stop -> ok end.
 
 ping(Pong, 0, V) -> Pong ! stop, V;
 ping(Pong, R, V) -> Pong ! {ping, self(), V}, receive {pong, V} -> ping(Pong, R - 1, V + 1) end.
+
+%% The consumer's options: where its mailbox lives and the priorities of
+%% both processes. The defaults are the fastest of the sweep in README.md:
+%% the consumer at high priority runs whenever it has messages, so on one
+%% scheduler its queue stays short. VATPEER_FLOOD_MQD (on_heap | off_heap),
+%% VATPEER_FLOOD_CPRIO and VATPEER_FLOOD_PPRIO (low | normal | high)
+%% override them for sweeps.
+flood_opts() ->
+    Env = fun(Var, Def) -> case os:getenv(Var) of false -> Def; V -> list_to_atom(V) end end,
+    Mqd = Env("VATPEER_FLOOD_MQD", on_heap),
+    {[{message_queue_data, Mqd}, {priority, Env("VATPEER_FLOOD_CPRIO", high)}],
+     [{priority, Env("VATPEER_FLOOD_PPRIO", normal)}]}.
+
+flood_consume(D, 0, C, S, Dg) -> D ! {flood, C, S, Dg};
+flood_consume(D, Left, C, S, Dg) ->
+    receive
+        {item, I} -> flood_consume(D, Left - 1, C + 1, S + I, Dg bxor flood_work(I band 16#FFFFFFFF, 28))
+    end.
+
+%% The same work as every flood program: 28 rounds of xorshift32 (13, 17,
+%% 5); every intermediate stays a small integer (below 2^45).
+flood_work(X, 0) -> X;
+flood_work(X0, R) ->
+    X1 = X0 bxor ((X0 bsl 13) band 16#FFFFFFFF),
+    X2 = X1 bxor (X1 bsr 17),
+    X3 = X2 bxor ((X2 bsl 5) band 16#FFFFFFFF),
+    flood_work(X3, R - 1).
 
 spawn_n(_, 0) -> ok;
 spawn_n(D, N) -> spawn(fun() -> D ! gone end), spawn_n(D, N - 1).

@@ -6,6 +6,6 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cd "$(dirname "$0")"
 GOPROXY=off GOFLAGS=-mod=mod go build -trimpath -o "$out/vatpeer-go" .
-for w in ring counter fanin selfsend skynet chain pingpong spawn; do
+for w in ring counter fanin selfsend skynet chain pingpong spawn flood; do
 	ln -f "$out/vatpeer-go" "$out/$w"
 done

@@ -28,6 +28,7 @@ var workloads = map[string]workload{
 	"chain":    {[]string{"N"}, []int{100000}, chain},
 	"pingpong": {[]string{"R"}, []int{1000000}, pingpong},
 	"spawn":    {[]string{"N"}, []int{1000000}, spawn},
+	"flood":    {[]string{"N"}, []int{10000000}, flood},
 }
 
 var (
@@ -56,7 +57,7 @@ func main() {
 	name = filepath.Base(os.Args[0])
 	if _, ok := workloads[name]; !ok {
 		if len(args) == 0 || workloads[args[0]].run == nil {
-			fmt.Println("usage: vatpeer-go WORKLOAD [-w W] SIZES...  (ring counter fanin selfsend skynet chain pingpong spawn)")
+			fmt.Println("usage: vatpeer-go WORKLOAD [-w W] SIZES...  (ring counter fanin selfsend skynet chain pingpong spawn flood)")
 			os.Exit(2)
 		}
 		name, args = args[0], args[1:]
