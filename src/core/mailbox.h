@@ -123,7 +123,7 @@ vat__msg *vat__mailbox_extract(vat__mailbox *mb, vat__msg_match *match,
  *  it is the next again. */
 static inline void vat__mailbox_unpop(vat__mailbox *mb, vat__msg *m) {
   /* pop left m's link as it was: it still points at the new head. */
-  mb->head = m;
+  vat__mailbox_set_head(mb, m);
   if (mb->tail == NULL)
     mb->tail = m;
 }
