@@ -233,6 +233,41 @@ START_TEST(killed_vat_reports_killed) {
 }
 END_TEST
 
+/* Declared with the snapshot tests below. */
+static _Atomic uint64_t blocked, release_block;
+static void block_until_released(vat_turn *turn, void *state, void *arg);
+static void nothing(vat_turn *turn, void *state, void *arg);
+
+/* Killed with a backlog: the kill overtakes the queue; one report, and the
+ * queued messages become dead letters. */
+START_TEST(killed_with_a_backlog_reports_once) {
+  enum { BACKLOG = 50 };
+  vat_system *sys = system_with_hook(2, keep_report, NULL);
+  atomic_store(&blocked, 0);
+  atomic_store(&release_block, 0);
+  vat_ref *a = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(a, block_until_released, NULL));
+  ck_assert(test_wait_u64(&blocked, 1, 30));
+  for (int i = 0; i < BACKLOG; i++)
+    ck_assert_vat_ok(vat_host_send(a, nothing, NULL));
+  ck_assert_vat_ok(vat_host_exit(a, vat_atom_value(vat_atom_killed())));
+  vat_info info;
+  ck_assert_vat_ok(vat_ref_inspect(a, &info));
+  ck_assert_uint_eq(info.queue_len, BACKLOG + 1);
+  atomic_store(&release_block, 1);
+  ck_assert(test_wait_u64(&nreports, 1, 30));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&nreports), 1);
+  ck_assert(vat_is_atom(reports[0].reason, vat_atom_killed()));
+  ck_assert_str_eq(reports[0].signal, "exit");
+  ck_assert_vat_ok(vat_ref_inspect(a, &info));
+  ck_assert(!info.alive);
+  ck_assert_uint_eq(info.queue_len, 0);
+  ck_assert_uint_eq(info.turns, 2); /* the blocked one, then the exit */
+  ck_assert_uint_eq(test_stats(sys).dead_letters, BACKLOG);
+}
+END_TEST
+
 /* A vat that spawns a child, then fails in the same turn: the child never
  * runs, and only the parent is reported. */
 static void spawn_then_fail(vat_turn *turn, void *state, void *arg) {
@@ -358,8 +393,6 @@ END_TEST
 
 /* --- Snapshots of a vat ----------------------------------------------------
  */
-
-static _Atomic uint64_t blocked, release_block;
 
 static void block_until_released(vat_turn *turn, void *state, void *arg) {
   (void)turn;
@@ -768,6 +801,7 @@ Suite *test_observe_suite(void) {
   tcase_add_test(tc, crash_names_a_requests_handler);
   tcase_add_test(tc, orderly_ends_are_not_reported);
   tcase_add_test(tc, killed_vat_reports_killed);
+  tcase_add_test(tc, killed_with_a_backlog_reports_once);
   tcase_add_test(tc, vats_of_a_failed_turn_are_not_reported);
   tcase_add_test(tc, watched_crash_is_flagged_and_not_printed);
   tcase_add_test(tc, default_writer_prints_one_line);
