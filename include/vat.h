@@ -8,6 +8,7 @@
 #include "vat/error.h"
 #include "vat/exits.h"
 #include "vat/host.h"
+#include "vat/observe.h"
 #include "vat/promise.h"
 #include "vat/supervisor.h"
 #include "vat/timer.h"

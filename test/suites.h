@@ -24,7 +24,8 @@
   X(trace)                                                                     \
   X(soak)                                                                      \
   X(version)                                                                   \
-  X(overload)
+  X(overload)                                                                  \
+  X(observe)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
 VAT_TEST_SUITES(VAT__DECLARE_SUITE)

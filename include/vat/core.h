@@ -64,6 +64,11 @@ int vat_thread_unregister(void);
 typedef void (*vat_dead_letter_fn)(void *ctx, vat_ref *target,
                                    const vat_atom *selector);
 
+/** A vat's abnormal end, reported to vat_config.on_crash (see
+ *  vat/observe.h for the report, the rules and the default hook). */
+typedef struct vat_crash_report vat_crash_report;
+typedef void (*vat_crash_fn)(void *ctx, const vat_crash_report *report);
+
 typedef struct vat_config {
   /** Worker threads, one per core by default. 0 makes a host-driven
    *  system: no threads of its own; it runs only inside vat_system_run()
@@ -84,6 +89,12 @@ typedef struct vat_config {
    *  trace of turns. */
   bool deterministic;
   uint64_t seed;
+  /** Called once for each vat that ends abnormally (vat/observe.h says
+   *  when and where). Default: vat_crash_print, which writes one line to
+   *  the FILE * in `crash_ctx`, or to stderr when that is NULL, for each
+   *  such vat that nobody watched. NULL: no reports. */
+  vat_crash_fn on_crash;
+  void *crash_ctx;
   /** Turn tracing (see vat/trace.h). `trace_path` names the file the
    *  trace is written to when the system shuts down; "" traces without
    *  writing one then (vat_system_trace_write() writes on request). NULL
@@ -174,6 +185,10 @@ typedef struct vat_entity_def {
   vat_receive_fn receive;
   /** Optional: runs once when the entity's vat ends. */
   vat_stop_fn on_stop;
+  /** Optional: the vat's label when this definition spawns a vat
+   *  (vat_spawn, vat_host_spawn...; copied, see vat/observe.h); ignored
+   *  by vat_entity_new. */
+  const char *label;
 } vat_entity_def;
 
 /** Spawns a new vat whose first entity is made from `def`; stores a ref to

@@ -41,6 +41,7 @@
 
 #include "vat/core.h"
 #include "vat/exits.h"
+#include "vat/promise.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -122,6 +123,17 @@ int vat_supervisor_which_children(vat_turn *turn, vat_ref *sup,
                                   vat_ref *reply_to, vat_fn fn);
 int vat_host_supervisor_which_children(vat_ref *sup, vat_ref *reply_to,
                                        vat_fn fn);
+
+/** The supervisor's children as a promise, which a host thread can wait
+ *  on (vat_promise_wait) and a vat can observe (vat_when). It resolves
+ *  with a list, in start order, of records `child(id, ref)`: `id` the
+ *  spec's id as a string (null when the spec has none), `ref` the child
+ *  (null for a child not running now), as the supervisor sees them when
+ *  it handles the request. It breaks with the supervisor's exit reason if
+ *  that has ended (noproc when unknown). Inside a turn (the host variant
+ *  from a host thread). Errors: those of vat_call / vat_host_call. */
+int vat_supervisor_children(vat_turn *turn, vat_ref *sup, vat_promise **out);
+int vat_host_supervisor_children(vat_ref *sup, vat_promise **out);
 
 #ifdef __cplusplus
 }

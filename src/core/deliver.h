@@ -36,7 +36,11 @@ typedef struct vat__signal_class {
   void (*drop)(vat__worker *w, vat_ref *target, vat__signal *sig);
   bool (*overtakes)(vat__vat *v, const vat__msg *m);
   bool control;
-  const char *name; /* what a trace calls its turns (trace/) */
+  /* What a crash report says the vat was handling (NULL: "signal"). */
+  const char *name;
+  /* Optional: the user's function the signal runs (a request's handler),
+   * for crash reports to name instead of the signal. */
+  void (*(*handler)(const vat__signal *sig))(void);
 } vat__signal_class;
 struct vat__signal {
   const vat__signal_class *cls;

@@ -49,3 +49,10 @@ void vat__hooks_vat_stranded(vat__vat *v, vat_value reason) {
     if (modules[i]->vat_stranded)
       modules[i]->vat_stranded(v, reason);
 }
+
+bool vat__hooks_vat_watched(vat__vat *v) {
+  for (unsigned i = 0; i < nmodules; i++)
+    if (modules[i]->vat_watched && modules[i]->vat_watched(v))
+      return true;
+  return false;
+}

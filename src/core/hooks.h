@@ -29,6 +29,9 @@ typedef struct vat__module {
   /** An entity other than v's first, with a stop callback, was made in
    *  `v` (the core keeps the first one's: vat__vat_ext.first_stop). */
   void (*entity_stop)(vat__vat *v, vat_ref *entity, vat_stop_fn fn);
+  /** Whether anything outside v watches it (a link, a monitor): asked
+   *  when v ends abnormally, before vat_ended, for its crash report. */
+  bool (*vat_watched)(vat__vat *v);
 } vat__module;
 
 /** From vat_init only, before any system exists. */
@@ -38,6 +41,8 @@ void vat__module_register(const vat__module *m);
 int vat__hooks_system_start(vat_system *sys);
 void vat__hooks_system_stop(vat_system *sys);
 void vat__hooks_vat_stranded(vat__vat *v, vat_value reason);
+/** Whether any module says something watches v. */
+bool vat__hooks_vat_watched(vat__vat *v);
 
 /* The hooks run once per vat, kept apart and compact (only the modules
  * that have one), so a vat's end pays an indirect call per hook and

@@ -8,8 +8,8 @@
 
 void vat__mailbox_init(vat__mailbox *mb) {
   atomic_init(&mb->top, NULL);
-  mb->taken = 0;
-  mb->head = NULL;
+  vat__mailbox_set_taken(mb, 0);
+  vat__mailbox_set_head(mb, NULL);
   mb->tail = NULL;
 }
 
@@ -48,7 +48,7 @@ VAT__HOT void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m) {
   if (mb->tail)
     atomic_store_explicit(&mb->tail->next, m, memory_order_relaxed);
   else
-    mb->head = m;
+    vat__mailbox_set_head(mb, m);
   mb->tail = m;
 }
 
@@ -125,10 +125,10 @@ static VAT__HOT bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
   if (mb->taken & VAT__TAKEN_DONE)
     recycle(pool, taken);
   if (mb->head == NULL)
-    mb->head = fifo;
+    vat__mailbox_set_head(mb, fifo);
   else
     atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
-  mb->taken = (uintptr_t)top;
+  vat__mailbox_set_taken(mb, (uintptr_t)top);
   mb->tail = top;
   return true;
 }
@@ -145,14 +145,14 @@ VAT__HOT bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
    * worker's. The CAS's release publishes the cleared field to it. */
   uintptr_t taken_bits = mb->taken;
   vat__msg *taken = vat__mailbox_taken(mb);
-  mb->taken = 0;
+  vat__mailbox_set_taken(mb, 0);
   /* Release also makes everything this vat's turns wrote happen-before the
    * next scheduling, which starts with a producer's acquire exchange that
    * finds IDLE — so the next worker to run the vat sees its state. */
   if (!atomic_compare_exchange_strong_explicit(&mb->top, &(vat__msg *){taken},
                                                NULL, memory_order_release,
                                                memory_order_relaxed)) {
-    mb->taken = taken_bits;
+    vat__mailbox_set_taken(mb, taken_bits);
     return false;
   }
   /* Ours alone now: `top` and the mailbox no longer refer to it. */
@@ -186,7 +186,7 @@ vat__msg *vat__mailbox_extract(vat__mailbox *mb, vat__msg_match *match,
     if (prev)
       atomic_store_explicit(&prev->next, next, memory_order_relaxed);
     else
-      mb->head = next;
+      vat__mailbox_set_head(mb, next);
     if (mb->tail == m)
       mb->tail = prev;
     atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
@@ -205,6 +205,42 @@ size_t vat__mailbox_count(vat__mailbox *mb) {
   for (vat__msg *m = mb->head; m != NULL;
        m = atomic_load_explicit(&m->next, memory_order_relaxed))
     n++;
+  return n;
+}
+
+/* A snapshot's count, from any thread, of the private list from `head`
+ * and the stack segment from `top` down to `taken`. Nothing is written
+ * and nothing waits. If the consumer moved `head` or `taken` while we
+ * counted, the walk may have followed nodes it had popped since: count
+ * again, a few times; then give the last count (bounded by `max`, as a
+ * recycled node may lead anywhere). Every node read is collector memory
+ * reachable from this stack or a pool, and links are atomics: the walk is
+ * safe, only its result may be stale. */
+static size_t walk(vat__msg *from, vat__msg *stop, size_t max) {
+  size_t n = 0;
+  for (vat__msg *m = from;
+       m != NULL && m != stop && m != VAT__MAILBOX_UNLINKED && n < max; n++)
+    m = atomic_load_explicit(&m->next, memory_order_acquire);
+  return n;
+}
+
+size_t vat__mailbox_peek_len(vat__mailbox *mb, size_t max) {
+  size_t n = 0;
+  for (int attempt = 0; attempt < 4; attempt++) {
+    /* Acquire: a node seen through these was published by whoever linked
+     * it (the consumer's stores are relaxed, but its nodes' links are
+     * atomics read with acquire below). */
+    vat__msg *head = __atomic_load_n(&mb->head, __ATOMIC_ACQUIRE);
+    uintptr_t taken = __atomic_load_n(&mb->taken, __ATOMIC_ACQUIRE);
+    vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
+    n = walk(head, NULL, max);
+    vat__msg *stop = (vat__msg *)(taken & ~VAT__TAKEN_DONE);
+    if (top != stop)
+      n += walk(top, stop, max - n);
+    if (__atomic_load_n(&mb->head, __ATOMIC_ACQUIRE) == head &&
+        __atomic_load_n(&mb->taken, __ATOMIC_ACQUIRE) == taken)
+      break;
+  }
   return n;
 }
 

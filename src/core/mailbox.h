@@ -39,6 +39,10 @@
 #include "core/message.h"
 #include "core/msgpool.h"
 
+/* `head` and `taken` belong to the consumer, which reads them plainly and
+ * writes them with relaxed atomic stores (the same plain moves, see
+ * vat__mailbox_set_head/_taken), so that a snapshot on another thread may
+ * read them too (vat__mailbox_peek_len) without a data race. */
 typedef struct vat__mailbox {
   _Atomic(vat__msg *) top; /* producers: exchange; consumer: load, CAS */
   /* Consumer: the newest node taken from the stack, with bit 0 set once
@@ -49,6 +53,14 @@ typedef struct vat__mailbox {
   vat__msg *head; /* consumer: FIFO of taken messages */
   vat__msg *tail;
 } vat__mailbox;
+
+static inline void vat__mailbox_set_head(vat__mailbox *mb, vat__msg *m) {
+  __atomic_store_n(&mb->head, m, __ATOMIC_RELAXED);
+}
+
+static inline void vat__mailbox_set_taken(vat__mailbox *mb, uintptr_t t) {
+  __atomic_store_n(&mb->taken, t, __ATOMIC_RELAXED);
+}
 
 /* Transient value of a pushed node's link before its producer stores it. */
 #define VAT__MAILBOX_UNLINKED ((vat__msg *)(uintptr_t)1)
@@ -85,8 +97,9 @@ static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
   if (mb->head == NULL && !vat__mailbox_take_new(mb, pool))
     return NULL;
   vat__msg *m = mb->head;
-  mb->head = atomic_load_explicit(&m->next, memory_order_relaxed);
-  if (mb->head == NULL)
+  vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
+  vat__mailbox_set_head(mb, next);
+  if (next == NULL)
     mb->tail = NULL;
   return m;
 }
@@ -110,7 +123,7 @@ vat__msg *vat__mailbox_extract(vat__mailbox *mb, vat__msg_match *match,
  *  it is the next again. */
 static inline void vat__mailbox_unpop(vat__mailbox *mb, vat__msg *m) {
   /* pop left m's link as it was: it still points at the new head. */
-  mb->head = m;
+  vat__mailbox_set_head(mb, m);
   if (mb->tail == NULL)
     mb->tail = m;
 }
@@ -133,7 +146,7 @@ static inline vat__msg *vat__mailbox_taken(const vat__mailbox *mb) {
 static inline void vat__mailbox_done(vat__mailbox *mb, vat__msgpool *pool,
                                      vat__msg *m) {
   if (m == vat__mailbox_taken(mb))
-    mb->taken |= VAT__TAKEN_DONE;
+    vat__mailbox_set_taken(mb, mb->taken | VAT__TAKEN_DONE);
   else
     vat__msg_free(pool, m);
 }
@@ -144,6 +157,11 @@ bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool);
 
 /** Consumer: takes what was pushed and counts the queued messages. */
 size_t vat__mailbox_count(vat__mailbox *mb);
+
+/** Any thread: the messages queued and not yet popped, counting at most
+ *  `max`. Exact while the consumer does not run; while it does, a count
+ *  the queue had or nearly had (see mailbox.c). */
+size_t vat__mailbox_peek_len(vat__mailbox *mb, size_t max);
 
 /** Consumer: true when a message is queued (a hint: a push may land just
  *  after it returns false). */

@@ -66,6 +66,11 @@ struct vat_system {
   struct vat__edge *boundary;
   size_t boundary_len, boundary_prune_at;
 
+  /* When vat_system_new made it and when its workers stopped (0: not
+   * yet), on the monotonic clock, for snapshots (vat_system_inspect). */
+  uint64_t started_ns;
+  _Atomic uint64_t stopped_ns;
+
   /* Counts made outside the workers (host threads, other systems). */
   _Atomic uint64_t ext_dead_letters, ext_spawned, ext_terminated;
   uint64_t dropped_at_shutdown;

@@ -98,7 +98,7 @@ static void commit(vat_turn *t) {
   if (t->stop) {
     /* Stop callbacks run outside any turn (vat/core.h). */
     vat__current_turn = NULL;
-    vat__terminate(t->worker, t->vat, t->reason);
+    vat__terminate(t->worker, t->vat, t->reason, t->msg);
   }
 }
 
@@ -113,9 +113,9 @@ static void discard(vat_turn *t) {
   for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
     next = v->rq_next;
     v->rq_next = NULL;
-    vat__terminate(w, v, t->reason);
+    vat__terminate(w, v, t->reason, NULL); /* never ran: not reported */
   }
-  vat__terminate(w, t->vat, t->reason);
+  vat__terminate(w, t->vat, t->reason, t->msg);
 }
 
 /* One turn. Always inline: its one call on the hot path is in the turn
@@ -129,7 +129,8 @@ run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced) {
   vat__current_turn = &t;
   m->fn(&t, vat__state(m->target), m->arg);
   vat__count(&w->delivered, 1);
-  v->turns++;
+  /* Relaxed store: a plain increment, readable by a snapshot. */
+  __atomic_store_n(&v->turns, v->turns + 1, __ATOMIC_RELAXED);
   /* Still the current turn while it commits: deferred effects send through
    * it. Ending the vat, if it ends, comes after. */
   if (t.failed) {

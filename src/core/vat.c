@@ -1,5 +1,6 @@
 /* Vats and entities: making them, ending them, and what a ref can tell. */
 #include "core/atoms.h"
+#include "core/crash.h"
 #include "core/hooks.h"
 #include "core/system.h"
 #include "core/trace.h"
@@ -17,7 +18,7 @@ static void entity_init(struct vat_entity *e, vat__vat *v,
 
 vat__vat_ext *vat__ext_of(vat__vat *v) {
   if (v->ext == NULL)
-    v->ext = vat__gc_alloc(sizeof *v->ext);
+    vat__ext_publish(v, vat__gc_alloc(sizeof *v->ext));
   return v->ext;
 }
 
@@ -40,6 +41,8 @@ int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
    * state. */
   if (def->on_stop)
     vat__ext_of(v)->first_stop = def->on_stop;
+  if (def->label)
+    vat__label_set(v, def->label);
   *out = v;
   return VAT_OK;
 }
@@ -50,7 +53,8 @@ static bool has_module_state(const vat__vat_ext *x) {
   return x->exits || x->promises || x->timers || x->first_stop;
 }
 
-void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason) {
+void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason,
+                    const vat__msg *cause) {
   if (vat__is_dead(v))
     return;
   vat__vat_ext *x = vat__ext_of(v);
@@ -61,8 +65,14 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason) {
   vat__count(&w->terminated, 1);
   if (w->trace != NULL)
     vat__trace_exit(w->trace, v, reason);
+  /* Made before the hooks run: they forget the links and monitors that
+   * say whether anyone watched. */
+  vat_crash_report report;
+  bool crashed = cause != NULL && vat__crash_begin(v, reason, cause, &report);
   if (has_module_state(x))
     vat__hooks_vat_ended(w, v, reason);
+  if (crashed)
+    vat__crash_end(v, &report);
 }
 
 /* The checks vat_spawn and vat_entity_new make on their caller. */

@@ -45,6 +45,9 @@ typedef struct vat__vat_ext {
   vat_stop_fn first_stop;
   /* In its system's boundary registry (core/boundary.h). */
   bool on_boundary;
+  /* The vat's label (core/label.c): NULL or an immutable copy, replaced
+   * whole by an atomic store, so any thread may read it. */
+  const char *label;
 } vat__vat_ext;
 
 /* An entity: behaviour plus state. A vat_ref points to one. Its state
@@ -73,8 +76,14 @@ struct vat__vat {
   /* Whether the vat traps exits, mirrored by the exits module for senders
    * deciding whether to alert it: a hint, written relaxed by the vat. */
   _Atomic bool traps_hint;
-  uint32_t turns;    /* turns run, wrapping: lets an idle timer see silence */
-  vat__vat_ext *ext; /* see vat__ext_of(); the exit reason lives there */
+  /* Turns run, wrapping: lets an idle timer see silence. Written by the
+   * vat's worker alone with relaxed atomic stores (plain moves), so a
+   * snapshot from another thread may read it (vat_ref_inspect). */
+  uint32_t turns;
+  /* See vat__ext_of(); the exit reason lives there. Set once, from NULL,
+   * by a release store (vat__ext_publish): another thread that
+   * acquire-loads it sees the extension's fields as made. */
+  vat__vat_ext *ext;
   /* The first entity, made with the vat, so spawning is one allocation.
    * Must stay last: its state follows it. The fields above fill exactly one
    * cache line, so the entity needs no padding before it and a vat with a
@@ -88,11 +97,34 @@ _Static_assert(offsetof(struct vat__vat, first) == VAT__CACHE_LINE,
 /** The vat's module state, made on first use. Only from the vat's turns
  *  or its hooks. */
 vat__vat_ext *vat__ext_of(vat__vat *v);
+
+/** Installs a new extension in v (whose ext is NULL). Release: a snapshot
+ *  from another thread that acquire-loads `ext` sees it initialised. */
+static inline void vat__ext_publish(vat__vat *v, vat__vat_ext *x) {
+  __atomic_store_n(&v->ext, x, __ATOMIC_RELEASE);
+}
+
+/** From any thread: v's extension, or NULL. Acquire pairs with
+ *  vat__ext_publish. */
+static inline vat__vat_ext *vat__ext_peek(vat__vat *v) {
+  return __atomic_load_n(&v->ext, __ATOMIC_ACQUIRE);
+}
 int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
                  void **state_out);
-/** Ends `v` with `reason`, once: sets `dead`, then runs the modules' hooks.
- *  On worker `w`, the one that ran (or spawned) it last. */
-void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason);
+/** Ends `v` with `reason`, once: sets `dead`, then runs the modules' hooks,
+ *  then reports the end to the crash hook if it is abnormal (core/crash.h)
+ *  and `cause` is not NULL: the message v was handling when it ended, NULL
+ *  for a vat that never ran. On worker `w`, the one that ran (or spawned)
+ *  it last, outside any turn. */
+struct vat__msg;
+void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason,
+                    const struct vat__msg *cause);
+
+/** The label of v, or NULL. Any thread (core/label.c). */
+const char *vat__label_of(vat__vat *v);
+/** Sets v's label (a copy of `label`; NULL clears it). From v's turns, or
+ *  before v can run (at spawn). */
+void vat__label_set(vat__vat *v, const char *label);
 
 static inline bool vat__is_dead(const vat__vat *v) {
   return atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD;

@@ -46,6 +46,11 @@ struct vat__worker {
   uint32_t ticks;
   uint32_t rng;
   vat__counter delivered, dead_letters, spawned, terminated;
+  /* For snapshots (vat_system_inspect), off the message path: vats taken
+   * from other workers, parks, and nanoseconds spent parked; `park_since`
+   * is when the current park began (0: not parked), so a snapshot counts
+   * a park still going on. Written by the worker alone. */
+  vat__counter steals, parks, idle_ns, park_since;
   pthread_t thread;
 };
 

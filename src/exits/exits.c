@@ -75,11 +75,14 @@ struct vat__exits *vat__exits_make(vat__vat *v) {
       struct vat__exits exits;
     } *both = vat__gc_alloc(sizeof *both);
     both->ext.exits = &both->exits;
-    v->ext = &both->ext;
+    vat__ext_publish(v, &both->ext);
     return &both->exits;
   }
+  /* Release: a snapshot that acquire-loads it sees it zeroed, not older
+   * bytes (vat_ref_inspect). */
   if (c->exits == NULL)
-    c->exits = vat__gc_alloc(sizeof *c->exits);
+    __atomic_store_n(&c->exits, vat__gc_alloc(sizeof *c->exits),
+                     __ATOMIC_RELEASE);
   return c->exits;
 }
 
@@ -274,10 +277,10 @@ int vat_trap_exit(vat_turn *turn, vat_ref *receiver, vat_exit_fn on_exit) {
     return VAT_EINVAL;
   /* Immediate: a failed turn ends the vat, so no one sees the change. */
   struct vat__exits *x = vat__exits_of(turn->vat);
-  x->trap = receiver;
   x->trap_fn = receiver ? on_exit : NULL;
   atomic_store_explicit(&turn->vat->traps_hint, receiver != NULL,
                         memory_order_relaxed);
+  vat__exits_set_trap(x, receiver);
   return VAT_OK;
 }
 
@@ -332,6 +335,30 @@ int vat_host_exit(vat_ref *target, vat_value reason) {
   return rc;
 }
 
+/* --- Host threads' monitors ----------------------------------------------- */
+
+int vat__exits_host_watch(vat_ref *target,
+                          void (*fn)(void *ctx, vat_value reason), void *ctx,
+                          void **handle) {
+  watch *w = vat__gc_alloc(sizeof *w);
+  *w = (watch){.who = target, .host_fn = fn, .host_ctx = ctx};
+  watch_sig *s = vat__gc_alloc(sizeof *s);
+  *s = (watch_sig){.base = {&vat__monitor_class}, .w = w};
+  /* MONITOR travels as a vat's does: recorded by the target if it is
+   * alive when it arrives, else dropped, and its drop calls fn(noproc). */
+  int rc = vat__host_send_signal(target, &s->base);
+  if (rc == VAT_OK)
+    *handle = w;
+  return rc;
+}
+
+void vat__exits_host_unwatch(void *handle) {
+  watch *w = handle;
+  watch_sig *s = vat__gc_alloc(sizeof *s);
+  *s = (watch_sig){.base = {&vat__demonitor_class}, .w = w};
+  vat__deliver_now_signal(w->who, &s->base);
+}
+
 /* --- Core hooks ----------------------------------------------------------- */
 
 /* Another entity than the first (whose callback the core keeps in
@@ -383,7 +410,12 @@ static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   vat__xmap_clear(&x->unlinking);
   vat__xmap_clear(&x->watchers);
   vat__xmap_clear(&x->held);
-  x->trap = NULL;
+  vat__exits_set_trap(x, NULL);
+}
+
+static bool vat_watched(vat__vat *v) {
+  struct vat__exits *x = v->ext ? v->ext->exits : NULL;
+  return x != NULL && (x->links.size != 0 || x->watchers.size != 0);
 }
 
 /* --- A stopped system's vats ---------------------------------------------- */
@@ -402,7 +434,7 @@ static void stopped_watch(void *ctx, uint64_t key, void *value) {
   void **args = ctx;
   vat__vat *v = args[0];
   watch *wa = value;
-  if (wa->watcher->vat->sys != v->sys)
+  if (wa->watcher == NULL || wa->watcher->vat->sys != v->sys)
     vat__exits_send_down(NULL, wa, *(vat_value *)args[1]);
 }
 
@@ -422,4 +454,5 @@ const vat__module vat__exits_module = {
     .vat_ended = vat_ended,
     .vat_stranded = vat_stranded,
     .entity_stop = track_stop,
+    .vat_watched = vat_watched,
 };

@@ -44,6 +44,13 @@ static vat__xslot *find(const vat__xmap *m, uint64_t key) {
   }
 }
 
+/* `size` is written with relaxed atomic stores (plain moves) by the owner
+ * alone, so a snapshot on another thread may read it (vat_ref_inspect);
+ * the owner reads it plainly. */
+static void set_size(vat__xmap *m, uint32_t size) {
+  __atomic_store_n(&m->size, size, __ATOMIC_RELAXED);
+}
+
 /* Appends a key known to be absent; there is room for one more entry. */
 static void append(vat__xmap *m, uint64_t key, void *value) {
   uint32_t *index = index_of(m);
@@ -52,7 +59,7 @@ static void append(vat__xmap *m, uint64_t key, void *value) {
     i = (i + 1) & (m->cap - 1);
   m->slots[m->used] = (vat__xslot){key, value};
   index[i] = ++m->used;
-  m->size++;
+  set_size(m, m->size + 1);
 }
 
 static void resize(vat__xmap *m, uint32_t cap) {
@@ -61,7 +68,8 @@ static void resize(vat__xmap *m, uint32_t cap) {
       entries_cap(cap) * sizeof *m->slots + (size_t)cap * sizeof(uint32_t);
   m->slots = vat__gc_alloc(bytes); /* zeroed: every bucket empty */
   m->cap = cap;
-  m->size = m->used = 0;
+  m->used = 0;
+  set_size(m, 0);
   for (uint32_t i = 0; i < old.used; i++)
     if (old.slots[i].key != VAT__XMAP_GONE)
       append(m, old.slots[i].key, old.slots[i].value);
@@ -95,7 +103,7 @@ bool vat__xmap_remove(vat__xmap *m, uint64_t key) {
     return false;
   /* Cleared at once, so a stale word never pins a dead vat. */
   *s = (vat__xslot){VAT__XMAP_GONE, NULL};
-  m->size--;
+  set_size(m, m->size - 1);
   if (m->size == 0) {
     /* Emptied: forget the removed entries too. */
     memset(index_of(m), 0, m->cap * sizeof(uint32_t));
@@ -115,5 +123,11 @@ void vat__xmap_each(const vat__xmap *m,
 }
 
 void vat__xmap_clear(vat__xmap *m) {
-  *m = (vat__xmap){0};
+  m->slots = NULL;
+  m->cap = m->used = 0;
+  set_size(m, 0);
+}
+
+uint32_t vat__xmap_size_peek(const vat__xmap *m) {
+  return __atomic_load_n(&m->size, __ATOMIC_RELAXED);
 }

@@ -37,5 +37,8 @@ void vat__xmap_each(const vat__xmap *m,
                     void (*fn)(void *ctx, uint64_t key, void *value),
                     void *ctx);
 void vat__xmap_clear(vat__xmap *m);
+/** The number of live entries, from any thread: the owner stores it with
+ *  relaxed atomic stores; a value it had lately. */
+uint32_t vat__xmap_size_peek(const vat__xmap *m);
 
 #endif

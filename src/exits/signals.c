@@ -155,6 +155,7 @@ static const vat__signal_class ack_class = {
     .deliver = ack_deliver,
     .drop = vat__signal_drop_nothing,
     .control = true,
+    .name = "unlink ack",
 };
 
 static link_sig *new_ack(vat_ref *from, uint64_t id) {
@@ -207,6 +208,12 @@ static const vat__signal_class down_class = {
 };
 
 void vat__exits_send_down(vat__worker *w, watch *wa, vat_value reason) {
+  if (wa->watcher == NULL) {
+    /* A host thread's monitor: told here, outside any turn (the ended
+     * hook, a drop, or shutdown's settling). */
+    wa->host_fn(wa->host_ctx, reason);
+    return;
+  }
   watch_sig *s = vat__gc_alloc(sizeof *s);
   *s = (watch_sig){.base = {&down_class}, .w = wa, .reason = reason};
   (void)w;
@@ -217,7 +224,10 @@ static void monitor_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)state;
   watch_sig *s = (watch_sig *)sig;
   vat__xmap_put(&vat__exits_of(turn->vat)->watchers, (uintptr_t)s->w, s->w);
-  vat__exits_note_crossing(turn->vat, s->w->watcher->vat);
+  if (s->w->watcher == NULL)
+    vat__boundary_note(turn->vat); /* a host waits: settle at shutdown */
+  else
+    vat__exits_note_crossing(turn->vat, s->w->watcher->vat);
 }
 
 static void monitor_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {

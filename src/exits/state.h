@@ -19,12 +19,16 @@ typedef struct stop_cb {
   vat_stop_fn fn;
 } stop_cb;
 
-/* One monitor, shared read-only by the watcher and the target once sent. */
+/* One monitor, shared read-only by the watcher and the target once sent.
+ * A host thread's monitor (vat__exits_host_watch) has no watcher: its down
+ * is a call of `host_fn`, made wherever the down is sent. */
 typedef struct watch {
   uint64_t id;
-  vat_ref *watcher; /* the entity that called vat_monitor */
+  vat_ref *watcher; /* the entity that called vat_monitor; NULL: a host's */
   vat_ref *who;     /* the ref it monitors */
   vat_down_fn fn;
+  void (*host_fn)(void *ctx, vat_value reason);
+  void *host_ctx;
 } watch;
 
 /* The maps iterate in insertion order, so a vat's end sends its exits and
@@ -38,7 +42,7 @@ struct vat__exits {
   vat__xmap watchers;  /* monitors on this vat: watch address -> watch */
   vat__xmap held;      /* monitors this vat made: id -> watch */
   uint64_t last_id;    /* of the monitors and unlinks this vat made */
-  vat_ref *trap;       /* NULL: not trapping */
+  vat_ref *trap;       /* NULL: not trapping; see vat__exits_set_trap */
   vat_exit_fn trap_fn;
   stop_cb *stops;
 };
@@ -70,6 +74,12 @@ static inline struct vat__exits *vat__exits_of(vat__vat *v) {
   if (v->ext != NULL && v->ext->exits != NULL)
     return v->ext->exits;
   return vat__exits_make(v);
+}
+
+/* The trap is stored with a relaxed atomic store (a plain move) by the
+ * vat alone, so that a snapshot may read whether it traps. */
+static inline void vat__exits_set_trap(struct vat__exits *x, vat_ref *trap) {
+  __atomic_store_n(&x->trap, trap, __ATOMIC_RELAXED);
 }
 
 static inline bool vat__exits_is_kill(vat_value reason) {

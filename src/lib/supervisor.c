@@ -386,6 +386,24 @@ static void which_msg(vat_turn *turn, void *state, void *arg) {
   vat_send(turn, req->reply_to, req->fn, c);
 }
 
+/* The children as a value: a list, in start order, of records
+ * child(id, ref), id a string or null, ref null for a child not running. */
+static void children_req(vat_turn *turn, void *state, void *arg,
+                         vat_resolver *r) {
+  (void)arg;
+  sup *s = state;
+  vat_value *items = gc_new((s->n ? s->n : 1) * sizeof *items);
+  const vat_atom *child = vat_atom_intern("child");
+  for (size_t i = 0; i < s->n; i++) {
+    const char *id = s->kids[i].spec.id;
+    vat_ref *ref = s->kids[i].ref;
+    vat_value fields[2] = {id ? vat_string(id) : vat_null(),
+                           ref ? vat_ref_value(ref) : vat_null()};
+    items[i] = vat_record(child, fields, 2);
+  }
+  vat_resolve(turn, r, vat_list(items, s->n));
+}
+
 /* --- Public API ----------------------------------------------------------- */
 
 static const vat_entity_def sup_def = {.state_size = sizeof(sup)};
@@ -472,4 +490,13 @@ int vat_host_supervisor_which_children(vat_ref *sup_ref, vat_ref *reply_to,
   if (reply_to == NULL || fn == NULL)
     return VAT_EINVAL;
   return vat_host_send(sup_ref, which_msg, which(reply_to, fn));
+}
+
+int vat_supervisor_children(vat_turn *turn, vat_ref *sup_ref,
+                            vat_promise **out) {
+  return vat_call(turn, sup_ref, children_req, NULL, 0, out);
+}
+
+int vat_host_supervisor_children(vat_ref *sup_ref, vat_promise **out) {
+  return vat_host_call(sup_ref, children_req, NULL, 0, out);
 }

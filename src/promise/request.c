@@ -32,10 +32,18 @@ static void request_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
   vat__promise_settle(p, ST_BROKEN, reason, NULL, false);
 }
 
+/* For crash reports: a vat that fails handling a request was running
+ * its handler. */
+static void (*request_handler(const vat__signal *sig))(void) {
+  const vat_promise *p = vat__container_of(sig, vat_promise, req.sig);
+  return (void (*)(void))p->req.fn;
+}
+
 static const vat__signal_class request_class = {
     .deliver = request_deliver,
     .drop = request_drop,
     .name = "request",
+    .handler = request_handler,
 };
 
 static void timeout_fire(void *arg) {

@@ -14,6 +14,7 @@
 #include "trace/trace.h"
 #include "util/clock.h"
 #include "util/gc.h"
+#include "vat/observe.h"
 
 void vat_config_default(vat_config *cfg) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -21,6 +22,7 @@ void vat_config_default(vat_config *cfg) {
       .workers = cpus > 0 ? (unsigned)cpus : 1,
       .batch = 64,
       .spin = 64,
+      .on_crash = vat_crash_print,
   };
 }
 
@@ -50,6 +52,7 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
 #endif
   sys->workers = workers;
   sys->nworkers = nworkers;
+  sys->started_ns = vat__monotonic_ns();
   sys->host_driven = host_driven;
   sys->wake_fd = -1;
   sys->virtual_clock = cfg->deterministic;
@@ -93,6 +96,9 @@ int vat_system_shutdown(vat_system *sys, double timeout_s) {
   atomic_store_explicit(&sys->state, VAT__STOPPED, memory_order_seq_cst);
   vat__wake_all(sys);
   vat__workers_join(sys);
+  /* Relaxed: a snapshot needs the time, not what came before it. */
+  atomic_store_explicit(&sys->stopped_ns, vat__monotonic_ns(),
+                        memory_order_relaxed);
   vat__hooks_system_stop(sys);
   /* Accepted messages still on their way in land before the count, so
    * each is delivered, a dead letter, or dropped here: never lost. */

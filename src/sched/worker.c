@@ -28,6 +28,7 @@
 #include "core/trace.h"
 #include "core/turn.h"
 #include "sched/sched.h"
+#include "util/clock.h"
 #include "util/cpu.h"
 #include "util/gc.h" /* pthread_create registers the workers */
 #include "util/mem.h"
@@ -104,8 +105,10 @@ static vat__vat *steal(vat__worker *w) {
     if (victim == w)
       continue;
     vat__vat *v = vat__runq_steal(&w->runq, &victim->runq);
-    if (v)
+    if (v) {
+      vat__count(&w->steals, 1);
       return v;
+    }
   }
   return NULL;
 }
@@ -176,6 +179,23 @@ static bool work_visible(vat_system *sys) {
   return false;
 }
 
+/* Sleeps until woken, under the system's lock; timed for snapshots. The
+ * clock is read only here, around the sleep, never per message. */
+static void park(vat__worker *w) {
+  uint64_t since = vat__monotonic_ns();
+  vat__count(&w->parks, 1);
+  atomic_store_explicit(&w->park_since, since, memory_order_relaxed);
+  if (w->trace != NULL)
+    vat__trace_mark(w->trace, VAT__TR_PARK);
+  pthread_cond_wait(&w->sys->park_cond, &w->sys->lock);
+  if (w->trace != NULL)
+    vat__trace_mark(w->trace, VAT__TR_WAKE);
+  /* Added before park_since clears: a snapshot in between counts this
+   * sleep twice, never not at all (it clamps to the worker's lifetime). */
+  vat__count(&w->idle_ns, vat__monotonic_ns() - since);
+  atomic_store_explicit(&w->park_since, 0, memory_order_relaxed);
+}
+
 /* Spins, then parks. Returns a vat found meanwhile, or NULL to look again
  * (after a wake-up) or to stop. */
 static vat__vat *idle(vat__worker *w) {
@@ -201,11 +221,7 @@ static vat__vat *idle(vat__worker *w) {
   if (!stopping(sys) && !work_visible(sys)) {
     if (vat__quiescent_locked(sys))
       pthread_cond_broadcast(&sys->quiet_cond);
-    if (w->trace != NULL)
-      vat__trace_mark(w->trace, VAT__TR_PARK);
-    pthread_cond_wait(&sys->park_cond, &sys->lock);
-    if (w->trace != NULL)
-      vat__trace_mark(w->trace, VAT__TR_WAKE);
+    park(w);
   }
   atomic_fetch_sub_explicit(&sys->parked, 1, memory_order_seq_cst);
   pthread_mutex_unlock(&sys->lock);
