@@ -10,12 +10,17 @@
 #include "core/deliver.h"
 #include "core/hooks.h"
 #include "core/system.h"
+#include "vat/exits.h"
 
-/* normal, shutdown, or an error coded shutdown: vat_reason_is_orderly's
- * rule, which lives with the exits module; the core cannot call up. */
-static bool orderly(vat_value reason) {
+/* The reasons of vat/exits.h, here because the core reports crashes by
+ * them and cannot call up into the exits module. */
+bool vat_reason_is_normal(vat_value reason) {
+  return vat_is_atom(reason, vat__atom.normal);
+}
+
+bool vat_reason_is_orderly(vat_value reason) {
   const vat_atom *sd = vat__atom.shutdown;
-  return vat_is_atom(reason, vat__atom.normal) || vat_is_atom(reason, sd) ||
+  return vat_reason_is_normal(reason) || vat_is_atom(reason, sd) ||
          (reason.type == VAT_T_ERROR && vat_error_code(reason) == sd);
 }
 
@@ -50,7 +55,7 @@ static void describe_cause(const vat__msg *m, vat_crash_report *r) {
 
 bool vat__crash_begin(vat__vat *v, vat_value reason, const vat__msg *cause,
                       vat_crash_report *report) {
-  if (v->sys->cfg.on_crash == NULL || orderly(reason))
+  if (v->sys->cfg.on_crash == NULL || vat_reason_is_orderly(reason))
     return false;
   *report = (vat_crash_report){
       .vat = &v->first,

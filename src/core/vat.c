@@ -68,7 +68,9 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason,
   /* Made before the hooks run: they forget the links and monitors that
    * say whether anyone watched. */
   vat_crash_report report;
-  bool crashed = cause != NULL && vat__crash_begin(v, reason, cause, &report);
+  /* Most vats end `normal`: they skip the call. */
+  bool crashed = cause != NULL && !vat_is_atom(reason, vat__atom.normal) &&
+                 vat__crash_begin(v, reason, cause, &report);
   if (has_module_state(x))
     vat__hooks_vat_ended(w, v, reason);
   if (crashed)

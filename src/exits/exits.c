@@ -99,16 +99,6 @@ vat_value vat_reason_error(const vat_atom *code, vat_value payload) {
   return vat_error(code, payload);
 }
 
-bool vat_reason_is_normal(vat_value reason) {
-  return vat_is_atom(reason, vat__atom.normal);
-}
-
-bool vat_reason_is_orderly(vat_value reason) {
-  const vat_atom *sd = vat__atom.shutdown;
-  return vat_reason_is_normal(reason) || vat_is_atom(reason, sd) ||
-         (reason.type == VAT_T_ERROR && vat_error_code(reason) == sd);
-}
-
 /* --- Effects: what a turn changes at commit ------------------------------- */
 
 typedef struct table_effect {
