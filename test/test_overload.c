@@ -74,38 +74,44 @@ static bool reason_is(vat_ref *ref, const vat_atom *atom) {
   return vat_is_atom(vat_ref_exit_reason(ref), atom);
 }
 
-START_TEST(kill_overtakes_the_backlog) {
+/* Parks a vat (trapping exits, or not) behind a backlog, sends it an exit
+ * with `reason` from the host, and checks that it ended with `ends_with`
+ * having run none of the backlog, which became dead letters. Before, the
+ * exit waited behind all of it: handled == BACKLOG. */
+static void exit_overtakes(bool trap, const vat_atom *reason,
+                           const vat_atom *ends_with) {
   vat_system *sys = test_system(2);
   target *t;
   vat_ref *ref = test_spawn(sys, sizeof *t, (void **)&t);
+  if (trap)
+    ck_assert_vat_ok(vat_host_send(ref, trap_exits, NULL));
   park_with_backlog(ref, t);
-  ck_assert_vat_ok(
-      vat_host_exit(ref, vat_atom_value(vat_atom_intern("killed"))));
+  ck_assert_vat_ok(vat_host_exit(ref, vat_atom_value(reason)));
   atomic_store(&t->open, 1);
   wait_dead(ref);
-  ck_assert(reason_is(ref, vat_atom_intern("killed")));
+  ck_assert(reason_is(ref, ends_with));
   test_quiesce(sys);
-  /* Before, the kill waited behind all of them: handled == BACKLOG. */
   uint64_t handled = atomic_load(&t->handled);
   ck_assert_uint_eq(handled, 0);
   ck_assert_uint_eq(test_stats(sys).dead_letters, BACKLOG);
+  uint64_t trapped = atomic_load(&t->trapped);
+  ck_assert_uint_eq(trapped, 0);
+}
+
+START_TEST(kill_overtakes_the_backlog) {
+  exit_overtakes(false, vat_atom_killed(), vat_atom_killed());
 }
 END_TEST
 
 START_TEST(untrapped_error_exit_overtakes_the_backlog) {
-  vat_system *sys = test_system(2);
-  target *t;
-  vat_ref *ref = test_spawn(sys, sizeof *t, (void **)&t);
-  park_with_backlog(ref, t);
   const vat_atom *boom = vat_atom_intern("boom");
-  ck_assert_vat_ok(vat_host_exit(ref, vat_atom_value(boom)));
-  atomic_store(&t->open, 1);
-  wait_dead(ref);
-  ck_assert(reason_is(ref, boom));
-  test_quiesce(sys);
-  uint64_t handled = atomic_load(&t->handled);
-  ck_assert_uint_eq(handled, 0);
-  ck_assert_uint_eq(test_stats(sys).dead_letters, BACKLOG);
+  exit_overtakes(false, boom, boom);
+}
+END_TEST
+
+/* A trap does not stop a kill, and the kill does not wait either. */
+START_TEST(kill_overtakes_a_vat_that_traps) {
+  exit_overtakes(true, vat_atom_killed(), vat_atom_killed());
 }
 END_TEST
 
@@ -123,25 +129,6 @@ START_TEST(trapped_exit_keeps_its_place) {
   ck_assert_uint_eq(t->handled_at_trap, BACKLOG);
   ck_assert(!vat_ref_is_dead(ref));
   test_quiesce(sys);
-}
-END_TEST
-
-/* A trap does not stop a kill, and the kill does not wait either. */
-START_TEST(kill_overtakes_a_vat_that_traps) {
-  vat_system *sys = test_system(2);
-  target *t;
-  vat_ref *ref = test_spawn(sys, sizeof *t, (void **)&t);
-  ck_assert_vat_ok(vat_host_send(ref, trap_exits, NULL));
-  park_with_backlog(ref, t);
-  ck_assert_vat_ok(
-      vat_host_exit(ref, vat_atom_value(vat_atom_intern("killed"))));
-  atomic_store(&t->open, 1);
-  wait_dead(ref);
-  test_quiesce(sys);
-  uint64_t handled = atomic_load(&t->handled);
-  ck_assert_uint_eq(handled, 0);
-  uint64_t trapped = atomic_load(&t->trapped);
-  ck_assert_uint_eq(trapped, 0);
 }
 END_TEST
 
