@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/trace.h"
 #include "json.h"
 #include "support.h"
 #include "trace_check.h"
@@ -512,6 +514,105 @@ START_TEST(environment_turns_it_on) {
 }
 END_TEST
 
+/* --- Time: one clock reading per group of fast turns, one per slow turn - */
+
+enum { TIMED_TURNS = 64, SLOW_US = 300 };
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+typedef struct alternator {
+  unsigned left, n;
+} alternator;
+
+/* Every other turn is slow: a group of them averages far over a
+ * microsecond a turn, so the clock is read at each turn from then on. */
+static void alternate(vat_turn *turn, void *state, void *arg) {
+  alternator *a = state;
+  (void)arg;
+  if (a->n++ % 2 == 1) {
+    uint64_t until = now_ns() + SLOW_US * 1000ull;
+    while (now_ns() < until)
+      ;
+  }
+  if (--a->left == 0)
+    expect_vat_ok(vat_stop(turn));
+  else
+    expect_vat_ok(vat_send(turn, vat_self(turn), alternate, NULL));
+}
+
+/* The slices named `name`, in the order of the file (one track). */
+static size_t slices_named(const json *doc, const char *name, const json **out,
+                           size_t max) {
+  const json *ev = events_of(doc);
+  size_t n = 0;
+  for (size_t i = 0; i < ev->len && n < max; i++)
+    if (strcmp(json_str(&ev->items[i], "ph"), "X") == 0 &&
+        strcmp(json_str(&ev->items[i], "name"), name) == 0)
+      out[n++] = &ev->items[i];
+  return n;
+}
+
+static json *run_timed(vat_fn fn, unsigned turns, trace_summary *s) {
+  char path[256];
+  temp_path(path, sizeof path, "timed");
+  vat_system *sys = traced_system(0, true, path, 0);
+  alternator *a;
+  vat_ref *ref = test_spawn(sys, sizeof *a, (void **)&a);
+  a->left = turns;
+  ck_assert_vat_ok(vat_host_send(ref, fn, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  test_quiesce(sys); /* writes the file */
+  json *doc = load(path, s);
+  unlink(path);
+  return doc;
+}
+
+START_TEST(slow_turns_keep_their_durations) {
+  trace_summary s;
+  json *doc = run_timed(alternate, TIMED_TURNS, &s);
+  const json *x[TIMED_TURNS];
+  ck_assert_uint_eq(slices_named(doc, "alternate", x, TIMED_TURNS),
+                    TIMED_TURNS);
+  /* Past the first group (its turns share one reading, evenly), each
+   * slow turn's slice lasts at least as long as the turn did. */
+  for (size_t i = 2 * VAT__TRACE_STRIDE + 1; i < TIMED_TURNS; i += 2)
+    ck_assert_msg(json_num(x[i], "dur", 0) >= SLOW_US,
+                  "slow turn %zu lasted %g us in the trace", i,
+                  json_num(x[i], "dur", 0));
+  json_free(doc);
+}
+END_TEST
+
+static void quick(vat_turn *turn, void *state, void *arg) {
+  alternator *a = state;
+  (void)arg;
+  if (--a->left == 0)
+    expect_vat_ok(vat_stop(turn));
+  else
+    expect_vat_ok(vat_send(turn, vat_self(turn), quick, NULL));
+}
+
+START_TEST(fast_turns_are_spread_between_readings) {
+  trace_summary s;
+  json *doc = run_timed(quick, TIMED_TURNS, &s);
+  const json *x[TIMED_TURNS];
+  ck_assert_uint_eq(slices_named(doc, "quick", x, TIMED_TURNS), TIMED_TURNS);
+  /* Turns that share a reading still get a start and a length of their
+   * own, one after the other (the checker saw that none overlap). */
+  for (size_t i = 0; i < TIMED_TURNS; i++) {
+    ck_assert(json_num(x[i], "dur", 0) > 0);
+    if (i > 0)
+      ck_assert(json_num(x[i], "ts", 0) > json_num(x[i - 1], "ts", 0));
+  }
+  ck_assert_uint_eq(s.flows, TIMED_TURNS - 1);
+  json_free(doc);
+}
+END_TEST
+
 Suite *test_trace_suite(void) {
   Suite *s = suite_create("trace");
   TCase *tc = test_case("trace", 120);
@@ -524,6 +625,8 @@ Suite *test_trace_suite(void) {
   tcase_add_test(tc, write_while_running);
   tcase_add_test(tc, write_errors);
   tcase_add_test(tc, environment_turns_it_on);
+  tcase_add_test(tc, slow_turns_keep_their_durations);
+  tcase_add_test(tc, fast_turns_are_spread_between_readings);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -14,6 +14,18 @@
  * so exact as a JSON number. */
 enum { FLOW_WORKER_SHIFT = 36, FLOW_TAG_SHIFT = 44 };
 
+/* The clock's rate, measured over a few microseconds against the
+ * monotonic clock: it decides which turns are slow enough to time alone
+ * (trace.h), so a rough figure does. */
+static uint64_t ticks_per_us(void) {
+  uint64_t t0 = vat__trace_ticks(), n0 = vat__monotonic_ns(), n;
+  while ((n = vat__monotonic_ns()) - n0 < 20000)
+    ;
+  uint64_t t = vat__trace_ticks() - t0;
+  uint64_t rate = t * 1000 / (n - n0);
+  return rate ? rate : 1;
+}
+
 vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
   size_t slots = 2;
   while (slots < sys->trace_events)
@@ -29,13 +41,28 @@ vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
   r->next_flow = (uint64_t)(sys->trace_tag & 0x1ff) << FLOW_TAG_SHIFT |
                  (uint64_t)((index + 1) & 0xff) << FLOW_WORKER_SHIFT;
   atomic_init(&r->head, 0);
+  r->slow = ticks_per_us();
+  r->stride = VAT__TRACE_STRIDE;
   return r;
+}
+
+/* The time of an event recorded now: the running turn's, else a reading
+ * of its own, which ends the group of turns before it; the next turn
+ * starts a group of its own, so that the time between (idle, parked) is
+ * never spread over turns. */
+static uint64_t event_time(vat__trace_ring *r) {
+  if (r->turn_ts != 0)
+    return r->turn_ts;
+  r->clock = vat__trace_ticks();
+  r->left = 0;
+  r->group = 0;
+  return r->clock;
 }
 
 static vat__trace_event *record(vat__trace_ring *r, uint32_t kind,
                                 const void *vat) {
   vat__trace_event *e = vat__trace_slot(r);
-  e->ts = r->turn_ts ? r->turn_ts : vat__trace_ticks();
+  e->ts = event_time(r);
   e->flow = 0;
   e->vat = vat;
   e->entity = NULL;
@@ -80,7 +107,7 @@ void vat__trace_sends(vat__trace_ring *r, vat_turn *t, vat__msg *m) {
 }
 
 void vat__trace_send_now(vat__trace_ring *r, vat__msg *m) {
-  record_send(r, m, r->turn_ts ? r->turn_ts : vat__trace_ticks());
+  record_send(r, m, event_time(r));
 }
 
 void vat__trace_drop(vat__trace_ring *r, const vat__msg *m) {

@@ -17,6 +17,7 @@
 #define VAT_CORE_TRACE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/deliver.h"
@@ -27,13 +28,21 @@
 #include <x86intrin.h>
 #endif
 
-/* Time is read once per turn, at its start: the clock costs more than the
- * rest of a traced turn (about 30 cycles for the time-stamp counter).
- * Everything recorded during the turn carries its start time, and the
- * turn ends where the next event with a time of its own begins: the next
- * turn, the worker going idle (IDLE), or something done between turns
- * (a dead letter). So a turn's slice includes the few nanoseconds of
- * scheduling that follow it. */
+/* Time is read once per group of turns, not per turn: the clock costs
+ * more than the rest of a traced turn (about 30 cycles for the time-stamp
+ * counter, more under a hypervisor). A turn reads it when the worker's
+ * last VAT__TRACE_STRIDE turns used the previous reading, or when
+ * something between turns (idle, park, a dead letter) read it since;
+ * the others carry the group's reading. trace/ spreads a group's turns
+ * evenly between its reading and the next event with a time of its own.
+ * When a group averaged over about a microsecond per turn, every turn
+ * reads the clock until VAT__TRACE_STRIDE turns in a row were fast again,
+ * so long turns keep their true durations. Everything recorded during a turn
+ * carries the turn's (group's) time; a turn ends where the next one begins, or
+ * at the next event with a time of its own (IDLE, a dead letter). So a turn's
+ * slice includes the few nanoseconds of scheduling that follow it. */
+enum { VAT__TRACE_STRIDE = 16 };
+
 enum vat__trace_kind {
   VAT__TR_TURN = 1, /* a turn begins: flow in, vat, entity, what */
   VAT__TR_SEND,     /* a send committed: flow out, target vat, entity, what */
@@ -74,7 +83,13 @@ typedef struct vat__trace_ring {
   _Atomic uint64_t head;
   uint64_t mask; /* slots - 1; slots is a power of two */
   uint64_t next_flow;
-  uint64_t turn_ts;         /* the running turn's start; 0 between turns */
+  uint64_t turn_ts;         /* the running turn's time; 0 between turns */
+  uint64_t clock;           /* the last reading, the current group's time */
+  uint32_t left;            /* turns that may still use `clock` */
+  uint32_t group;           /* turns that used it so far */
+  uint32_t stride;          /* turns per reading: VAT__TRACE_STRIDE, or 1 */
+  uint32_t fast;            /* fast turns in a row while the stride is 1 */
+  uint64_t slow;            /* ticks per microsecond: a slow turn's average */
   vat__trace_event *events; /* collector memory, not scanned */
 } vat__trace_ring;
 
@@ -133,12 +148,35 @@ static inline const void *vat__trace_what(const vat__msg *m, uint32_t *form) {
   return (const void *)(uintptr_t)m->fn;
 }
 
-/** A turn of `v` running `m` begins: reads the clock, once for the turn.
- *  Inline in the traced turn loop: every store here is one per turn. */
+/** The time a turn starting now records: a fresh reading once per group
+ *  of turns (see the top), the group's reading otherwise. */
+static inline uint64_t vat__trace_turn_clock(vat__trace_ring *r) {
+  if (__builtin_expect(r->left == 0, 0)) {
+    uint64_t now = vat__trace_ticks();
+    /* The group just ended averaged a microsecond or more per turn: time
+     * each turn alone, until a stride's worth of turns in a row were fast.
+     * A group after an idle spell (group 0) says nothing. */
+    if (r->group != 0) {
+      if (now - r->clock > r->group * r->slow)
+        r->stride = 1, r->fast = 0;
+      else if (r->stride == 1 && ++r->fast == VAT__TRACE_STRIDE)
+        r->stride = VAT__TRACE_STRIDE;
+    }
+    r->left = r->stride;
+    r->group = 0;
+    r->clock = now;
+  }
+  r->left--;
+  r->group++;
+  return r->clock;
+}
+
+/** A turn of `v` running `m` begins. Inline in the traced turn loop:
+ *  every store here is one per turn. */
 static inline void vat__trace_turn(vat__trace_ring *r, const vat__vat *v,
                                    const vat__msg *m) {
   vat__trace_event *e = vat__trace_slot(r);
-  uint64_t ts = vat__trace_ticks();
+  uint64_t ts = vat__trace_turn_clock(r);
   r->turn_ts = ts;
   e->ts = ts;
   e->flow = m->flow;

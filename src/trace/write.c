@@ -180,8 +180,7 @@ static const char *cat_of(uint32_t form) {
 }
 
 static void write_turn(writer *w, unsigned tid, const vat__trace_event *e,
-                       uint64_t end_ticks) {
-  uint64_t ts = ns_of(w, e->ts), end = ns_of(w, end_ticks);
+                       uint64_t ts, uint64_t end) {
   begin(w, "X", tid, ts);
   fprintf(w->f, ",\"dur\":%llu.%03llu", (unsigned long long)((end - ts) / 1000),
           (unsigned long long)((end - ts) % 1000));
@@ -207,8 +206,7 @@ static void write_turn(writer *w, unsigned tid, const vat__trace_event *e,
  * sender, on a worker between turns) gets a slice of no length to start
  * from: a flow starts inside a slice, or viewers drop it. */
 static void write_send(writer *w, unsigned tid, const vat__trace_event *e,
-                       bool in_turn) {
-  uint64_t ts = ns_of(w, e->ts);
+                       bool in_turn, uint64_t ts) {
   if (has_id(&w->ends, e->flow)) {
     if (!in_turn) {
       begin(w, "X", tid, ts);
@@ -236,8 +234,9 @@ static void write_send(writer *w, unsigned tid, const vat__trace_event *e,
   fputs("}}", w->f);
 }
 
-static void write_instant(writer *w, unsigned tid, const vat__trace_event *e) {
-  begin(w, "i", tid, ns_of(w, e->ts));
+static void write_instant(writer *w, unsigned tid, const vat__trace_event *e,
+                          uint64_t ts) {
+  begin(w, "i", tid, ts);
   fputs(",\"s\":\"t\"", w->f);
   switch (e->kind) {
   case VAT__TR_SPAWN:
@@ -273,13 +272,32 @@ static void write_parked(writer *w, unsigned tid, const vat__trace_event *p,
   fputs("}", w->f);
 }
 
-/* When the turn at `i` ended: the next event with a time of its own, or
- * the copy's time if the turn was still running then. */
-static uint64_t end_of(const writer *w, const track *t, size_t i) {
-  for (size_t j = i + 1; j < t->n; j++)
-    if (t->ev[j].ts != t->ev[i].ts)
-      return t->ev[j].ts;
-  return w->copied_at;
+/* A group of turns that share one clock reading (core/trace.h): they
+ * run from that reading to the next event with a time of its own (or to
+ * the copy's time, if the last was still running then), in equal shares. */
+typedef struct group {
+  uint64_t ts;         /* the shared reading, in ticks */
+  uint64_t start, end; /* in nanoseconds */
+  size_t turns, next;  /* how many; the next one's place among them */
+} group;
+
+static void group_at(const writer *w, const track *t, size_t i, group *g) {
+  g->ts = t->ev[i].ts;
+  g->turns = g->next = 0;
+  size_t j = i;
+  for (; j < t->n && t->ev[j].ts == g->ts; j++)
+    g->turns += t->ev[j].kind == VAT__TR_TURN;
+  g->start = ns_of(w, g->ts);
+  g->end = ns_of(w, j < t->n ? t->ev[j].ts : w->copied_at);
+  if (g->end < g->start)
+    g->end = g->start;
+}
+
+/* The `k`-th share's start: exact integers, so that one turn's end is
+ * the next one's start and slices never overlap. */
+static uint64_t share(const group *g, size_t k) {
+  __extension__ unsigned __int128 span = g->end - g->start;
+  return g->start + (uint64_t)(span * k / g->turns);
 }
 
 static void write_track(writer *w, unsigned tid, const track *t) {
@@ -302,27 +320,33 @@ static void write_track(writer *w, unsigned tid, const track *t) {
             "events lost\",\"args\":{\"events_lost\":%llu}}",
             (unsigned long long)t->lost, (unsigned long long)t->lost);
   }
-  /* What a turn records carries its start time (core/trace.h): an event
-   * is inside the turn before it when it has that time, and the turn ends
-   * at the first event after it with a time of its own. */
-  uint64_t turn_ts = 0; /* the open turn's start; 0: none */
+  /* What a turn records carries its time (core/trace.h): an event is
+   * inside the turn before it when it has that time, and is drawn at the
+   * turn's start. */
+  uint64_t turn_ts = 0, turn_ns = 0; /* the open turn's; 0: none */
+  group g = {0};
   for (size_t i = 0; i < t->n; i++) {
     const vat__trace_event *e = &t->ev[i];
     if (e->kind == VAT__TR_TURN) {
-      write_turn(w, tid, e, end_of(w, t, i));
+      if (g.turns == 0 || e->ts != g.ts || g.next == g.turns)
+        group_at(w, t, i, &g);
+      turn_ns = share(&g, g.next);
+      write_turn(w, tid, e, turn_ns, share(&g, g.next + 1));
+      g.next++;
       turn_ts = e->ts;
       continue;
     }
     bool in_turn = turn_ts != 0 && e->ts == turn_ts;
     if (!in_turn)
       turn_ts = 0;
+    uint64_t ns = in_turn ? turn_ns : ns_of(w, e->ts);
     if (e->kind == VAT__TR_SEND)
-      write_send(w, tid, e, in_turn);
+      write_send(w, tid, e, in_turn, ns);
     else if (e->kind == VAT__TR_PARK && i + 1 < t->n &&
              t->ev[i + 1].kind == VAT__TR_WAKE)
       write_parked(w, tid, e, &t->ev[++i]);
     else if (e->kind != VAT__TR_IDLE)
-      write_instant(w, tid, e);
+      write_instant(w, tid, e, ns);
   }
 }
 
