@@ -263,12 +263,12 @@ START_TEST(overwrite_is_counted_exactly) {
   ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
   test_quiesce(sys); /* writes the file */
 
-  /* Recorded: turns 1..19 each send once (T1 S1 .. T19 S19), the last
-   * stops its vat (T20 EXIT), and each of the two run calls (the one above
-   * and shutdown's) ends with the worker idle (IDLE IDLE): 42 events. The
-   * ring keeps the last 16: T14 S14 .. T19 S19 T20 EXIT IDLE IDLE. T14's
-   * flow started at S13, overwritten. */
-  enum { RECORDED = 2 * TURNS + 2, LOST = RECORDED - RING };
+  /* Recorded: turns 1..20, each of the first 19 counting its one send in
+   * its own event (T1 .. T19), the last stopping its vat (T20 EXIT), and
+   * each of the two run calls (the one above and shutdown's) ending with
+   * the worker idle (IDLE IDLE): 23 events. The ring keeps the last 16:
+   * T8 .. T20 EXIT IDLE IDLE. T8's flow started at T7, overwritten. */
+  enum { RECORDED = TURNS + 3, LOST = RECORDED - RING };
   trace_summary s;
   json *doc = load(path, &s);
   const json *other = json_get(doc, "otherData");
@@ -278,10 +278,10 @@ START_TEST(overwrite_is_counted_exactly) {
   const json *per = json_get(other, "events_lost_per_track");
   ck_assert(per->type == JSON_ARRAY && per->len == 1 &&
             per->items[0].number == LOST);
-  ck_assert_uint_eq(s.slices, 7);
+  ck_assert_uint_eq(s.slices, 13);
   /* `tick` is static: named from the program's symbol table. */
-  ck_assert_uint_eq(count_named(doc, "X", "tick"), 7);
-  ck_assert_uint_eq(s.flows, 6); /* S14..S19 to T15..T20 */
+  ck_assert_uint_eq(count_named(doc, "X", "tick"), 13);
+  ck_assert_uint_eq(s.flows, 12); /* T8..T19 to T9..T20 */
   ck_assert_uint_eq(s.lost_turns, 1);
   ck_assert_uint_eq(s.lost_sends, 0);
   ck_assert_uint_eq(count_named(doc, "i", "exit"), 1);
@@ -613,6 +613,39 @@ START_TEST(fast_turns_are_spread_between_readings) {
 }
 END_TEST
 
+/* --- A turn's sends are counted in its event, up to a limit ----------- */
+
+enum { BROADCAST = VAT__TRACE_MAX_SENDS + 8 };
+
+static void broadcast(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  for (int i = 0; i < BROADCAST; i++)
+    expect_vat_ok(vat_send(turn, arg, test_hit, NULL));
+}
+
+START_TEST(a_broadcast_past_the_limit_pairs_every_flow) {
+  char path[256];
+  temp_path(path, sizeof path, "broadcast");
+  vat_system *sys = traced_system(0, true, path, 4 * BROADCAST);
+  test_counter *sink;
+  vat_ref *to = test_spawn_counter(sys, &sink);
+  vat_ref *from = test_spawn(sys, 0, NULL);
+  ck_assert_vat_ok(vat_host_send(from, broadcast, to));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  test_quiesce(sys); /* writes the file */
+  trace_summary s;
+  json *doc = load(path, &s);
+  /* The first VAT__TRACE_MAX_SENDS name the turn's event; the rest have
+   * events of their own. Every one is an arrow. */
+  ck_assert_uint_eq(s.flows, BROADCAST);
+  ck_assert_uint_eq(s.lost_sends, 0);
+  ck_assert_uint_eq(s.lost_turns, 0);
+  ck_assert_uint_eq(count_named(doc, "X", "test_hit"), BROADCAST);
+  json_free(doc);
+  unlink(path);
+}
+END_TEST
+
 Suite *test_trace_suite(void) {
   Suite *s = suite_create("trace");
   TCase *tc = test_case("trace", 120);
@@ -626,6 +659,7 @@ Suite *test_trace_suite(void) {
   tcase_add_test(tc, write_errors);
   tcase_add_test(tc, environment_turns_it_on);
   tcase_add_test(tc, slow_turns_keep_their_durations);
+  tcase_add_test(tc, a_broadcast_past_the_limit_pairs_every_flow);
   tcase_add_test(tc, fast_turns_are_spread_between_readings);
   suite_add_tcase(s, tc);
   return s;

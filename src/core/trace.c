@@ -10,10 +10,6 @@
 #include "util/gc.h"
 #include "util/mem.h"
 
-/* A flow id: 9 bits of system tag, 8 of worker, 36 of count: below 2^53,
- * so exact as a JSON number. */
-enum { FLOW_WORKER_SHIFT = 36, FLOW_TAG_SHIFT = 44 };
-
 /* The clock's rate, measured over a few microseconds against the
  * monotonic clock: it decides which turns are slow enough to time alone
  * (trace.h), so a rough figure does. */
@@ -38,8 +34,8 @@ vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
    * a page. */
   memset(r->events, 0, slots * sizeof(vat__trace_event));
   r->mask = slots - 1;
-  r->next_flow = (uint64_t)(sys->trace_tag & 0x1ff) << FLOW_TAG_SHIFT |
-                 (uint64_t)((index + 1) & 0xff) << FLOW_WORKER_SHIFT;
+  r->flow_base = vat__trace_flow_base(sys->trace_tag, index);
+  r->next_flow = r->flow_base | VAT__FLOW_LOOSE;
   atomic_init(&r->head, 0);
   r->slow = ticks_per_us();
   r->stride = VAT__TRACE_STRIDE;
@@ -67,12 +63,14 @@ static vat__trace_event *record(vat__trace_ring *r, uint32_t kind,
   e->vat = vat;
   e->entity = NULL;
   e->what = NULL;
-  e->kind = kind;
+  e->kind = (uint16_t)kind;
   e->form = 0;
+  e->sends = 0;
   return e;
 }
 
-static inline void record_send(vat__trace_ring *r, vat__msg *m, uint64_t ts) {
+/* A send with an id of its own and an event to say where it started. */
+static void record_loose(vat__trace_ring *r, vat__msg *m, uint64_t ts) {
   vat__trace_event *e = vat__trace_slot(r);
   uint64_t flow = ++r->next_flow;
   m->flow = flow;
@@ -82,32 +80,44 @@ static inline void record_send(vat__trace_ring *r, vat__msg *m, uint64_t ts) {
   e->entity = m->target;
   e->what = vat__trace_what(m, &e->form);
   e->kind = VAT__TR_SEND;
+  e->sends = 0;
   vat__trace_publish(r);
+}
+
+/* The turn's event learns its count of sends, unless the turn recorded so
+ * much that its event was overwritten already (its flows' starts are then
+ * lost, as an overwritten event's are). A reader copying the ring while
+ * the system runs may see the count before or after this store: flows it
+ * misses are reported lost, consistently within the file (trace/). */
+static void count_sends(vat__trace_ring *r) {
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  if (h - r->turn_seq <= r->mask)
+    r->events[r->turn_seq & r->mask].sends = r->turn_sends;
+}
+
+/* One send of the running turn: an id naming the turn's event. */
+static inline void turn_send(vat__trace_ring *r, vat__msg *m) {
+  if (r->turn_sends < VAT__TRACE_MAX_SENDS)
+    m->flow = vat__trace_flow_id(r->flow_base, r->turn_seq, r->turn_sends++);
+  else
+    record_loose(r, m, r->turn_ts);
 }
 
 void vat__trace_sends(vat__trace_ring *r, vat_turn *t, vat__msg *m) {
   (void)t;
-  /* Committed in a turn: they carry its time (trace.h). Published once,
-   * after the last: a reader copying meanwhile misses them all or none. */
-  uint64_t ts = r->turn_ts, flow = r->next_flow;
-  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-  for (; m != NULL; m = atomic_load_explicit(&m->next, memory_order_relaxed)) {
-    vat__trace_event *e = &r->events[h++ & r->mask];
-    m->flow = ++flow;
-    e->ts = ts;
-    e->flow = flow;
-    e->vat = m->target->vat;
-    e->entity = m->target;
-    e->what = vat__trace_what(m, &e->form);
-    e->kind = VAT__TR_SEND;
-  }
-  r->next_flow = flow;
-  /* Release: a reader that sees the count sees the events. */
-  atomic_store_explicit(&r->head, h, memory_order_release);
+  /* Committed in a turn (turn_ts is set): no event per send (trace.h). */
+  for (; m != NULL; m = atomic_load_explicit(&m->next, memory_order_relaxed))
+    turn_send(r, m);
+  count_sends(r);
 }
 
 void vat__trace_send_now(vat__trace_ring *r, vat__msg *m) {
-  record_send(r, m, event_time(r));
+  if (r->turn_ts != 0) {
+    turn_send(r, m);
+    count_sends(r);
+  } else {
+    record_loose(r, m, event_time(r));
+  }
 }
 
 void vat__trace_drop(vat__trace_ring *r, const vat__msg *m) {
@@ -129,7 +139,7 @@ void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason) {
   vat__trace_event *e = record(r, VAT__TR_EXIT, v);
   /* Only atoms are kept by name: other values may be collected before
    * the file is written. An error is named by its code. */
-  e->form = reason.type;
+  e->form = (uint16_t)reason.type;
   if (reason.type == VAT_T_ATOM)
     e->what = reason.as.atom;
   else if (reason.type == VAT_T_ERROR)

@@ -10,8 +10,14 @@
  *
  * Flows: a traced send gets an id, kept in the message node, that the turn
  * running the message records; the file draws an arrow from one to the
- * other. Ids are unique in a system and differ between the systems of a
- * process: the system's tag and the worker's index in the top bits.
+ * other. A send made in a turn records no event of its own: its id names
+ * the sending turn's event (the worker, the event's sequence number in the
+ * ring) and the send's place among the turn's sends, and the turn's event
+ * counts its sends, so trace/ can list every flow that started. A send
+ * made outside a turn, or past VAT__TRACE_MAX_SENDS in one, records a
+ * SEND event with an id of its own (the LOOSE bit). Ids are unique in a
+ * system and differ between the systems of a process: the system's tag
+ * and the worker's index in the top bits.
  */
 #ifndef VAT_CORE_TRACE_H
 #define VAT_CORE_TRACE_H
@@ -44,8 +50,8 @@
 enum { VAT__TRACE_STRIDE = 16 };
 
 enum vat__trace_kind {
-  VAT__TR_TURN = 1, /* a turn begins: flow in, vat, entity, what */
-  VAT__TR_SEND,     /* a send committed: flow out, target vat, entity, what */
+  VAT__TR_TURN = 1, /* a turn begins: flow in, vat, entity, what, sends */
+  VAT__TR_SEND,     /* a send with no turn event to start from (below) */
   VAT__TR_DROP,     /* a traced message dropped as a dead letter: flow */
   VAT__TR_SPAWN,    /* vat spawned; entity: the spawning vat */
   VAT__TR_EXIT,     /* vat ended; what: the reason's atom, form: its type */
@@ -71,8 +77,35 @@ typedef struct vat__trace_event {
   const void *vat;
   const void *entity;
   const void *what;
-  uint32_t kind, form;
+  uint16_t kind, form;
+  uint32_t sends; /* TURN: sends committed, written as they commit */
 } vat__trace_event;
+
+/* A flow id: 9 bits of system tag, 8 of worker, then either LOOSE and a
+ * count of its own, or the sending turn's event's sequence number (36
+ * bits: it wraps after 2^36 events, far more than a ring holds) and the
+ * send's place in the turn (10 bits). */
+enum {
+  VAT__FLOW_TAG_SHIFT = 55,
+  VAT__FLOW_WORKER_SHIFT = 47,
+  VAT__FLOW_SEQ_SHIFT = 10,
+  VAT__TRACE_MAX_SENDS = 1 << VAT__FLOW_SEQ_SHIFT,
+};
+#define VAT__FLOW_LOOSE ((uint64_t)1 << 46)
+#define VAT__FLOW_SEQ_MASK (((uint64_t)1 << 36) - 1)
+
+/** The id of send `k` of the turn recorded as event `seq` by the worker
+ *  whose flow ids start with `base`. */
+static inline uint64_t vat__trace_flow_id(uint64_t base, uint64_t seq,
+                                          uint32_t k) {
+  return base | (seq & VAT__FLOW_SEQ_MASK) << VAT__FLOW_SEQ_SHIFT | k;
+}
+
+/** The top bits of the flow ids of worker `index` of a system tagged `tag`. */
+static inline uint64_t vat__trace_flow_base(unsigned tag, unsigned index) {
+  return (uint64_t)(tag & 0x1ff) << VAT__FLOW_TAG_SHIFT |
+         (uint64_t)((index + 1) & 0xff) << VAT__FLOW_WORKER_SHIFT;
+}
 
 _Static_assert(sizeof(vat__trace_event) == 48, "an event is six words");
 
@@ -81,9 +114,12 @@ typedef struct vat__trace_ring {
    * the event's slot, so a reader that copies the ring while it runs can
    * tell which slots it may have caught mid-overwrite (trace/). */
   _Atomic uint64_t head;
-  uint64_t mask; /* slots - 1; slots is a power of two */
-  uint64_t next_flow;
+  uint64_t mask;            /* slots - 1; slots is a power of two */
+  uint64_t flow_base;       /* vat__trace_flow_base */
+  uint64_t next_flow;       /* the last loose flow id */
   uint64_t turn_ts;         /* the running turn's time; 0 between turns */
+  uint64_t turn_seq;        /* the running turn's event's sequence number */
+  uint32_t turn_sends;      /* its sends so far */
   uint64_t clock;           /* the last reading, the current group's time */
   uint32_t left;            /* turns that may still use `clock` */
   uint32_t group;           /* turns that used it so far */
@@ -122,8 +158,8 @@ static inline void vat__trace_publish(vat__trace_ring *r) {
 
 /* The recording calls, out of line: only a traced system makes them. */
 
-/** Gives each message of the chain from `m` (linked to NULL) a flow id
- *  and records its send, from turn `t`. */
+/** Gives each message of the chain from `m` (linked to NULL), sent by
+ *  turn `t`, a flow id, and counts them in the turn's event. */
 void vat__trace_sends(vat__trace_ring *r, vat_turn *t, vat__msg *m);
 /** As vat__trace_sends, for one message sent outside a turn's buffer. */
 void vat__trace_send_now(vat__trace_ring *r, vat__msg *m);
@@ -135,7 +171,7 @@ void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason);
 void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind);
 /** What `m` runs, for the file's name of a turn or send, and its form.
  *  Inline: once per traced turn and per traced send. */
-static inline const void *vat__trace_what(const vat__msg *m, uint32_t *form) {
+static inline const void *vat__trace_what(const vat__msg *m, uint16_t *form) {
   if (m->fn == vat__dispatch_dynamic) {
     *form = VAT__TR_DYN;
     return m->arg;
@@ -175,16 +211,21 @@ static inline uint64_t vat__trace_turn_clock(vat__trace_ring *r) {
  *  every store here is one per turn. */
 static inline void vat__trace_turn(vat__trace_ring *r, const vat__vat *v,
                                    const vat__msg *m) {
-  vat__trace_event *e = vat__trace_slot(r);
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  vat__trace_event *e = &r->events[h & r->mask];
   uint64_t ts = vat__trace_turn_clock(r);
   r->turn_ts = ts;
+  r->turn_seq = h;
+  r->turn_sends = 0;
   e->ts = ts;
   e->flow = m->flow;
   e->vat = v;
   e->entity = m->target;
   e->what = vat__trace_what(m, &e->form);
   e->kind = VAT__TR_TURN;
-  vat__trace_publish(r);
+  e->sends = 0;
+  /* Release: a concurrent reader that sees the new count sees the slot. */
+  atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
 /** The turn is over: what is recorded from here on reads the clock. */
 static inline void vat__trace_turn_end(vat__trace_ring *r) {
