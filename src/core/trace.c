@@ -84,37 +84,14 @@ static void record_loose(vat__trace_ring *r, vat__msg *m, uint64_t ts) {
   vat__trace_publish(r);
 }
 
-/* The turn's event learns its count of sends, unless the turn recorded so
- * much that its event was overwritten already (its flows' starts are then
- * lost, as an overwritten event's are). A reader copying the ring while
- * the system runs may see the count before or after this store: flows it
- * misses are reported lost, consistently within the file (trace/). */
-static void count_sends(vat__trace_ring *r) {
-  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-  if (h - r->turn_seq <= r->mask)
-    r->events[r->turn_seq & r->mask].sends = r->turn_sends;
-}
-
-/* One send of the running turn: an id naming the turn's event. */
-static inline void turn_send(vat__trace_ring *r, vat__msg *m) {
-  if (r->turn_sends < VAT__TRACE_MAX_SENDS)
-    m->flow = vat__trace_flow_id(r->flow_base, r->turn_seq, r->turn_sends++);
-  else
-    record_loose(r, m, r->turn_ts);
-}
-
-void vat__trace_sends(vat__trace_ring *r, vat_turn *t, vat__msg *m) {
-  (void)t;
-  /* Committed in a turn (turn_ts is set): no event per send (trace.h). */
+void vat__trace_sends_loose(vat__trace_ring *r, vat__msg *m) {
   for (; m != NULL; m = atomic_load_explicit(&m->next, memory_order_relaxed))
-    turn_send(r, m);
-  count_sends(r);
+    record_loose(r, m, r->turn_ts);
 }
 
 void vat__trace_send_now(vat__trace_ring *r, vat__msg *m) {
   if (r->turn_ts != 0) {
-    turn_send(r, m);
-    count_sends(r);
+    vat__trace_sends(r, m); /* m->next is NULL */
   } else {
     record_loose(r, m, event_time(r));
   }

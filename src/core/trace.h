@@ -122,7 +122,7 @@ typedef struct vat__trace_ring {
   uint32_t turn_sends;      /* its sends so far */
   uint64_t clock;           /* the last reading, the current group's time */
   uint32_t left;            /* turns that may still use `clock` */
-  uint32_t group;           /* turns that used it so far */
+  uint32_t group;           /* turns in its group, if it ends at `left` 0 */
   uint32_t stride;          /* turns per reading: VAT__TRACE_STRIDE, or 1 */
   uint32_t fast;            /* fast turns in a row while the stride is 1 */
   uint64_t slow;            /* ticks per microsecond: a slow turn's average */
@@ -158,9 +158,9 @@ static inline void vat__trace_publish(vat__trace_ring *r) {
 
 /* The recording calls, out of line: only a traced system makes them. */
 
-/** Gives each message of the chain from `m` (linked to NULL), sent by
- *  turn `t`, a flow id, and counts them in the turn's event. */
-void vat__trace_sends(vat__trace_ring *r, vat_turn *t, vat__msg *m);
+/** The out-of-line rest of vat__trace_sends: from the chain's message
+ *  `m`, past the turn's VAT__TRACE_MAX_SENDS. */
+void vat__trace_sends_loose(vat__trace_ring *r, vat__msg *m);
 /** As vat__trace_sends, for one message sent outside a turn's buffer. */
 void vat__trace_send_now(vat__trace_ring *r, vat__msg *m);
 /** A message `m` with a flow dropped at a dead vat. */
@@ -199,11 +199,10 @@ static inline uint64_t vat__trace_turn_clock(vat__trace_ring *r) {
         r->stride = VAT__TRACE_STRIDE;
     }
     r->left = r->stride;
-    r->group = 0;
+    r->group = r->stride; /* unless something between turns reads it */
     r->clock = now;
   }
   r->left--;
-  r->group++;
   return r->clock;
 }
 
@@ -227,6 +226,34 @@ static inline void vat__trace_turn(vat__trace_ring *r, const vat__vat *v,
   /* Release: a concurrent reader that sees the new count sees the slot. */
   atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
+/** The turn's event learns its count of sends, unless the turn recorded
+ *  so much that its event was overwritten already (its flows' starts are
+ *  then lost, as an overwritten event's are). A reader copying the ring
+ *  while the system runs may see the count before or after this store:
+ *  the flows it misses are reported lost, consistently within the file. */
+static inline void vat__trace_count_sends(vat__trace_ring *r) {
+  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  if (__builtin_expect(h - r->turn_seq <= r->mask, 1))
+    r->events[r->turn_seq & r->mask].sends = r->turn_sends;
+}
+
+/** Gives each message of the chain from `m` (linked to NULL), committed
+ *  by the running turn, a flow id naming the turn's event, and counts
+ *  them in that event. Inline: once per traced turn that sends. */
+static inline void vat__trace_sends(vat__trace_ring *r, vat__msg *m) {
+  uint32_t k = r->turn_sends;
+  uint64_t flow = vat__trace_flow_id(r->flow_base, r->turn_seq, 0);
+  for (; m != NULL; m = atomic_load_explicit(&m->next, memory_order_relaxed)) {
+    if (__builtin_expect(k == VAT__TRACE_MAX_SENDS, 0)) {
+      vat__trace_sends_loose(r, m);
+      break;
+    }
+    m->flow = flow | k++;
+  }
+  r->turn_sends = k;
+  vat__trace_count_sends(r);
+}
+
 /** The turn is over: what is recorded from here on reads the clock. */
 static inline void vat__trace_turn_end(vat__trace_ring *r) {
   r->turn_ts = 0;
