@@ -233,7 +233,9 @@ static inline void vat__trace_turn(vat__trace_ring *r, const vat__vat *v,
  *  the flows it misses are reported lost, consistently within the file. */
 static inline void vat__trace_count_sends(vat__trace_ring *r) {
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-  if (__builtin_expect(h - r->turn_seq <= r->mask, 1))
+  /* Events below `h` are written; the turn's slot is reused by event
+   * turn_seq + mask + 1, written once h passed it. */
+  if (__builtin_expect(h - r->turn_seq <= r->mask + 1, 1))
     r->events[r->turn_seq & r->mask].sends = r->turn_sends;
 }
 
