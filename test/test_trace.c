@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/trace.h"
 #include "json.h"
 #include "support.h"
 #include "trace_check.h"
@@ -261,12 +263,12 @@ START_TEST(overwrite_is_counted_exactly) {
   ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
   test_quiesce(sys); /* writes the file */
 
-  /* Recorded: turns 1..19 each send once (T1 S1 .. T19 S19), the last
-   * stops its vat (T20 EXIT), and each of the two run calls (the one above
-   * and shutdown's) ends with the worker idle (IDLE IDLE): 42 events. The
-   * ring keeps the last 16: T14 S14 .. T19 S19 T20 EXIT IDLE IDLE. T14's
-   * flow started at S13, overwritten. */
-  enum { RECORDED = 2 * TURNS + 2, LOST = RECORDED - RING };
+  /* Recorded: turns 1..20, each of the first 19 counting its one send in
+   * its own event (T1 .. T19), the last stopping its vat (T20 EXIT), and
+   * each of the two run calls (the one above and shutdown's) ending with
+   * the worker idle (IDLE IDLE): 23 events. The ring keeps the last 16:
+   * T8 .. T20 EXIT IDLE IDLE. T8's flow started at T7, overwritten. */
+  enum { RECORDED = TURNS + 3, LOST = RECORDED - RING };
   trace_summary s;
   json *doc = load(path, &s);
   const json *other = json_get(doc, "otherData");
@@ -276,10 +278,10 @@ START_TEST(overwrite_is_counted_exactly) {
   const json *per = json_get(other, "events_lost_per_track");
   ck_assert(per->type == JSON_ARRAY && per->len == 1 &&
             per->items[0].number == LOST);
-  ck_assert_uint_eq(s.slices, 7);
+  ck_assert_uint_eq(s.slices, 13);
   /* `tick` is static: named from the program's symbol table. */
-  ck_assert_uint_eq(count_named(doc, "X", "tick"), 7);
-  ck_assert_uint_eq(s.flows, 6); /* S14..S19 to T15..T20 */
+  ck_assert_uint_eq(count_named(doc, "X", "tick"), 13);
+  ck_assert_uint_eq(s.flows, 12); /* T8..T19 to T9..T20 */
   ck_assert_uint_eq(s.lost_turns, 1);
   ck_assert_uint_eq(s.lost_sends, 0);
   ck_assert_uint_eq(count_named(doc, "i", "exit"), 1);
@@ -512,6 +514,138 @@ START_TEST(environment_turns_it_on) {
 }
 END_TEST
 
+/* --- Time: one clock reading per group of fast turns, one per slow turn - */
+
+enum { TIMED_TURNS = 64, SLOW_US = 300 };
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+typedef struct alternator {
+  unsigned left, n;
+} alternator;
+
+/* Every other turn is slow: a group of them averages far over a
+ * microsecond a turn, so the clock is read at each turn from then on. */
+static void alternate(vat_turn *turn, void *state, void *arg) {
+  alternator *a = state;
+  (void)arg;
+  if (a->n++ % 2 == 1) {
+    uint64_t until = now_ns() + SLOW_US * 1000ull;
+    while (now_ns() < until)
+      ;
+  }
+  if (--a->left == 0)
+    expect_vat_ok(vat_stop(turn));
+  else
+    expect_vat_ok(vat_send(turn, vat_self(turn), alternate, NULL));
+}
+
+/* The slices named `name`, in the order of the file (one track). */
+static size_t slices_named(const json *doc, const char *name, const json **out,
+                           size_t max) {
+  const json *ev = events_of(doc);
+  size_t n = 0;
+  for (size_t i = 0; i < ev->len && n < max; i++)
+    if (strcmp(json_str(&ev->items[i], "ph"), "X") == 0 &&
+        strcmp(json_str(&ev->items[i], "name"), name) == 0)
+      out[n++] = &ev->items[i];
+  return n;
+}
+
+static json *run_timed(vat_fn fn, unsigned turns, trace_summary *s) {
+  char path[256];
+  temp_path(path, sizeof path, "timed");
+  vat_system *sys = traced_system(0, true, path, 0);
+  alternator *a;
+  vat_ref *ref = test_spawn(sys, sizeof *a, (void **)&a);
+  a->left = turns;
+  ck_assert_vat_ok(vat_host_send(ref, fn, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  test_quiesce(sys); /* writes the file */
+  json *doc = load(path, s);
+  unlink(path);
+  return doc;
+}
+
+START_TEST(slow_turns_keep_their_durations) {
+  trace_summary s;
+  json *doc = run_timed(alternate, TIMED_TURNS, &s);
+  const json *x[TIMED_TURNS];
+  ck_assert_uint_eq(slices_named(doc, "alternate", x, TIMED_TURNS),
+                    TIMED_TURNS);
+  /* Past the first group (its turns share one reading, evenly), each
+   * slow turn's slice lasts at least as long as the turn did. */
+  for (size_t i = 2 * VAT__TRACE_STRIDE + 1; i < TIMED_TURNS; i += 2)
+    ck_assert_msg(json_num(x[i], "dur", 0) >= SLOW_US,
+                  "slow turn %zu lasted %g us in the trace", i,
+                  json_num(x[i], "dur", 0));
+  json_free(doc);
+}
+END_TEST
+
+static void quick(vat_turn *turn, void *state, void *arg) {
+  alternator *a = state;
+  (void)arg;
+  if (--a->left == 0)
+    expect_vat_ok(vat_stop(turn));
+  else
+    expect_vat_ok(vat_send(turn, vat_self(turn), quick, NULL));
+}
+
+START_TEST(fast_turns_are_spread_between_readings) {
+  trace_summary s;
+  json *doc = run_timed(quick, TIMED_TURNS, &s);
+  const json *x[TIMED_TURNS];
+  ck_assert_uint_eq(slices_named(doc, "quick", x, TIMED_TURNS), TIMED_TURNS);
+  /* Turns that share a reading still get a start and a length of their
+   * own, one after the other (the checker saw that none overlap). */
+  for (size_t i = 0; i < TIMED_TURNS; i++) {
+    ck_assert(json_num(x[i], "dur", 0) > 0);
+    if (i > 0)
+      ck_assert(json_num(x[i], "ts", 0) > json_num(x[i - 1], "ts", 0));
+  }
+  ck_assert_uint_eq(s.flows, TIMED_TURNS - 1);
+  json_free(doc);
+}
+END_TEST
+
+/* --- A turn's sends are counted in its event, up to a limit ----------- */
+
+enum { BROADCAST = VAT__TRACE_MAX_SENDS + 8 };
+
+static void broadcast(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  for (int i = 0; i < BROADCAST; i++)
+    expect_vat_ok(vat_send(turn, arg, test_hit, NULL));
+}
+
+START_TEST(a_broadcast_past_the_limit_pairs_every_flow) {
+  char path[256];
+  temp_path(path, sizeof path, "broadcast");
+  vat_system *sys = traced_system(0, true, path, 4 * BROADCAST);
+  test_counter *sink;
+  vat_ref *to = test_spawn_counter(sys, &sink);
+  vat_ref *from = test_spawn(sys, 0, NULL);
+  ck_assert_vat_ok(vat_host_send(from, broadcast, to));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  test_quiesce(sys); /* writes the file */
+  trace_summary s;
+  json *doc = load(path, &s);
+  /* The first VAT__TRACE_MAX_SENDS name the turn's event; the rest have
+   * events of their own. Every one is an arrow. */
+  ck_assert_uint_eq(s.flows, BROADCAST);
+  ck_assert_uint_eq(s.lost_sends, 0);
+  ck_assert_uint_eq(s.lost_turns, 0);
+  ck_assert_uint_eq(count_named(doc, "X", "test_hit"), BROADCAST);
+  json_free(doc);
+  unlink(path);
+}
+END_TEST
+
 Suite *test_trace_suite(void) {
   Suite *s = suite_create("trace");
   TCase *tc = test_case("trace", 120);
@@ -524,6 +658,9 @@ Suite *test_trace_suite(void) {
   tcase_add_test(tc, write_while_running);
   tcase_add_test(tc, write_errors);
   tcase_add_test(tc, environment_turns_it_on);
+  tcase_add_test(tc, slow_turns_keep_their_durations);
+  tcase_add_test(tc, a_broadcast_past_the_limit_pairs_every_flow);
+  tcase_add_test(tc, fast_turns_are_spread_between_readings);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -30,13 +30,22 @@
  * one from its object file's symbol table (unless stripped), else as
  * "program+0xOFFSET" (addr2line resolves it).
  *
- * The clock is read once per turn, at its start: a turn's slice lasts
- * until the worker's next turn or until it goes idle, so it includes the
- * few nanoseconds of scheduling after the handler returns.
+ * Time: the clock is read once per group of up to 16 consecutive turns
+ * on a worker (and whenever the worker goes idle, parks or wakes); the
+ * turns of a group get equal shares of the time from that reading to the
+ * next. So a single turn's start and length are exact only to within its
+ * group's span (typically well under a microsecond for fast turns), while
+ * their order, and the group's total, are exact. Once a group averaged
+ * more than about a microsecond per turn, every turn reads the clock
+ * until 16 in a row are fast again: slow turns get their true durations.
+ * A turn's slice lasts until the worker's next turn or until it goes
+ * idle, so it includes the few nanoseconds of scheduling after the
+ * handler returns.
  *
- * Cost: off, one test per batch of turns; on, a clock read and one or two
- * 48-byte ring writes per message (README.md, "Looking at a trace", has
- * the measured figures).
+ * Cost: off, one test per batch of turns; on, one 48-byte ring write per
+ * turn (a send records nothing of its own: its turn counts it), and a
+ * clock read per group of turns (README.md, "Looking at a trace", has the
+ * measured figures).
  */
 #ifndef VAT_TRACE_H
 #define VAT_TRACE_H

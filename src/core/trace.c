@@ -10,9 +10,17 @@
 #include "util/gc.h"
 #include "util/mem.h"
 
-/* A flow id: 9 bits of system tag, 8 of worker, 36 of count: below 2^53,
- * so exact as a JSON number. */
-enum { FLOW_WORKER_SHIFT = 36, FLOW_TAG_SHIFT = 44 };
+/* The clock's rate, measured over a few microseconds against the
+ * monotonic clock: it decides which turns are slow enough to time alone
+ * (trace.h), so a rough figure does. */
+static uint64_t ticks_per_us(void) {
+  uint64_t t0 = vat__trace_ticks(), n0 = vat__monotonic_ns(), n;
+  while ((n = vat__monotonic_ns()) - n0 < 20000)
+    ;
+  uint64_t t = vat__trace_ticks() - t0;
+  uint64_t rate = t * 1000 / (n - n0);
+  return rate ? rate : 1;
+}
 
 vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
   size_t slots = 2;
@@ -26,26 +34,43 @@ vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
    * a page. */
   memset(r->events, 0, slots * sizeof(vat__trace_event));
   r->mask = slots - 1;
-  r->next_flow = (uint64_t)(sys->trace_tag & 0x1ff) << FLOW_TAG_SHIFT |
-                 (uint64_t)((index + 1) & 0xff) << FLOW_WORKER_SHIFT;
+  r->flow_base = vat__trace_flow_base(sys->trace_tag, index);
+  r->next_flow = r->flow_base | VAT__FLOW_LOOSE;
   atomic_init(&r->head, 0);
+  r->slow = ticks_per_us();
+  r->stride = VAT__TRACE_STRIDE;
   return r;
+}
+
+/* The time of an event recorded now: the running turn's, else a reading
+ * of its own, which ends the group of turns before it; the next turn
+ * starts a group of its own, so that the time between (idle, parked) is
+ * never spread over turns. */
+static uint64_t event_time(vat__trace_ring *r) {
+  if (r->turn_ts != 0)
+    return r->turn_ts;
+  r->clock = vat__trace_ticks();
+  r->left = 0;
+  r->group = 0;
+  return r->clock;
 }
 
 static vat__trace_event *record(vat__trace_ring *r, uint32_t kind,
                                 const void *vat) {
   vat__trace_event *e = vat__trace_slot(r);
-  e->ts = r->turn_ts ? r->turn_ts : vat__trace_ticks();
+  e->ts = event_time(r);
   e->flow = 0;
   e->vat = vat;
   e->entity = NULL;
   e->what = NULL;
-  e->kind = kind;
+  e->kind = (uint16_t)kind;
   e->form = 0;
+  e->sends = 0;
   return e;
 }
 
-static inline void record_send(vat__trace_ring *r, vat__msg *m, uint64_t ts) {
+/* A send with an id of its own and an event to say where it started. */
+static void record_loose(vat__trace_ring *r, vat__msg *m, uint64_t ts) {
   vat__trace_event *e = vat__trace_slot(r);
   uint64_t flow = ++r->next_flow;
   m->flow = flow;
@@ -55,32 +80,21 @@ static inline void record_send(vat__trace_ring *r, vat__msg *m, uint64_t ts) {
   e->entity = m->target;
   e->what = vat__trace_what(m, &e->form);
   e->kind = VAT__TR_SEND;
+  e->sends = 0;
   vat__trace_publish(r);
 }
 
-void vat__trace_sends(vat__trace_ring *r, vat_turn *t, vat__msg *m) {
-  (void)t;
-  /* Committed in a turn: they carry its time (trace.h). Published once,
-   * after the last: a reader copying meanwhile misses them all or none. */
-  uint64_t ts = r->turn_ts, flow = r->next_flow;
-  uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-  for (; m != NULL; m = atomic_load_explicit(&m->next, memory_order_relaxed)) {
-    vat__trace_event *e = &r->events[h++ & r->mask];
-    m->flow = ++flow;
-    e->ts = ts;
-    e->flow = flow;
-    e->vat = m->target->vat;
-    e->entity = m->target;
-    e->what = vat__trace_what(m, &e->form);
-    e->kind = VAT__TR_SEND;
-  }
-  r->next_flow = flow;
-  /* Release: a reader that sees the count sees the events. */
-  atomic_store_explicit(&r->head, h, memory_order_release);
+void vat__trace_sends_loose(vat__trace_ring *r, vat__msg *m) {
+  for (; m != NULL; m = atomic_load_explicit(&m->next, memory_order_relaxed))
+    record_loose(r, m, r->turn_ts);
 }
 
 void vat__trace_send_now(vat__trace_ring *r, vat__msg *m) {
-  record_send(r, m, r->turn_ts ? r->turn_ts : vat__trace_ticks());
+  if (r->turn_ts != 0) {
+    vat__trace_sends(r, m); /* m->next is NULL */
+  } else {
+    record_loose(r, m, event_time(r));
+  }
 }
 
 void vat__trace_drop(vat__trace_ring *r, const vat__msg *m) {
@@ -102,7 +116,7 @@ void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason) {
   vat__trace_event *e = record(r, VAT__TR_EXIT, v);
   /* Only atoms are kept by name: other values may be collected before
    * the file is written. An error is named by its code. */
-  e->form = reason.type;
+  e->form = (uint16_t)reason.type;
   if (reason.type == VAT_T_ATOM)
     e->what = reason.as.atom;
   else if (reason.type == VAT_T_ERROR)

@@ -77,7 +77,7 @@ static __attribute__((noinline)) void commit_in_order(vat_turn *t) {
     vat__msg *own = t->out_head;
     t->out_head = t->out_tail = NULL;
     if (t->worker->trace != NULL && own != NULL)
-      vat__trace_sends(t->worker->trace, t, own);
+      vat__trace_sends(t->worker->trace, own);
     took = deliver_chain(t, own, took);
   }
   t->committing = false;
@@ -137,7 +137,7 @@ run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced) {
     discard(&t);
   } else if (t.out_head || t.effects_head || t.spawned || t.stop) {
     if (traced && t.out_head) /* flow ids before the first goes out */
-      vat__trace_sends(w->trace, &t, t.out_head);
+      vat__trace_sends(w->trace, t.out_head);
     commit(&t); /* most turns of a receiving vat send nothing */
   }
   vat__current_turn = NULL;

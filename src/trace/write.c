@@ -4,10 +4,13 @@
  * context of a host-driven system); each turn is a complete slice ("X");
  * a send is a flow from the turn that committed it ("s") to the turn that
  * ran it ("f", bound to that turn's slice), both present only when both
- * ends are still in the rings. A flow with one end overwritten (or never
- * run: dropped, or still queued) is reported lost: its surviving end says
- * so, and "otherData" counts it. Events overwritten in a ring are counted
- * per track and in total, exactly. Formatting happens only here.
+ * ends are still in the rings. A turn's event counts its sends, whose ids
+ * name it (core/trace.h): that is how the sends are listed. In the file a
+ * flow's id is its place in that list, small enough for a JSON number. A flow
+ * with one end overwritten (or never run: dropped, or still queued) is reported
+ * lost: its surviving end says so, and "otherData" counts it. Events
+ * overwritten in a ring are counted per track and in total, exactly. Formatting
+ * happens only here.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,7 +28,8 @@
 typedef struct track {
   vat__trace_event *ev;
   size_t n;
-  uint64_t lost; /* overwritten before the copy (or during it) */
+  uint64_t lost;      /* overwritten before the copy (or during it) */
+  uint64_t flow_base; /* the worker's flow ids' top bits */
 } track;
 
 /* Copies what `r` holds. Unless the system has stopped (`still`), its
@@ -76,26 +80,58 @@ static bool has_id(const id_set *s, uint64_t id) {
   return id != 0 && bsearch(&id, s->ids, s->n, sizeof *s->ids, cmp_u64) != NULL;
 }
 
-/* The flow ids of events of `kind` across the tracks, sorted, unique. */
-static int collect(const track *tracks, unsigned n, uint32_t kind,
-                   id_set *out) {
-  size_t total = 0;
-  for (unsigned i = 0; i < n; i++)
-    total += tracks[i].n;
-  out->ids = malloc((total ? total : 1) * sizeof *out->ids);
-  out->n = 0;
-  if (out->ids == NULL)
-    return VAT_ENOMEM;
-  for (unsigned i = 0; i < n; i++)
-    for (size_t j = 0; j < tracks[i].n; j++)
-      if (tracks[i].ev[j].kind == kind && tracks[i].ev[j].flow != 0)
-        out->ids[out->n++] = tracks[i].ev[j].flow;
+/* The place of `id` among the set's, from 1; 0 when it is not there. */
+static size_t place_of(const id_set *s, uint64_t id) {
+  const uint64_t *at =
+      id ? bsearch(&id, s->ids, s->n, sizeof *s->ids, cmp_u64) : NULL;
+  return at ? (size_t)(at - s->ids) + 1 : 0;
+}
+
+/* The flows an event starts: a turn's sends, or a loose send's one. */
+static size_t starts_of(const vat__trace_event *e) {
+  return e->kind == VAT__TR_TURN ? e->sends : e->kind == VAT__TR_SEND;
+}
+
+/* The id of the `k`-th flow started by event `j` of `t`. */
+static uint64_t start_id(const track *t, size_t j, uint32_t k) {
+  const vat__trace_event *e = &t->ev[j];
+  if (e->kind == VAT__TR_SEND)
+    return e->flow;
+  return vat__trace_flow_id(t->flow_base, t->lost + j, k);
+}
+
+static void sort_unique(id_set *out) {
   qsort(out->ids, out->n, sizeof *out->ids, cmp_u64);
   size_t u = 0;
   for (size_t j = 0; j < out->n; j++)
     if (u == 0 || out->ids[u - 1] != out->ids[j])
       out->ids[u++] = out->ids[j];
   out->n = u;
+}
+
+/* The flow ids of events of `kind` across the tracks (with `starts`: the
+ * flows they start), sorted, unique. */
+static int collect(const track *tracks, unsigned n, uint32_t kind, bool starts,
+                   id_set *out) {
+  size_t total = 0;
+  for (unsigned i = 0; i < n; i++)
+    for (size_t j = 0; j < tracks[i].n; j++)
+      total += starts ? starts_of(&tracks[i].ev[j]) : 1;
+  out->ids = malloc((total ? total : 1) * sizeof *out->ids);
+  out->n = 0;
+  if (out->ids == NULL)
+    return VAT_ENOMEM;
+  for (unsigned i = 0; i < n; i++)
+    for (size_t j = 0; j < tracks[i].n; j++) {
+      const vat__trace_event *e = &tracks[i].ev[j];
+      if (starts) {
+        for (uint32_t k = 0; k < starts_of(e); k++)
+          out->ids[out->n++] = start_id(&tracks[i], j, k);
+      } else if (e->kind == kind && e->flow != 0) {
+        out->ids[out->n++] = e->flow;
+      }
+    }
+  sort_unique(out);
   return VAT_OK;
 }
 
@@ -179,37 +215,20 @@ static const char *cat_of(uint32_t form) {
                                 : "turn";
 }
 
-static void write_turn(writer *w, unsigned tid, const vat__trace_event *e,
-                       uint64_t end_ticks) {
-  uint64_t ts = ns_of(w, e->ts), end = ns_of(w, end_ticks);
-  begin(w, "X", tid, ts);
-  fprintf(w->f, ",\"dur\":%llu.%03llu", (unsigned long long)((end - ts) / 1000),
-          (unsigned long long)((end - ts) % 1000));
-  put_name(w, cat_of(e->form), name_of(w->names, e->what, e->form));
-  fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"entity\":\"%p\"", e->vat,
-          e->entity);
-  bool matched = has_id(&w->starts, e->flow);
-  if (e->flow != 0 && !matched) {
-    fprintf(w->f, ",\"flow_lost\":%llu", (unsigned long long)e->flow);
-    w->lost_starts++;
-  }
-  fputs("}}", w->f);
-  if (matched) {
-    begin(w, "f", tid, ts);
-    fprintf(w->f,
-            ",\"bp\":\"e\",\"cat\":\"flow\",\"name\":\"send\","
-            "\"id\":%llu}",
-            (unsigned long long)e->flow);
-  }
+/* A flow's id in the file: its place among the started flows. */
+static unsigned long long file_id(const writer *w, uint64_t id) {
+  return (unsigned long long)place_of(&w->starts, id);
 }
 
-/* A send made outside any turn (a dead letter's drop answering its
- * sender, on a worker between turns) gets a slice of no length to start
- * from: a flow starts inside a slice, or viewers drop it. */
-static void write_send(writer *w, unsigned tid, const vat__trace_event *e,
-                       bool in_turn) {
-  uint64_t ts = ns_of(w, e->ts);
-  if (has_id(&w->ends, e->flow)) {
+/* A flow that started at `ts` (inside a turn unless `in_turn` is false):
+ * its start, or, when its end is not in the trace, a mark saying why.
+ * `e` is a loose send's event, which names the target; NULL for a turn's
+ * send. A loose send made outside any turn (a dead letter's drop
+ * answering its sender, on a worker between turns) gets a slice of no
+ * length to start from: a flow starts inside a slice, or viewers drop it. */
+static void write_start(writer *w, unsigned tid, uint64_t id, bool in_turn,
+                        uint64_t ts, const vat__trace_event *e) {
+  if (has_id(&w->ends, id)) {
     if (!in_turn) {
       begin(w, "X", tid, ts);
       fputs(",\"dur\":0", w->f);
@@ -218,26 +237,56 @@ static void write_send(writer *w, unsigned tid, const vat__trace_event *e,
     }
     begin(w, "s", tid, ts);
     fprintf(w->f, ",\"cat\":\"flow\",\"name\":\"send\",\"id\":%llu}",
-            (unsigned long long)e->flow);
+            file_id(w, id));
     return;
   }
-  bool dropped = has_id(&w->drops, e->flow);
+  bool dropped = has_id(&w->drops, id);
   w->lost_ends++;
   w->dropped += dropped;
   begin(w, "i", tid, ts);
   fputs(",\"s\":\"t\"", w->f);
   put_name(w, "flow", "send (lost)");
-  fprintf(w->f,
-          ",\"args\":{\"flow_lost\":%llu,\"why\":\"%s\",\"to\":\"%p\","
-          "\"what\":",
-          (unsigned long long)e->flow,
-          dropped ? "dead letter" : "its turn is not in the trace", e->vat);
-  put_str(w->f, name_of(w->names, e->what, e->form));
+  fprintf(w->f, ",\"args\":{\"flow_lost\":\"%#llx\",\"why\":\"%s\"",
+          (unsigned long long)id,
+          dropped ? "dead letter" : "its turn is not in the trace");
+  if (e != NULL) {
+    fprintf(w->f, ",\"to\":\"%p\",\"what\":", e->vat);
+    put_str(w->f, name_of(w->names, e->what, e->form));
+  }
   fputs("}}", w->f);
 }
 
-static void write_instant(writer *w, unsigned tid, const vat__trace_event *e) {
-  begin(w, "i", tid, ns_of(w, e->ts));
+/* The turn recorded as event `i` of `t`, from `ts` to `end`, with the
+ * flow that caused it and those it started. */
+static void write_turn(writer *w, unsigned tid, const track *t, size_t i,
+                       uint64_t ts, uint64_t end) {
+  const vat__trace_event *e = &t->ev[i];
+  begin(w, "X", tid, ts);
+  fprintf(w->f, ",\"dur\":%llu.%03llu", (unsigned long long)((end - ts) / 1000),
+          (unsigned long long)((end - ts) % 1000));
+  put_name(w, cat_of(e->form), name_of(w->names, e->what, e->form));
+  fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"entity\":\"%p\"", e->vat,
+          e->entity);
+  bool matched = has_id(&w->starts, e->flow);
+  if (e->flow != 0 && !matched) {
+    fprintf(w->f, ",\"flow_lost\":\"%#llx\"", (unsigned long long)e->flow);
+    w->lost_starts++;
+  }
+  fputs("}}", w->f);
+  if (matched) {
+    begin(w, "f", tid, ts);
+    fprintf(w->f,
+            ",\"bp\":\"e\",\"cat\":\"flow\",\"name\":\"send\","
+            "\"id\":%llu}",
+            file_id(w, e->flow));
+  }
+  for (uint32_t k = 0; k < e->sends; k++)
+    write_start(w, tid, start_id(t, i, k), true, ts, NULL);
+}
+
+static void write_instant(writer *w, unsigned tid, const vat__trace_event *e,
+                          uint64_t ts) {
+  begin(w, "i", tid, ts);
   fputs(",\"s\":\"t\"", w->f);
   switch (e->kind) {
   case VAT__TR_SPAWN:
@@ -253,7 +302,7 @@ static void write_instant(writer *w, unsigned tid, const vat__trace_event *e) {
     break;
   case VAT__TR_DROP:
     put_name(w, "flow", "dead letter");
-    fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"flow\":%llu}}", e->vat,
+    fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"flow\":\"%#llx\"}}", e->vat,
             (unsigned long long)e->flow);
     break;
   default:
@@ -273,13 +322,32 @@ static void write_parked(writer *w, unsigned tid, const vat__trace_event *p,
   fputs("}", w->f);
 }
 
-/* When the turn at `i` ended: the next event with a time of its own, or
- * the copy's time if the turn was still running then. */
-static uint64_t end_of(const writer *w, const track *t, size_t i) {
-  for (size_t j = i + 1; j < t->n; j++)
-    if (t->ev[j].ts != t->ev[i].ts)
-      return t->ev[j].ts;
-  return w->copied_at;
+/* A group of turns that share one clock reading (core/trace.h): they
+ * run from that reading to the next event with a time of its own (or to
+ * the copy's time, if the last was still running then), in equal shares. */
+typedef struct group {
+  uint64_t ts;         /* the shared reading, in ticks */
+  uint64_t start, end; /* in nanoseconds */
+  size_t turns, next;  /* how many; the next one's place among them */
+} group;
+
+static void group_at(const writer *w, const track *t, size_t i, group *g) {
+  g->ts = t->ev[i].ts;
+  g->turns = g->next = 0;
+  size_t j = i;
+  for (; j < t->n && t->ev[j].ts == g->ts; j++)
+    g->turns += t->ev[j].kind == VAT__TR_TURN;
+  g->start = ns_of(w, g->ts);
+  g->end = ns_of(w, j < t->n ? t->ev[j].ts : w->copied_at);
+  if (g->end < g->start)
+    g->end = g->start;
+}
+
+/* The `k`-th share's start: exact integers, so that one turn's end is
+ * the next one's start and slices never overlap. */
+static uint64_t share(const group *g, size_t k) {
+  __extension__ unsigned __int128 span = g->end - g->start;
+  return g->start + (uint64_t)(span * k / g->turns);
 }
 
 static void write_track(writer *w, unsigned tid, const track *t) {
@@ -302,27 +370,33 @@ static void write_track(writer *w, unsigned tid, const track *t) {
             "events lost\",\"args\":{\"events_lost\":%llu}}",
             (unsigned long long)t->lost, (unsigned long long)t->lost);
   }
-  /* What a turn records carries its start time (core/trace.h): an event
-   * is inside the turn before it when it has that time, and the turn ends
-   * at the first event after it with a time of its own. */
-  uint64_t turn_ts = 0; /* the open turn's start; 0: none */
+  /* What a turn records carries its time (core/trace.h): an event is
+   * inside the turn before it when it has that time, and is drawn at the
+   * turn's start. */
+  uint64_t turn_ts = 0, turn_ns = 0; /* the open turn's; 0: none */
+  group g = {0};
   for (size_t i = 0; i < t->n; i++) {
     const vat__trace_event *e = &t->ev[i];
     if (e->kind == VAT__TR_TURN) {
-      write_turn(w, tid, e, end_of(w, t, i));
+      if (g.turns == 0 || e->ts != g.ts || g.next == g.turns)
+        group_at(w, t, i, &g);
+      turn_ns = share(&g, g.next);
+      write_turn(w, tid, t, i, turn_ns, share(&g, g.next + 1));
+      g.next++;
       turn_ts = e->ts;
       continue;
     }
     bool in_turn = turn_ts != 0 && e->ts == turn_ts;
     if (!in_turn)
       turn_ts = 0;
+    uint64_t ns = in_turn ? turn_ns : ns_of(w, e->ts);
     if (e->kind == VAT__TR_SEND)
-      write_send(w, tid, e, in_turn);
+      write_start(w, tid, e->flow, in_turn, ns, e);
     else if (e->kind == VAT__TR_PARK && i + 1 < t->n &&
              t->ev[i + 1].kind == VAT__TR_WAKE)
       write_parked(w, tid, e, &t->ev[++i]);
     else if (e->kind != VAT__TR_IDLE)
-      write_instant(w, tid, e);
+      write_instant(w, tid, e, ns);
   }
 }
 
@@ -371,16 +445,17 @@ static int snapshot(vat_system *sys, track *tracks) {
     if (tracks[i].ev == NULL)
       return VAT_ENOMEM;
     copy_ring(r, still, &tracks[i]);
+    tracks[i].flow_base = r->flow_base;
   }
   return VAT_OK;
 }
 
 static int flows(writer *w, const track *tracks, unsigned n) {
-  int rc = collect(tracks, n, VAT__TR_SEND, &w->starts);
+  int rc = collect(tracks, n, 0, true, &w->starts);
   if (rc == VAT_OK)
-    rc = collect(tracks, n, VAT__TR_TURN, &w->ends);
+    rc = collect(tracks, n, VAT__TR_TURN, false, &w->ends);
   if (rc == VAT_OK)
-    rc = collect(tracks, n, VAT__TR_DROP, &w->drops);
+    rc = collect(tracks, n, VAT__TR_DROP, false, &w->drops);
   return rc;
 }
 
