@@ -20,120 +20,12 @@
 #include "core/system.h"
 #include "core/thread.h"
 #include "core/trace.h"
+#include "trace/rings.h"
 #include "trace/trace.h"
 #include "vat/trace.h"
 
-/* --- Copying the rings --------------------------------------------------- */
-
-typedef struct track {
-  vat__trace_event *ev;
-  size_t n;
-  uint64_t lost;      /* overwritten before the copy (or during it) */
-  uint64_t flow_base; /* the worker's flow ids' top bits */
-} track;
-
-/* Copies what `r` holds. Unless the system has stopped (`still`), its
- * owner may be recording meanwhile (a write on request while the system
- * runs): the count read after the copy tells which slots it may have
- * overwritten under us, and those are dropped as lost, like a seqlock's
- * reader. Not instrumented for ThreadSanitizer: the racy reads are the
- * design. */
-__attribute__((no_sanitize("thread"))) static void
-copy_ring(vat__trace_ring *r, bool still, track *t) {
-  uint64_t slots = r->mask + 1;
-  /* Acquire: the slots up to `head` are written. */
-  uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-  uint64_t first = head > slots ? head - slots : 0;
-  for (uint64_t i = first; i < head; i++) {
-    const volatile uint64_t *from =
-        (const volatile uint64_t *)&r->events[i & r->mask];
-    uint64_t *to = (uint64_t *)&t->ev[i - first];
-    for (size_t k = 0; k < sizeof(vat__trace_event) / 8; k++)
-      to[k] = from[k];
-  }
-  /* Acquire fence: the copy's reads come before the second look. */
-  atomic_thread_fence(memory_order_acquire);
-  uint64_t after = atomic_load_explicit(&r->head, memory_order_relaxed);
-  /* The owner may be writing slot `after`, which held event after-slots. */
-  uint64_t safe = after + !still > slots ? after + !still - slots : 0;
-  uint64_t skip = safe > first ? safe - first : 0;
-  if (skip > head - first)
-    skip = head - first;
-  memmove(t->ev, t->ev + skip, (head - first - skip) * sizeof *t->ev);
-  t->n = head - first - skip;
-  t->lost = first + skip;
-}
-
-/* --- Flows --------------------------------------------------------------- */
-
-typedef struct id_set {
-  uint64_t *ids;
-  size_t n;
-} id_set;
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-static bool has_id(const id_set *s, uint64_t id) {
-  return id != 0 && bsearch(&id, s->ids, s->n, sizeof *s->ids, cmp_u64) != NULL;
-}
-
-/* The place of `id` among the set's, from 1; 0 when it is not there. */
-static size_t place_of(const id_set *s, uint64_t id) {
-  const uint64_t *at =
-      id ? bsearch(&id, s->ids, s->n, sizeof *s->ids, cmp_u64) : NULL;
-  return at ? (size_t)(at - s->ids) + 1 : 0;
-}
-
-/* The flows an event starts: a turn's sends, or a loose send's one. */
-static size_t starts_of(const vat__trace_event *e) {
-  return e->kind == VAT__TR_TURN ? e->sends : e->kind == VAT__TR_SEND;
-}
-
-/* The id of the `k`-th flow started by event `j` of `t`. */
-static uint64_t start_id(const track *t, size_t j, uint32_t k) {
-  const vat__trace_event *e = &t->ev[j];
-  if (e->kind == VAT__TR_SEND)
-    return e->flow;
-  return vat__trace_flow_id(t->flow_base, t->lost + j, k);
-}
-
-static void sort_unique(id_set *out) {
-  qsort(out->ids, out->n, sizeof *out->ids, cmp_u64);
-  size_t u = 0;
-  for (size_t j = 0; j < out->n; j++)
-    if (u == 0 || out->ids[u - 1] != out->ids[j])
-      out->ids[u++] = out->ids[j];
-  out->n = u;
-}
-
-/* The flow ids of events of `kind` across the tracks (with `starts`: the
- * flows they start), sorted, unique. */
-static int collect(const track *tracks, unsigned n, uint32_t kind, bool starts,
-                   id_set *out) {
-  size_t total = 0;
-  for (unsigned i = 0; i < n; i++)
-    for (size_t j = 0; j < tracks[i].n; j++)
-      total += starts ? starts_of(&tracks[i].ev[j]) : 1;
-  out->ids = malloc((total ? total : 1) * sizeof *out->ids);
-  out->n = 0;
-  if (out->ids == NULL)
-    return VAT_ENOMEM;
-  for (unsigned i = 0; i < n; i++)
-    for (size_t j = 0; j < tracks[i].n; j++) {
-      const vat__trace_event *e = &tracks[i].ev[j];
-      if (starts) {
-        for (uint32_t k = 0; k < starts_of(e); k++)
-          out->ids[out->n++] = start_id(&tracks[i], j, k);
-      } else if (e->kind == kind && e->flow != 0) {
-        out->ids[out->n++] = e->flow;
-      }
-    }
-  sort_unique(out);
-  return VAT_OK;
-}
+typedef vat__trace_track track;
+typedef vat__trace_ids id_set;
 
 /* --- Names, looked up once per function ---------------------------------- */
 
@@ -217,7 +109,7 @@ static const char *cat_of(uint32_t form) {
 
 /* A flow's id in the file: its place among the started flows. */
 static unsigned long long file_id(const writer *w, uint64_t id) {
-  return (unsigned long long)place_of(&w->starts, id);
+  return (unsigned long long)vat__trace_ids_place(&w->starts, id);
 }
 
 /* A flow that started at `ts` (inside a turn unless `in_turn` is false):
@@ -228,7 +120,7 @@ static unsigned long long file_id(const writer *w, uint64_t id) {
  * length to start from: a flow starts inside a slice, or viewers drop it. */
 static void write_start(writer *w, unsigned tid, uint64_t id, bool in_turn,
                         uint64_t ts, const vat__trace_event *e) {
-  if (has_id(&w->ends, id)) {
+  if (vat__trace_ids_has(&w->ends, id)) {
     if (!in_turn) {
       begin(w, "X", tid, ts);
       fputs(",\"dur\":0", w->f);
@@ -240,7 +132,7 @@ static void write_start(writer *w, unsigned tid, uint64_t id, bool in_turn,
             file_id(w, id));
     return;
   }
-  bool dropped = has_id(&w->drops, id);
+  bool dropped = vat__trace_ids_has(&w->drops, id);
   w->lost_ends++;
   w->dropped += dropped;
   begin(w, "i", tid, ts);
@@ -267,7 +159,7 @@ static void write_turn(writer *w, unsigned tid, const track *t, size_t i,
   put_name(w, cat_of(e->form), name_of(w->names, e->what, e->form));
   fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"entity\":\"%p\"", e->vat,
           e->entity);
-  bool matched = has_id(&w->starts, e->flow);
+  bool matched = vat__trace_ids_has(&w->starts, e->flow);
   if (e->flow != 0 && !matched) {
     fprintf(w->f, ",\"flow_lost\":\"%#llx\"", (unsigned long long)e->flow);
     w->lost_starts++;
@@ -281,7 +173,7 @@ static void write_turn(writer *w, unsigned tid, const track *t, size_t i,
             file_id(w, e->flow));
   }
   for (uint32_t k = 0; k < e->sends; k++)
-    write_start(w, tid, start_id(t, i, k), true, ts, NULL);
+    write_start(w, tid, vat__trace_start_id(t, i, k), true, ts, NULL);
 }
 
 static void write_instant(writer *w, unsigned tid, const vat__trace_event *e,
@@ -444,18 +336,18 @@ static int snapshot(vat_system *sys, track *tracks) {
     tracks[i].ev = malloc((r->mask + 1) * sizeof *tracks[i].ev);
     if (tracks[i].ev == NULL)
       return VAT_ENOMEM;
-    copy_ring(r, still, &tracks[i]);
+    vat__trace_copy_ring(r, still, &tracks[i]);
     tracks[i].flow_base = r->flow_base;
   }
   return VAT_OK;
 }
 
 static int flows(writer *w, const track *tracks, unsigned n) {
-  int rc = collect(tracks, n, 0, true, &w->starts);
+  int rc = vat__trace_collect_ids(tracks, n, 0, true, &w->starts);
   if (rc == VAT_OK)
-    rc = collect(tracks, n, VAT__TR_TURN, false, &w->ends);
+    rc = vat__trace_collect_ids(tracks, n, VAT__TR_TURN, false, &w->ends);
   if (rc == VAT_OK)
-    rc = collect(tracks, n, VAT__TR_DROP, false, &w->drops);
+    rc = vat__trace_collect_ids(tracks, n, VAT__TR_DROP, false, &w->drops);
   return rc;
 }
 
