@@ -2,8 +2,11 @@
  * of them.
  *
  * Ownership in one paragraph: a vat is run by at most one worker at a time
- * (the mailbox protocol guarantees it), so everything in a vat except its
- * mailbox's `top` and its `dead` flag is touched by that worker alone.
+ * (the mailbox protocol guarantees it), so everything in a vat is written
+ * by that worker alone, except its mailbox's `top` (producers push), its
+ * `flags` (senders set VAT__ALERTED) and `traps_hint` (read by senders).
+ * Snapshots (vat_ref_inspect) read some fields from other threads; those
+ * are written with relaxed atomic stores, said where they are.
  */
 #ifndef VAT_CORE_VAT_H
 #define VAT_CORE_VAT_H
