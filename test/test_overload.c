@@ -6,6 +6,7 @@
  * backlog behind it, sends the signal, then opens the gate: what the
  * target runs after that is exact, not a matter of timing. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 
 #include "support.h"
@@ -390,6 +391,71 @@ START_TEST(stress_exits_race_backlogs) {
 }
 END_TEST
 
+/* A second gate, for a vat that must hold its backlog in the private
+ * list (taken, not yet run) while the test sets up a race. */
+typedef struct held {
+  target t;
+  _Atomic uint64_t entered2, open2;
+} held;
+
+static void gate2(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  held *h = state;
+  atomic_store(&h->entered2, 1);
+  while (atomic_load(&h->open2) == 0)
+    test_sleep(0.0005);
+}
+
+static void *send_backlog_msg(void *ref) {
+  expect_vat_ok(vat_thread_register());
+  expect_vat_ok(vat_host_send(ref, backlog_msg, NULL));
+  expect_vat_ok(vat_thread_unregister());
+  return NULL;
+}
+
+/* The kill lands above a producer paused between its exchange and its
+ * link, so the first search for it cannot get past that producer's node.
+ * The vat must keep asking (the alert stays raised) rather than clear the
+ * alert and run its backlog: once the producer finishes, the kill still
+ * overtakes everything. Before the re-alert, the backlog all ran. */
+START_TEST(kill_hidden_by_a_paused_push_still_overtakes) {
+  vat_system *sys = test_system(1);
+  held *h;
+  vat_ref *ref = test_spawn(sys, sizeof *h, (void **)&h);
+  target *t = &h->t;
+  /* Gate 1 holds the vat while gate 2 and the backlog queue behind it;
+   * opening it lets the vat take them all into its private list, then
+   * park again in gate 2. */
+  ck_assert_vat_ok(vat_host_send(ref, gate, NULL));
+  ck_assert(test_wait_u64(&t->entered, 1, 30));
+  ck_assert_vat_ok(vat_host_send(ref, gate2, NULL));
+  for (int i = 0; i < BACKLOG; i++)
+    expect_vat_ok(vat_host_send(ref, backlog_msg, NULL));
+  atomic_store(&t->open, 1);
+  ck_assert(test_wait_u64(&h->entered2, 1, 30));
+
+  vat__test_point_arm("mailbox.push.after_exchange");
+  pthread_t producer;
+  ck_assert_int_eq(pthread_create(&producer, NULL, send_backlog_msg, ref), 0);
+  ck_assert_msg(vat__test_point_wait(10), "the producer never paused");
+  ck_assert_vat_ok(vat_host_exit(ref, vat_atom_value(vat_atom_killed())));
+  atomic_store(&h->open2, 1);
+  /* While the producer is paused the kill cannot be found, and nothing
+   * of the backlog may run either: give the vat time to (wrongly) run it. */
+  ck_assert(!test_wait_u64(&t->handled, 1, 0.2));
+  ck_assert(!vat_ref_is_dead(ref));
+
+  vat__test_point_release();
+  pthread_join(producer, NULL);
+  wait_dead(ref);
+  ck_assert(reason_is(ref, vat_atom_killed()));
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&t->handled), 0);
+  ck_assert_uint_eq(test_stats(sys).dead_letters, BACKLOG + 1);
+}
+END_TEST
+
 Suite *test_overload_suite(void) {
   Suite *s = suite_create("overload");
   TCase *tc = test_case("signals", 120);
@@ -402,6 +468,7 @@ Suite *test_overload_suite(void) {
   tcase_add_test(tc, trapped_link_exit_keeps_its_place);
   tcase_add_test(tc, supervisor_shutdown_overtakes_a_childs_backlog);
   tcase_add_test(tc, stress_exits_race_backlogs);
+  tcase_add_test(tc, kill_hidden_by_a_paused_push_still_overtakes);
   suite_add_tcase(s, tc);
   return s;
 }
