@@ -149,6 +149,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vat/error.h"
 #include "vat/value.h"
 
 #ifdef __cplusplus
