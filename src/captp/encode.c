@@ -432,8 +432,8 @@ static int encode_body(vat_value v, const vat_captp_slots *table,
 int captp__encode_capdata(vat_value v, const vat_captp_slots *slots,
                           json_t **out, vat_captp_error *err) {
   encoder e;
-  char *body;
-  size_t len;
+  char *body = NULL;
+  size_t len = 0;
   int rc = encode_body(v, slots, err, &e, &body, &len);
   json_t *o = rc == VAT_OK ? json_object() : NULL;
   if (rc == VAT_OK && (o == NULL ||
@@ -456,8 +456,8 @@ int vat_capdata_encode(vat_value v, const vat_captp_slots *slots,
   if (out == NULL)
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0, "out is NULL");
   encoder e;
-  char *body;
-  size_t len;
+  char *body = NULL;
+  size_t len = 0;
   int rc = encode_body(v, slots, err, &e, &body, &len);
   size_t n = e.slots != NULL ? json_array_size(e.slots) : 0;
   const char **names = rc == VAT_OK ? GC_MALLOC((n + 1) * sizeof *names) : NULL;

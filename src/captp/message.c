@@ -223,8 +223,8 @@ int vat_captp_encode(const vat_captp_msg *msg, const vat_captp_slots *slots,
 int vat_captp_encode_frame(const vat_captp_msg *msg,
                            const vat_captp_slots *slots, char **out,
                            size_t *out_len, vat_captp_error *err) {
-  char *json;
-  size_t len;
+  char *json = NULL;
+  size_t len = 0;
   int rc = vat_captp_encode(msg, slots, &json, &len, err);
   if (rc != VAT_OK || out == NULL || out_len == NULL)
     return rc != VAT_OK ? rc : VAT_EINVAL;
