@@ -23,6 +23,7 @@
 typedef struct slot_table {
   char names[MAX_SLOTS][VAT_CAPTP_SLOT_MAX];
   const char *ifaces[MAX_SLOTS];
+  char iface_text[MAX_SLOTS][64]; /* copies of received ifaces */
   vat_value values[MAX_SLOTS];
   int n;
   int exports; /* export_slot calls */
@@ -65,7 +66,11 @@ static int import_slot(void *ctx, const char *slot, const char *iface,
   if (t->n == MAX_SLOTS)
     return VAT_ENOMEM;
   snprintf(t->names[t->n], VAT_CAPTP_SLOT_MAX, "%s", slot);
-  t->ifaces[t->n] = iface != NULL ? strdup(iface) : NULL;
+  t->ifaces[t->n] = NULL;
+  if (iface != NULL) {
+    snprintf(t->iface_text[t->n], sizeof t->iface_text[t->n], "%s", iface);
+    t->ifaces[t->n] = t->iface_text[t->n];
+  }
   void *p = &stand_ins[t->n];
   t->values[t->n] = slot[0] == 'o' ? vat_ref_value((vat_ref *)p)
                                    : vat_promise_value((vat_promise *)p);
@@ -577,6 +582,12 @@ static blob read_file(const char *path) {
   return b;
 }
 
+static void free_paths(char **paths, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(paths[i]);
+  free(paths);
+}
+
 static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -671,6 +682,7 @@ START_TEST(endo_frames_decode_and_reencode_the_same) {
     vat_netstring_reader_free(r);
     free(b.data);
   }
+  free_paths(paths, n);
   for (int type = VAT_CAPTP_BOOTSTRAP; type <= VAT_CAPTP_DISCONNECT; type++)
     if (type != VAT_CAPTP_DROP)
       ck_assert_msg(types_seen[type] > 0, "no %s in the corpus",
@@ -722,6 +734,7 @@ START_TEST(endo_stream_split_at_every_position) {
   }
   free(ends);
   free(stream);
+  free_paths(paths, n);
 }
 END_TEST
 
@@ -777,6 +790,7 @@ START_TEST(endo_smallcaps_bodies_decode) {
     json_decref(cd);
     free(b.data);
   }
+  free_paths(paths, n);
 }
 END_TEST
 
