@@ -9,6 +9,9 @@
  *           strings, symbols, a copySet, a copyMap, a ref twice, an
  *           error), like the recorded Endo exchange's echo;
  *   batch   a CTP_CALL carrying 100 orders {id, item, qty, price, tags}.
+ * For scale, each message is also parsed N times by jansson alone (the
+ * message, then its body: the two parses every decode makes, building no
+ * values): what the JSON library costs of the decode.
  * Figures: messages/s and MB/s of frame text, per message and direction;
  * values/s counts every value node (scalars included). One thread: the
  * codec has no shared state. Each round is checked (decode of the encoding
@@ -17,6 +20,7 @@
  * processes held the core.
  */
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,8 +152,26 @@ static double cpu_now(void) {
 }
 
 typedef struct figures {
-  double enc_msgs, enc_mb, dec_msgs, dec_mb, values;
+  double enc_msgs, enc_mb, dec_msgs, dec_mb, values, json_msgs;
 } figures;
+
+/* jansson alone: the message and its body parsed, nothing built. */
+static bool parse_only(const char *json, size_t len) {
+  json_t *m = json_loadb(json, len, JSON_DECODE_INT_AS_REAL, NULL);
+  if (m == NULL)
+    return false;
+  json_t *cd = json_object_get(m, "method");
+  if (cd == NULL)
+    cd = json_object_get(m, "result");
+  json_t *body = json_object_get(cd, "body");
+  json_t *b = json_loadb(json_string_value(body), json_string_length(body),
+                         JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, NULL);
+  json_decref(m);
+  if (b == NULL)
+    return false;
+  json_decref(b);
+  return true;
+}
 
 static bool run(const char *name, const vat_captp_msg *msg, uint64_t n,
                 figures *f) {
@@ -174,8 +196,13 @@ static bool run(const char *name, const vat_captp_msg *msg, uint64_t n,
     if (vat_captp_decode(json, json_len, &table, &back, NULL) != VAT_OK)
       return false;
   double t2 = cpu_now();
+  for (uint64_t i = 0; i < n; i++)
+    if (!parse_only(json, json_len))
+      return false;
+  double t3 = cpu_now();
   bool ok = vat_equal(back.value, msg->value) && back.type == msg->type;
   double enc = t1 - t0, dec = t2 - t1;
+  f->json_msgs = (double)n / (t3 - t2);
   uint64_t vals = nodes(msg->value);
   f->enc_msgs = (double)n / enc;
   f->dec_msgs = (double)n / dec;
@@ -184,9 +211,9 @@ static bool run(const char *name, const vat_captp_msg *msg, uint64_t n,
   f->values = (double)vals;
   printf("%-6s %5zu B frame, %4" PRIu64 " values: encode %9.0f msg/s %7.0f "
          "MB/s %10.0f values/s | decode %9.0f msg/s %7.0f MB/s %10.0f "
-         "values/s%s\n",
+         "values/s | jansson's two parses alone %9.0f msg/s%s\n",
          name, len, vals, f->enc_msgs, f->enc_mb, f->enc_msgs * (double)vals,
-         f->dec_msgs, f->dec_mb, f->dec_msgs * (double)vals,
+         f->dec_msgs, f->dec_mb, f->dec_msgs * (double)vals, f->json_msgs,
          ok ? "" : "  (round trip differs)");
   return ok;
 }
@@ -217,17 +244,19 @@ int main(int argc, char **argv) {
   ok = run("mixed", &mixed, n / 4, &fm) && ok;
   ok = run("batch", &batch, n / 100 + 1, &fb) && ok;
   double seconds = cpu_now() - start;
-  uint64_t messages = 2 * (n + n / 4 + n / 100 + 1);
+  uint64_t messages = 3 * (n + n / 4 + n / 100 + 1);
   if (!ok)
     printf("verification failed\n");
   printf("RESULT workload=captp_codec workers=1 messages=%" PRIu64
          " seconds=%.3f rate=%.0f small_enc=%.0f small_dec=%.0f "
          "mixed_enc=%.0f mixed_dec=%.0f batch_enc=%.0f batch_dec=%.0f "
          "mixed_enc_mbs=%.1f mixed_dec_mbs=%.1f batch_enc_mbs=%.1f "
-         "batch_dec_mbs=%.1f batch_dec_values=%.0f peak_rss_mb=%.0f%s\n",
+         "batch_dec_mbs=%.1f batch_dec_values=%.0f small_json=%.0f "
+         "mixed_json=%.0f batch_json=%.0f peak_rss_mb=%.0f%s\n",
          messages, seconds, (double)messages / seconds, fs.enc_msgs,
          fs.dec_msgs, fm.enc_msgs, fm.dec_msgs, fb.enc_msgs, fb.dec_msgs,
          fm.enc_mb, fm.dec_mb, fb.enc_mb, fb.dec_mb, fb.dec_msgs * fb.values,
-         bench_peak_rss_mb(), ok ? "" : " ok=0");
+         fs.json_msgs, fm.json_msgs, fb.json_msgs, bench_peak_rss_mb(),
+         ok ? "" : " ok=0");
   return ok ? 0 : 1;
 }
