@@ -690,6 +690,69 @@ START_TEST(endo_frames_decode_and_reencode_the_same) {
 }
 END_TEST
 
+static vat_value field_of(vat_value map, const char *name) {
+  vat_value f;
+  ck_assert_msg(vat_map_get(map, A(name), &f) == VAT_OK, "no field %s", name);
+  return f;
+}
+
+/* The echo of every kind (frame 003) decodes to the documented forms. */
+START_TEST(endo_values_decode_to_the_documented_forms) {
+  char **paths;
+  size_t n = corpus_files("frames", &paths);
+  blob b = {0};
+  for (size_t i = 0; i < n && b.data == NULL; i++)
+    if (strstr(paths[i], "/003-client-CTP_CALL") != NULL)
+      b = read_file(paths[i]);
+  ck_assert_ptr_nonnull(b.data);
+  slot_table t = {0};
+  vat_captp_slots slots = table_of(&t);
+  vat_captp_msg msg;
+  const char *json = strchr(b.data, ':') + 1;
+  ck_assert_vat_ok(vat_captp_decode(json, b.len - (size_t)(json - b.data) - 1,
+                                    &slots, &msg, NULL));
+  ck_assert_int_eq(msg.type, VAT_CAPTP_CALL);
+  ck_assert_str_eq(msg.id, "q-3");
+  ck_assert_str_eq(msg.target, "o-1");
+  ck_assert(msg.has_epoch && msg.epoch == 0);
+  ck_assert_str_eq(vat_string_data(vat_at(msg.value, 0)), "echo");
+  vat_value all = vat_at(vat_at(msg.value, 1), 0);
+  ck_assert_int_eq(all.type, VAT_T_MAP);
+  ck_assert(vat_equal(field_of(all, "int"), vat_float(42)));
+  ck_assert(vat_equal(field_of(all, "negZero"), vat_float(0)));
+  ck_assert(vat_equal(field_of(all, "smallBigint"), vat_int(-3)));
+  vat_value digits = str("12345678901234567890");
+  ck_assert(vat_equal(field_of(all, "bigint"),
+                      vat_record(vat_atom_intern("bigint"), &digits, 1)));
+  ck_assert(isnan(field_of(all, "nan").as.f));
+  ck_assert(vat_is_atom(field_of(all, "undef"), vat_atom_intern("undefined")));
+  ck_assert(vat_is_atom(field_of(all, "asyncIter"),
+                        vat_atom_intern("@@asyncIterator")));
+  vat_value only = str("only");
+  ck_assert(vat_equal(field_of(all, "set1"),
+                      vat_record(vat_atom_intern("copySet"), &only, 1)));
+  ck_assert(vat_equal(field_of(all, "map"),
+                      pair_map(vat_int(3), str("c"), vat_int(1), str("a"))));
+  ck_assert(
+      vat_equal(field_of(all, "point"),
+                vat_record(vat_atom_intern("point"),
+                           (vat_value[]){vat_float(1), vat_float(2)}, 2)));
+  vat_value e = field_of(all, "error");
+  ck_assert_str_eq(vat_atom_name(vat_error_code(e)), "TypeError");
+  vat_value m;
+  ck_assert_vat_ok(vat_map_get(vat_error_payload(e), A("message"), &m));
+  ck_assert_str_eq(vat_string_data(m), "bad thing");
+  ck_assert_vat_ok(vat_map_get(vat_error_payload(e), A("errorId"), &m));
+  ck_assert_int_eq(m.type, VAT_T_STRING);
+  ck_assert(vat_equal(field_of(all, "remotable"), field_of(all, "again")));
+  ck_assert_int_eq(field_of(all, "remotable").type, VAT_T_REF);
+  ck_assert_int_eq(t.imports, 1);
+  ck_assert_str_eq(t.ifaces[0], "Alleged: Counter");
+  free(b.data);
+  free_paths(paths, n);
+}
+END_TEST
+
 /* The whole exchange as one stream, fed split at every byte position. */
 START_TEST(endo_stream_split_at_every_position) {
   char **paths;
@@ -920,6 +983,7 @@ Suite *test_captp_suite(void) {
 
   tc = test_case("endo", 120);
   tcase_add_test(tc, endo_frames_decode_and_reencode_the_same);
+  tcase_add_test(tc, endo_values_decode_to_the_documented_forms);
   tcase_add_test(tc, endo_stream_split_at_every_position);
   tcase_add_test(tc, endo_smallcaps_bodies_decode);
   suite_add_tcase(s, tc);

@@ -228,9 +228,11 @@ typedef struct vat_captp_slots {
   int (*export_slot)(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
                      const char **iface);
   /** The value for `slot` (syntax checked: [op][+-]digits), `iface` the
-   *  received interface name or NULL. Must store a ref for an "o" slot and
-   *  a promise for a "p" slot. Called once per distinct slot index used by
-   *  a value. Returns VAT_OK, or a negative code that ends the decoding. */
+   *  received interface name or NULL; both strings live only during the
+   *  call (copy what you keep). Must store a ref for an "o" slot and a
+   *  promise for a "p" slot. Called once per distinct slot index a value
+   *  uses (a slot no part of the value uses is not imported). Returns
+   *  VAT_OK, or a negative code that ends the decoding. */
   int (*import_slot)(void *ctx, const char *slot, const char *iface,
                      vat_value *out);
 } vat_captp_slots;
@@ -273,8 +275,9 @@ typedef enum vat_captp_type {
 } vat_captp_type;
 
 /** One CapTP message; which fields count depends on the type (see the
- *  table at the top). Strings are NUL-terminated; decoded ones are the
- *  collector's. */
+ *  table at the top). Strings are NUL-terminated; decoded ones, and the
+ *  value, are the collector's: keep a decoded message where the collector
+ *  looks (the stack, GC memory), as for any vat_value. */
 typedef struct vat_captp_msg {
   vat_captp_type type;
   const char *type_name; /* decoded UNKNOWN messages: the "type" string */
