@@ -334,6 +334,67 @@ START_TEST(unencodable_values_are_named) {
 }
 END_TEST
 
+static int refuse_second(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
+                         const char **iface) {
+  int *calls = ctx;
+  (void)v;
+  *iface = NULL;
+  if (++*calls == 2)
+    return VAT_ENOTFOUND;
+  snprintf(slot, VAT_CAPTP_SLOT_MAX, "o+%d", *calls);
+  return VAT_OK;
+}
+
+/* A failure anywhere inside a value frees what was built (ASan's leak
+ * check watches) and reports the first cause. */
+START_TEST(failures_deep_inside_values) {
+  vat_value bad = vat_string_n("\xc3(", 2);
+  vat_value bad_atom = vat_atom_value(vat_atom_intern_n("\xff", 1));
+  vat_value one = vat_int(1);
+  vat_value in_list[] = {one, bad};
+  vat_value nested[] = {
+      vat_list(in_list, 2),
+      pair_map(A("a"), one, A("b"), vat_list(in_list, 2)),
+      pair_map(vat_int(1), one, vat_int(2), bad),
+      pair_map(vat_int(1), one, bad, one),
+      vat_record(vat_atom_intern_n("\xff", 1), &one, 1),
+      vat_record(vat_atom_intern("r"), in_list, 2),
+      vat_error(vat_atom_intern_n("\xff", 1), vat_null()),
+      vat_error(vat_atom_intern("E"), bad),
+      vat_error(vat_atom_intern("E"), vat_list(in_list, 2)),
+      vat_error(vat_atom_intern("E"),
+                pair_map(A("message"), str("m"), A("x"), bad)),
+      bad_atom,
+      pair_map(A("@qclass"), bad, A("z"), one),
+      pair_map(A("@qclass"), one, A("z"), bad),
+  };
+  for (size_t i = 0; i < sizeof nested / sizeof nested[0]; i++) {
+    vat_capdata cd;
+    vat_captp_error err;
+    int rc = vat_capdata_encode(nested[i], NULL, &cd, &err);
+    ck_assert_msg(rc == VAT_EENCODE && err.code == VAT_CAPTP_ERR_UTF8,
+                  "value %zu: %s %s", i, vat_err_name(rc),
+                  vat_captp_err_name(err.code));
+  }
+  /* The table refuses the second ref: its code comes back. */
+  int calls = 0;
+  vat_captp_slots refusing = {.ctx = &calls, .export_slot = refuse_second};
+  vat_value refs[] = {ref_n(1), pair_map(A("k"), ref_n(2), A("l"), one)};
+  vat_capdata cd;
+  vat_captp_error err;
+  ck_assert_vat_err(vat_capdata_encode(vat_list(refs, 2), &refusing, &cd, &err),
+                    VAT_ENOTFOUND);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_EXPORT);
+  vat_captp_msg msg = {
+      .type = VAT_CAPTP_RETURN, .id = "q-1", .value = vat_list(refs, 2)};
+  char *out;
+  size_t len;
+  calls = 0;
+  ck_assert_vat_err(vat_captp_encode(&msg, &refusing, &out, &len, &err),
+                    VAT_ENOTFOUND);
+}
+END_TEST
+
 /* --- Decoding errors: every bad input is an error code and a name ------ */
 
 typedef struct bad_body {
@@ -968,6 +1029,7 @@ Suite *test_captp_suite(void) {
   tcase_add_test(tc, encoded_forms_are_endos);
   tcase_add_test(tc, decoded_hard_cases);
   tcase_add_test(tc, unencodable_values_are_named);
+  tcase_add_test(tc, failures_deep_inside_values);
   tcase_add_loop_test(tc, bad_bodies_are_named_errors, 0,
                       sizeof bad_bodies / sizeof bad_bodies[0]);
   tcase_add_test(tc, bad_slots_and_tables);
