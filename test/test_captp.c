@@ -757,14 +757,20 @@ static vat_value field_of(vat_value map, const char *name) {
   return f;
 }
 
-/* The echo of every kind (frame 003) decodes to the documented forms. */
+/* The client's echo of every kind decodes to the documented forms. */
 START_TEST(endo_values_decode_to_the_documented_forms) {
   char **paths;
   size_t n = corpus_files("frames", &paths);
   blob b = {0};
-  for (size_t i = 0; i < n && b.data == NULL; i++)
-    if (strstr(paths[i], "/003-client-CTP_CALL") != NULL)
-      b = read_file(paths[i]);
+  for (size_t i = 0; i < n && b.data == NULL; i++) {
+    if (strstr(paths[i], "-client-CTP_CALL") == NULL)
+      continue;
+    b = read_file(paths[i]);
+    if (strstr(b.data, "bangStr") == NULL) {
+      free(b.data);
+      b.data = NULL;
+    }
+  }
   ck_assert_ptr_nonnull(b.data);
   slot_table t = {0};
   vat_captp_slots slots = table_of(&t);
