@@ -401,18 +401,6 @@ static int encode(encoder *e, vat_value v, int depth, json_t **out) {
   return FAIL(e, TYPE, "unknown value type %d", (int)v.type);
 }
 
-/* Dumps to the collector's memory: the result outlives jansson's tree. */
-static char *dump(const json_t *j, size_t *len) {
-  size_t flags = JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17);
-  size_t n = json_dumpb(j, NULL, 0, flags);
-  char *text = n > 0 ? GC_MALLOC_ATOMIC(n + 1) : NULL;
-  if (text == NULL || json_dumpb(j, text, n, flags) != n)
-    return NULL;
-  text[n] = '\0';
-  *len = n;
-  return text;
-}
-
 /* The body's text and the slot names; e->slots is the caller's. */
 static int encode_body(vat_value v, const vat_captp_slots *table,
                        vat_captp_error *err, encoder *e, char **body,
@@ -424,7 +412,8 @@ static int encode_body(vat_value v, const vat_captp_slots *table,
   int rc = encode(e, v, 0, &j);
   if (rc != VAT_OK)
     return rc;
-  *body = dump(j, body_len);
+  *body = captp__dump(
+      j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17), 0, body_len);
   json_decref(j);
   return *body != NULL ? VAT_OK : nomem(e);
 }

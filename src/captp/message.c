@@ -190,10 +190,12 @@ static int encode_fields(const vat_captp_msg *m, const vat_captp_slots *slots,
   return json_object_set_new_nocheck(o, name, cd) ? nomem(err) : VAT_OK;
 }
 
-int vat_captp_encode(const vat_captp_msg *msg, const vat_captp_slots *slots,
-                     char **out, size_t *out_len, vat_captp_error *err) {
+/* The message's JSON after `reserve` free bytes (see captp__dump). */
+static int encode_message(const vat_captp_msg *msg,
+                          const vat_captp_slots *slots, size_t reserve,
+                          char **buf, size_t *len, vat_captp_error *err) {
   captp__clear(err);
-  if (msg == NULL || out == NULL || out_len == NULL ||
+  if (msg == NULL || buf == NULL || len == NULL ||
       msg->type == VAT_CAPTP_UNKNOWN || (size_t)msg->type >= N_TYPES)
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0,
                        "NULL argument or no known type");
@@ -204,40 +206,47 @@ int vat_captp_encode(const vat_captp_msg *msg, const vat_captp_slots *slots,
     return nomem(err);
   }
   int rc = encode_fields(msg, slots, o, err);
-  if (rc == VAT_OK) {
-    size_t flags = JSON_COMPACT;
-    size_t n = json_dumpb(o, NULL, 0, flags);
-    char *text = GC_MALLOC_ATOMIC(n + 1);
-    if (text == NULL || json_dumpb(o, text, n, flags) != n) {
-      rc = nomem(err);
-    } else {
-      text[n] = '\0';
-      *out = text;
-      *out_len = n;
-    }
-  }
+  if (rc == VAT_OK &&
+      (*buf = captp__dump(o, JSON_COMPACT, reserve, len)) == NULL)
+    rc = nomem(err);
   json_decref(o);
   return rc;
 }
 
+int vat_captp_encode(const vat_captp_msg *msg, const vat_captp_slots *slots,
+                     char **out, size_t *out_len, vat_captp_error *err) {
+  char *buf = NULL;
+  size_t len = 0;
+  int rc = encode_message(msg, slots, 0, &buf, &len, err);
+  if (rc != VAT_OK)
+    return rc;
+  if (out == NULL || out_len == NULL)
+    return VAT_EINVAL;
+  *out = buf;
+  *out_len = len;
+  return VAT_OK;
+}
+
+/* The header goes right before the JSON, in the space reserved for it:
+ * the frame is one buffer, written once. */
 int vat_captp_encode_frame(const vat_captp_msg *msg,
                            const vat_captp_slots *slots, char **out,
                            size_t *out_len, vat_captp_error *err) {
-  char *json = NULL;
+  enum { RESERVE = 12 };
+  char *buf = NULL;
   size_t len = 0;
-  int rc = vat_captp_encode(msg, slots, &json, &len, err);
-  if (rc != VAT_OK || out == NULL || out_len == NULL)
-    return rc != VAT_OK ? rc : VAT_EINVAL;
+  int rc = encode_message(msg, slots, RESERVE, &buf, &len, err);
+  if (rc != VAT_OK)
+    return rc;
+  if (out == NULL || out_len == NULL)
+    return VAT_EINVAL;
   char header[12];
   size_t h = vat_netstring_header(len, header);
   if (h == 0)
     return captp__fail(err, VAT_EFRAMESIZE, VAT_CAPTP_ERR_TOO_LARGE, 0,
                        "%zu bytes", len);
-  char *frame = GC_MALLOC_ATOMIC(h + len + 2);
-  if (frame == NULL)
-    return nomem(err);
+  char *frame = buf + RESERVE - h;
   memcpy(frame, header, h);
-  memcpy(frame + h, json, len);
   frame[h + len] = ',';
   frame[h + len + 1] = '\0';
   *out = frame;
