@@ -3,7 +3,10 @@
 #  - no cycle between the subsystem folders (util, value, core, sched,
 #    timer, promise, exits, trace, embed, runtime);
 #  - src/lib/ includes public headers (vat.h, vat/...), system headers and
-#    its own files only: it is built on the public API.
+#    its own files only: it is built on the public API;
+#  - src/captp/ (CapTP's wire format) includes only value/, util/ and its
+#    own headers: it needs no runtime, so it stays testable and fuzzable
+#    alone.
 # Usage: layering.sh SRC_DIR
 set -eu
 src=${1:?usage: layering.sh SRC_DIR}
@@ -43,6 +46,18 @@ for f in $(find lib -name '*.[ch]'); do
       esac
     done || fail=1
 done
+
+# captp/: values and utilities only.
+if [ -d captp ]; then
+  bad=$(grep -Ho '^#include "[a-z_]*/' $(find captp -name '*.[ch]') |
+    sed 's/^\(.*\):#include "\(.*\)\/$/\1 \2/' |
+    awk '$2 != "captp" && $2 != "value" && $2 != "util" && $2 != "vat"')
+  if [ -n "$bad" ]; then
+    echo "layering: captp/ includes beyond value/ and util/:" >&2
+    echo "$bad" >&2
+    fail=1
+  fi
+fi
 
 if [ $fail = 0 ]; then
   echo "layering: ok"

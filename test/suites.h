@@ -4,6 +4,13 @@
 
 #include <check.h>
 
+/* CapTP's suite exists when the library was built with jansson. */
+#if VAT_TEST_CAPTP
+#define VAT__CAPTP_SUITE(X) X(captp)
+#else
+#define VAT__CAPTP_SUITE(X)
+#endif
+
 #define VAT_TEST_SUITES(X)                                                     \
   X(error)                                                                     \
   X(value)                                                                     \
@@ -25,7 +32,8 @@
   X(soak)                                                                      \
   X(version)                                                                   \
   X(overload)                                                                  \
-  X(observe)
+  X(observe)                                                                   \
+  VAT__CAPTP_SUITE(X)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
 VAT_TEST_SUITES(VAT__DECLARE_SUITE)

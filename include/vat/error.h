@@ -29,7 +29,12 @@ extern "C" {
   X(EGCCONFIG, -15,                                                            \
     "the collector's interior-pointer recognition is off; libvat needs it "    \
     "(do not call GC_set_all_interior_pointers(0))")                           \
-  X(EIO, -16, "input/output error (errno says which)")
+  X(EIO, -16, "input/output error (errno says which)")                         \
+  /* CapTP's wire format (vat/captp.h) numbers its codes from -40. */          \
+  X(EFRAME, -40, "malformed netstring frame")                                  \
+  X(EFRAMESIZE, -41, "frame larger than the configured maximum")               \
+  X(EDECODE, -42, "malformed CapTP message or CapData value")                  \
+  X(EENCODE, -43, "value has no CapData form")
 
 /** Error codes. VAT_OK is success; every error is negative. */
 typedef enum vat_errno {

@@ -1,0 +1,94 @@
+/* CapTP's wire format, the shared parts: error reporting, the forms both
+ * body decoders build (tagged values, errors, bigints), and the slot
+ * caches a value's encoding or decoding keeps. See vat/captp.h for the
+ * mapping and README.md in this folder for the layout. */
+#ifndef VAT_CAPTP_INTERNAL_H
+#define VAT_CAPTP_INTERNAL_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "vat/captp.h"
+#include "vat/error.h"
+
+/* Records the reason (when err is not NULL) and returns `rc`, so that a
+ * failure reads `return captp__fail(err, rc, CODE, offset, fmt, ...)`. */
+int captp__fail(vat_captp_error *err, int rc, vat_captp_err code, size_t offset,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void captp__clear(vat_captp_error *err);
+
+/* A value's decoding: the slot names it may use and the values already
+ * imported for them, so a slot used twice is imported once (identity). */
+typedef struct captp__decoder {
+  const char *const *slot_names;
+  size_t n_slots;
+  vat_value *imported; /* n_slots entries, VAT_T_NULL until imported */
+  const vat_captp_slots *table;
+  vat_captp_error *err;
+} captp__decoder;
+
+/* The value of slot `index`, imported on first use; `want` is 'o' or 'p'
+ * when the encoding says which (smallcaps), 0 when the name decides. */
+int captp__import(captp__decoder *d, json_int_t index, const char *iface,
+                  char want, vat_value *out);
+
+/* Body decoders: capdata (decode.c) and smallcaps (smallcaps.c). */
+int captp__decode_capdata(captp__decoder *d, const json_t *j, int depth,
+                          vat_value *out);
+int captp__decode_smallcaps(captp__decoder *d, const json_t *j, int depth,
+                            vat_value *out);
+
+/* Forms both decoders share (forms.c). */
+/* A tagged value whose payload is already decoded. */
+int captp__tagged(const char *tag, size_t tag_len, vat_value payload,
+                  vat_value *out, vat_captp_error *err);
+/* An error from its name, message and other fields (a map with atom keys,
+ * or null for none); see the mapping's note [8]. */
+int captp__error(const char *name, size_t name_len, const char *message,
+                 size_t message_len, vat_value extra, vat_value *out,
+                 vat_captp_error *err);
+/* A bigint from decimal digits with an optional sign: an int, or the
+ * record bigint("<digits>") beyond int64. */
+int captp__bigint(const char *digits, size_t len, vat_value *out,
+                  vat_captp_error *err);
+/* True when `s` is an optional '-' then decimal digits, no leading zero. */
+bool captp__is_digits(const char *s, size_t len);
+/* The atom `undefined`, `bigint`, `message`, `payload`, `name`, `@qclass`,
+ * interned once. */
+const vat_atom *captp__atom_undefined(void);
+const vat_atom *captp__atom_bigint(void);
+const vat_atom *captp__atom_message(void);
+const vat_atom *captp__atom_payload(void);
+const vat_atom *captp__atom_name(void);
+const vat_atom *captp__atom_qclass(void);
+
+/* Base64 (RFC 4648, padded) for bytes (base64.c). decode returns false on
+ * malformed input; *out is GC atomic memory. */
+char *captp__base64_encode(const void *data, size_t len, size_t *out_len);
+bool captp__base64_decode(const char *s, size_t len, void **out,
+                          size_t *out_len);
+
+/* The JSON flags every parse uses: any value at the top, NUL allowed in
+ * strings, all numbers as doubles (JS numbers are doubles; see note [2]). */
+#define CAPTP__JSON_LOAD                                                       \
+  (JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
+
+/* Dumps j (jansson's flags) into the collector's memory after `reserve`
+ * free bytes, with two more free after the text (dump.c). Returns the
+ * buffer (the text starts at reserve, NUL-terminated) or NULL when out of
+ * memory; *len is the text's length. */
+char *captp__dump(const json_t *j, size_t flags, size_t reserve, size_t *len);
+
+/* Parses a capdata or smallcaps body and decodes it (value.c). */
+int captp__decode_body(const char *body, size_t len,
+                       const char *const *slot_names, size_t n_slots,
+                       const vat_captp_slots *table, vat_value *out,
+                       vat_captp_error *err);
+/* Encodes a value as a CapData JSON object {body, slots} (encode.c). */
+int captp__encode_capdata(vat_value v, const vat_captp_slots *slots,
+                          json_t **out, vat_captp_error *err);
+/* Decodes a CapData JSON object {body, slots} (value.c). */
+int captp__decode_capdata_object(const json_t *cd, const vat_captp_slots *table,
+                                 vat_value *out, vat_captp_error *err);
+
+#endif

@@ -1,0 +1,1065 @@
+/* CapTP's wire format: values to CapData and back, the frames Endo sent in
+ * a recorded exchange, smallcaps, bad input, netstrings split anywhere. */
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "suites.h"
+#include "support.h"
+#include "vat/captp.h"
+
+#ifndef VAT_TEST_CAPTP_CORPUS
+#error "the build passes the corpus folder as VAT_TEST_CAPTP_CORPUS"
+#endif
+
+/* --- A slot table: names <-> stand-ins for refs and promises ----------- */
+/* The codec never looks inside a ref or a promise, so the tests use the
+ * addresses of these objects; the table is a list of (name, value, iface). */
+
+#define MAX_SLOTS 64
+typedef struct slot_table {
+  char names[MAX_SLOTS][VAT_CAPTP_SLOT_MAX];
+  const char *ifaces[MAX_SLOTS];
+  char iface_text[MAX_SLOTS][64]; /* copies of received ifaces */
+  vat_value values[MAX_SLOTS];
+  int n;
+  int exports; /* export_slot calls */
+  int imports; /* import_slot calls */
+} slot_table;
+
+static char stand_ins[MAX_SLOTS];
+
+static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
+                       const char **iface) {
+  slot_table *t = ctx;
+  t->exports++;
+  for (int i = 0; i < t->n; i++)
+    if (t->values[i].type == v.type && t->values[i].as.obj == v.as.obj) {
+      strcpy(slot, t->names[i]);
+      *iface = t->ifaces[i];
+      return VAT_OK;
+    }
+  if (t->n == MAX_SLOTS)
+    return VAT_ENOMEM;
+  snprintf(t->names[t->n], VAT_CAPTP_SLOT_MAX, "%c+%d",
+           v.type == VAT_T_REF ? 'o' : 'p', t->n + 1);
+  t->values[t->n] = v;
+  t->ifaces[t->n] = v.type == VAT_T_REF ? "Alleged: Thing" : NULL;
+  strcpy(slot, t->names[t->n]);
+  *iface = t->ifaces[t->n];
+  t->n++;
+  return VAT_OK;
+}
+
+static int import_slot(void *ctx, const char *slot, const char *iface,
+                       vat_value *out) {
+  slot_table *t = ctx;
+  t->imports++;
+  for (int i = 0; i < t->n; i++)
+    if (strcmp(t->names[i], slot) == 0) {
+      *out = t->values[i];
+      return VAT_OK;
+    }
+  if (t->n == MAX_SLOTS)
+    return VAT_ENOMEM;
+  snprintf(t->names[t->n], VAT_CAPTP_SLOT_MAX, "%s", slot);
+  t->ifaces[t->n] = NULL;
+  if (iface != NULL) {
+    snprintf(t->iface_text[t->n], sizeof t->iface_text[t->n], "%s", iface);
+    t->ifaces[t->n] = t->iface_text[t->n];
+  }
+  void *p = &stand_ins[t->n];
+  t->values[t->n] = slot[0] == 'o' ? vat_ref_value((vat_ref *)p)
+                                   : vat_promise_value((vat_promise *)p);
+  *out = t->values[t->n++];
+  return VAT_OK;
+}
+
+static vat_captp_slots table_of(slot_table *t) {
+  return (vat_captp_slots){
+      .ctx = t, .export_slot = export_slot, .import_slot = import_slot};
+}
+
+static vat_value ref_n(int i) {
+  return vat_ref_value((vat_ref *)&stand_ins[i]);
+}
+
+static vat_value str(const char *s) {
+  return vat_string(s);
+}
+
+static vat_value pair_map(vat_value k1, vat_value v1, vat_value k2,
+                          vat_value v2) {
+  vat_value keys[] = {k1, k2}, vals[] = {v1, v2};
+  return vat_map(keys, vals, 2);
+}
+
+static vat_value A(const char *name) {
+  return vat_atom_named(name);
+}
+
+/* Encodes and decodes v through one table; the decoded value. */
+static vat_value round_trip(vat_value v, vat_capdata *cd) {
+  slot_table t = {0};
+  vat_captp_slots slots = table_of(&t);
+  vat_captp_error err;
+  vat_capdata local;
+  if (cd == NULL)
+    cd = &local;
+  int rc = vat_capdata_encode(v, &slots, cd, &err);
+  ck_assert_msg(rc == VAT_OK, "encode: %s: %s (%s)", vat_err_name(rc),
+                vat_captp_err_name(err.code), err.detail);
+  vat_value back;
+  rc = vat_capdata_decode(cd->body, cd->body_len, cd->slots, cd->n_slots,
+                          &slots, &back, &err);
+  ck_assert_msg(rc == VAT_OK, "decode %s: %s: %s (%s)", cd->body,
+                vat_err_name(rc), vat_captp_err_name(err.code), err.detail);
+  return back;
+}
+
+static vat_value every_kind(size_t i, size_t *n) {
+  static const unsigned char raw[] = {0, 1, 2, 0xff, 0xfe};
+  vat_value one = vat_int(1), two = vat_int(2);
+  vat_value list2[] = {one, two};
+  vat_value list1 = vat_list(&one, 1);
+  vat_value list2v = vat_list(list2, 2);
+  vat_value bigdigits = str("-123456789012345678901234567890");
+  vat_value kinds[] = {
+      vat_null(),
+      vat_bool(true),
+      vat_bool(false),
+      vat_int(0),
+      vat_int(-1),
+      vat_int(INT64_MAX),
+      vat_int(INT64_MIN),
+      vat_float(1.5),
+      vat_float(-2.25),
+      vat_float(3.0),
+      vat_float(1e300),
+      vat_float(5e-324),
+      vat_float(0.1),
+      vat_float(INFINITY),
+      vat_float(-INFINITY),
+      A("ok"),
+      A("undefined"),
+      A("@@asyncIterator"),
+      A("héllo"),
+      str(""),
+      str("héllo, wörld ✓ 𝄞"),
+      vat_string_n("nul\0inside", 10),
+      str("!bang"),
+      str("#hash"),
+      str("$dollar"),
+      vat_bytes(raw, 0),
+      vat_bytes(raw, 1),
+      vat_bytes(raw, 2),
+      vat_bytes(raw, 5),
+      vat_list(NULL, 0),
+      list2v,
+      vat_list(&list2v, 1),
+      vat_record(vat_atom_intern("empty"), NULL, 0),
+      vat_record(vat_atom_intern("one"), &one, 1),
+      vat_record(vat_atom_intern("one_list"), &list1, 1),
+      vat_record(vat_atom_intern("one_list2"), &list2v, 1),
+      vat_record(vat_atom_intern("point"), list2, 2),
+      vat_record(vat_atom_intern("copySet"), list2, 2),
+      vat_record(vat_atom_intern("bigint"), &bigdigits, 1),
+      vat_map(NULL, NULL, 0),
+      pair_map(A("b"), one, A("a"), str("x")),
+      pair_map(str("b"), one, str("a"), two),
+      pair_map(vat_int(3), str("c"), vat_int(1), str("a")),
+      pair_map(A("k"), one, str("k"), two),
+      pair_map(A("@qclass"), str("q"), A("other"), one),
+      pair_map(A("@qclass"), A("undefined"), A("@qclass"), one),
+      vat_error(vat_atom_intern("Error"), vat_null()),
+      vat_error(vat_atom_intern("TypeError"), str("bad thing")),
+      vat_error(vat_atom_intern("timeout"), vat_int(5)),
+      vat_error(vat_atom_intern("Error"),
+                pair_map(A("message"), str("m"), A("errorId"), str("e#1"))),
+      vat_error(vat_atom_intern("Error"),
+                pair_map(A("message"), vat_int(1), A("x"), one)),
+      ref_n(40),
+      vat_promise_value((vat_promise *)&stand_ins[41]),
+      vat_list((vat_value[]){ref_n(40), ref_n(42), ref_n(40)}, 3),
+  };
+  *n = sizeof kinds / sizeof kinds[0];
+  return i < *n ? kinds[i] : vat_null();
+}
+
+START_TEST(every_value_kind_round_trips) {
+  size_t n;
+  every_kind(0, &n);
+  for (size_t i = 0; i < n; i++) {
+    vat_value v = every_kind(i, &n);
+    ck_assert_msg(i < 5 || v.type != VAT_T_NULL, "kind %zu not built", i);
+    vat_capdata cd;
+    vat_value back = round_trip(v, &cd);
+    char a[256], b[256];
+    vat_format(v, a, sizeof a);
+    vat_format(back, b, sizeof b);
+    ck_assert_msg(vat_equal(v, back), "kind %zu: %s came back as %s via %s", i,
+                  a, b, cd.body);
+  }
+}
+END_TEST
+
+START_TEST(nan_round_trips) {
+  vat_value back = round_trip(vat_float(NAN), NULL);
+  ck_assert_int_eq(back.type, VAT_T_FLOAT);
+  ck_assert(isnan(back.as.f));
+}
+END_TEST
+
+static const char *body_of(vat_value v) {
+  vat_capdata cd;
+  slot_table t = {0};
+  vat_captp_slots slots = table_of(&t);
+  ck_assert_vat_ok(vat_capdata_encode(v, &slots, &cd, NULL));
+  return cd.body;
+}
+
+START_TEST(encoded_forms_are_endos) {
+  ck_assert_str_eq(body_of(vat_int(-123)),
+                   "{\"@qclass\":\"bigint\",\"digits\":\"-123\"}");
+  ck_assert_str_eq(body_of(vat_float(3.0)), "3");
+  ck_assert_str_eq(body_of(vat_float(-0.0)), "0");
+  ck_assert_str_eq(body_of(vat_float(1.5)), "1.5");
+  ck_assert_str_eq(body_of(vat_float(NAN)), "{\"@qclass\":\"NaN\"}");
+  ck_assert_str_eq(body_of(A("undefined")), "{\"@qclass\":\"undefined\"}");
+  ck_assert_str_eq(body_of(A("ok")),
+                   "{\"@qclass\":\"symbol\",\"name\":\"ok\"}");
+  ck_assert_str_eq(body_of(pair_map(A("b"), vat_null(), A("a"), vat_null())),
+                   "{\"a\":null,\"b\":null}");
+  ck_assert_str_eq(
+      body_of(vat_record(vat_atom_intern("p"), (vat_value[]){vat_int(1)}, 1)),
+      "{\"@qclass\":\"tagged\",\"tag\":\"p\",\"payload\":[{\"@qclass\":"
+      "\"bigint\",\"digits\":\"1\"}]}");
+  ck_assert_str_eq(body_of(vat_bytes("\x01\x02\x03\x04", 4)),
+                   "{\"@qclass\":\"tagged\",\"tag\":\"vat:bytes\",\"payload\":"
+                   "\"AQIDBA==\"}");
+  ck_assert_str_eq(
+      body_of(vat_error(vat_atom_intern("TypeError"), str("no"))),
+      "{\"@qclass\":\"error\",\"message\":\"no\",\"name\":\"TypeError\"}");
+  ck_assert_str_eq(
+      body_of(pair_map(vat_int(1), str("a"), vat_int(3), str("c"))),
+      "{\"@qclass\":\"tagged\",\"tag\":\"copyMap\",\"payload\":{"
+      "\"keys\":[{\"@qclass\":\"bigint\",\"digits\":\"3\"},{"
+      "\"@qclass\":\"bigint\",\"digits\":\"1\"}],\"values\":["
+      "\"c\",\"a\"]}}");
+  /* The same ref twice is one slot; its iface goes with the first. */
+  vat_capdata cd;
+  vat_value twice = vat_list((vat_value[]){ref_n(1), ref_n(1)}, 2);
+  round_trip(twice, &cd);
+  ck_assert_uint_eq(cd.n_slots, 1);
+  ck_assert_str_eq(cd.slots[0], "o+1");
+  ck_assert_str_eq(cd.body, "[{\"@qclass\":\"slot\",\"iface\":\"Alleged: "
+                            "Thing\",\"index\":0},{\"@qclass\":\"slot\","
+                            "\"index\":0}]");
+}
+END_TEST
+
+START_TEST(decoded_hard_cases) {
+  slot_table t = {0};
+  vat_captp_slots slots = table_of(&t);
+  vat_value v;
+  /* A JS number, integral or not, is a float. */
+  ck_assert_vat_ok(vat_capdata_decode("42", 2, NULL, 0, NULL, &v, NULL));
+  ck_assert(v.type == VAT_T_FLOAT && v.as.f == 42.0);
+  const char *huge = "18446744073709552000";
+  ck_assert_vat_ok(
+      vat_capdata_decode(huge, strlen(huge), NULL, 0, NULL, &v, NULL));
+  ck_assert(v.type == VAT_T_FLOAT && v.as.f == 18446744073709552000.0);
+  /* A bigint beyond int64 is the record bigint("digits"). */
+  const char *big =
+      "{\"@qclass\":\"bigint\",\"digits\":\"9223372036854775808\"}";
+  ck_assert_vat_ok(
+      vat_capdata_decode(big, strlen(big), NULL, 0, NULL, &v, NULL));
+  ck_assert_int_eq(v.type, VAT_T_RECORD);
+  ck_assert_str_eq(vat_string_data(vat_at(v, 0)), "9223372036854775808");
+  const char *min =
+      "{\"@qclass\":\"bigint\",\"digits\":\"-9223372036854775808\"}";
+  ck_assert_vat_ok(
+      vat_capdata_decode(min, strlen(min), NULL, 0, NULL, &v, NULL));
+  ck_assert(v.type == VAT_T_INT && v.as.i == INT64_MIN);
+  /* A tagged value with a non-array payload: a one-field record. */
+  const char *any = "{\"@qclass\":\"tagged\",\"tag\":\"match:any\",\"payload\":"
+                    "{\"@qclass\":\"undefined\"}}";
+  ck_assert_vat_ok(
+      vat_capdata_decode(any, strlen(any), NULL, 0, NULL, &v, NULL));
+  ck_assert_int_eq(vat_len(v), 1);
+  ck_assert(vat_is_atom(vat_at(v, 0), vat_atom_intern("undefined")));
+  /* An empty copyMap is an empty map. */
+  const char *cm = "{\"@qclass\":\"tagged\",\"tag\":\"copyMap\",\"payload\":{"
+                   "\"keys\":[],\"values\":[]}}";
+  ck_assert_vat_ok(vat_capdata_decode(cm, strlen(cm), NULL, 0, NULL, &v, NULL));
+  ck_assert(v.type == VAT_T_MAP && vat_len(v) == 0);
+  /* A slot used twice is imported once: one proxy, identity kept. */
+  const char *two = "[{\"@qclass\":\"slot\",\"index\":0,\"iface\":\"Alleged: "
+                    "X\"},{\"@qclass\":\"slot\",\"index\":0}]";
+  const char *names[] = {"o-5"};
+  ck_assert_vat_ok(
+      vat_capdata_decode(two, strlen(two), names, 1, &slots, &v, NULL));
+  ck_assert_int_eq(t.imports, 1);
+  ck_assert(vat_equal(vat_at(v, 0), vat_at(v, 1)));
+  ck_assert_str_eq(t.ifaces[0], "Alleged: X");
+}
+END_TEST
+
+/* --- Encoding errors --------------------------------------------------- */
+
+START_TEST(unencodable_values_are_named) {
+  vat_captp_error err;
+  vat_capdata cd;
+  ck_assert_vat_err(
+      vat_capdata_encode(vat_string_n("\xff\xfe", 2), NULL, &cd, &err),
+      VAT_EENCODE);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_UTF8);
+  ck_assert_vat_err(vat_capdata_encode(ref_n(0), NULL, &cd, &err), VAT_EENCODE);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_EXPORT);
+  vat_value deep = vat_null();
+  for (int i = 0; i < VAT_CAPTP_MAX_DEPTH; i++)
+    deep = vat_list(&deep, 1);
+  ck_assert_vat_err(vat_capdata_encode(deep, NULL, &cd, &err), VAT_EENCODE);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_DEPTH);
+  ck_assert_vat_err(vat_capdata_encode(vat_null(), NULL, NULL, &err),
+                    VAT_EINVAL);
+  /* A map key that is an atom with invalid UTF-8. */
+  vat_value bad_key = pair_map(vat_atom_value(vat_atom_intern_n("\xc3", 1)),
+                               vat_null(), A("a"), vat_null());
+  ck_assert_vat_err(vat_capdata_encode(bad_key, NULL, &cd, &err), VAT_EENCODE);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_UTF8);
+}
+END_TEST
+
+static int refuse_second(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
+                         const char **iface) {
+  int *calls = ctx;
+  (void)v;
+  *iface = NULL;
+  if (++*calls == 2)
+    return VAT_ENOTFOUND;
+  snprintf(slot, VAT_CAPTP_SLOT_MAX, "o+%d", *calls);
+  return VAT_OK;
+}
+
+/* A failure anywhere inside a value frees what was built (ASan's leak
+ * check watches) and reports the first cause. */
+START_TEST(failures_deep_inside_values) {
+  vat_value bad = vat_string_n("\xc3(", 2);
+  vat_value bad_atom = vat_atom_value(vat_atom_intern_n("\xff", 1));
+  vat_value one = vat_int(1);
+  vat_value in_list[] = {one, bad};
+  vat_value nested[] = {
+      vat_list(in_list, 2),
+      pair_map(A("a"), one, A("b"), vat_list(in_list, 2)),
+      pair_map(vat_int(1), one, vat_int(2), bad),
+      pair_map(vat_int(1), one, bad, one),
+      vat_record(vat_atom_intern_n("\xff", 1), &one, 1),
+      vat_record(vat_atom_intern("r"), in_list, 2),
+      vat_error(vat_atom_intern_n("\xff", 1), vat_null()),
+      vat_error(vat_atom_intern("E"), bad),
+      vat_error(vat_atom_intern("E"), vat_list(in_list, 2)),
+      vat_error(vat_atom_intern("E"),
+                pair_map(A("message"), str("m"), A("x"), bad)),
+      bad_atom,
+      pair_map(A("@qclass"), bad, A("z"), one),
+      pair_map(A("@qclass"), one, A("z"), bad),
+  };
+  for (size_t i = 0; i < sizeof nested / sizeof nested[0]; i++) {
+    vat_capdata cd;
+    vat_captp_error err;
+    int rc = vat_capdata_encode(nested[i], NULL, &cd, &err);
+    ck_assert_msg(rc == VAT_EENCODE && err.code == VAT_CAPTP_ERR_UTF8,
+                  "value %zu: %s %s", i, vat_err_name(rc),
+                  vat_captp_err_name(err.code));
+  }
+  /* The table refuses the second ref: its code comes back. */
+  int calls = 0;
+  vat_captp_slots refusing = {.ctx = &calls, .export_slot = refuse_second};
+  vat_value refs[] = {ref_n(1), pair_map(A("k"), ref_n(2), A("l"), one)};
+  vat_capdata cd;
+  vat_captp_error err;
+  ck_assert_vat_err(vat_capdata_encode(vat_list(refs, 2), &refusing, &cd, &err),
+                    VAT_ENOTFOUND);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_EXPORT);
+  vat_captp_msg msg = {
+      .type = VAT_CAPTP_RETURN, .id = "q-1", .value = vat_list(refs, 2)};
+  char *out;
+  size_t len;
+  calls = 0;
+  ck_assert_vat_err(vat_captp_encode(&msg, &refusing, &out, &len, &err),
+                    VAT_ENOTFOUND);
+}
+END_TEST
+
+/* --- Decoding errors: every bad input is an error code and a name ------ */
+
+typedef struct bad_body {
+  const char *body;
+  vat_captp_err code;
+} bad_body;
+
+static const bad_body bad_bodies[] = {
+    {"", VAT_CAPTP_ERR_JSON},
+    {"[1,", VAT_CAPTP_ERR_JSON},
+    {"\"\\ud800\"", VAT_CAPTP_ERR_JSON},
+    {"\"\xff\"", VAT_CAPTP_ERR_JSON},
+    {"{\"@qclass\":\"ibid\",\"index\":0}", VAT_CAPTP_ERR_QCLASS},
+    {"{\"@qclass\":\"nope\"}", VAT_CAPTP_ERR_QCLASS},
+    {"{\"@qclass\":1}", VAT_CAPTP_ERR_QCLASS},
+    {"{\"@qclass\":\"symbol\"}", VAT_CAPTP_ERR_QCLASS},
+    {"{\"@qclass\":\"hilbert\"}", VAT_CAPTP_ERR_QCLASS},
+    {"{\"@qclass\":\"bigint\",\"digits\":\"12a\"}", VAT_CAPTP_ERR_BIGINT},
+    {"{\"@qclass\":\"bigint\",\"digits\":\"007\"}", VAT_CAPTP_ERR_BIGINT},
+    {"{\"@qclass\":\"bigint\",\"digits\":\"-0\"}", VAT_CAPTP_ERR_BIGINT},
+    {"{\"@qclass\":\"bigint\",\"digits\":\"\"}", VAT_CAPTP_ERR_BIGINT},
+    {"{\"@qclass\":\"bigint\"}", VAT_CAPTP_ERR_BIGINT},
+    {"{\"@qclass\":\"tagged\",\"tag\":1,\"payload\":[]}", VAT_CAPTP_ERR_TAGGED},
+    {"{\"@qclass\":\"tagged\",\"tag\":\"copyMap\",\"payload\":[]}",
+     VAT_CAPTP_ERR_TAGGED},
+    {"{\"@qclass\":\"tagged\",\"tag\":\"copyMap\",\"payload\":{\"keys\":[1],"
+     "\"values\":[]}}",
+     VAT_CAPTP_ERR_TAGGED},
+    {"{\"@qclass\":\"tagged\",\"tag\":\"vat:bytes\",\"payload\":\"abc\"}",
+     VAT_CAPTP_ERR_TAGGED},
+    {"{\"@qclass\":\"error\",\"name\":\"Error\"}", VAT_CAPTP_ERR_ERROR},
+    {"{\"@qclass\":\"error\",\"message\":1,\"name\":\"Error\"}",
+     VAT_CAPTP_ERR_ERROR},
+    {"{\"@qclass\":\"slot\",\"index\":1}", VAT_CAPTP_ERR_SLOT},
+    {"{\"@qclass\":\"slot\",\"index\":-1}", VAT_CAPTP_ERR_SLOT},
+    {"{\"@qclass\":\"slot\",\"index\":0.5}", VAT_CAPTP_ERR_SLOT},
+    {"{\"@qclass\":\"slot\",\"index\":0,\"iface\":3}", VAT_CAPTP_ERR_SLOT},
+    {"#\"$1\"", VAT_CAPTP_ERR_SLOT},
+    {"#\"&0.iface\"", VAT_CAPTP_ERR_SMALLCAPS},
+    {"#\"$x\"", VAT_CAPTP_ERR_SMALLCAPS},
+    {"#\"#what\"", VAT_CAPTP_ERR_SMALLCAPS},
+    {"#\"'reserved\"", VAT_CAPTP_ERR_SMALLCAPS},
+    {"#{\"#bad\":1}", VAT_CAPTP_ERR_SMALLCAPS},
+    {"#{\"#tag\":\"t\"}", VAT_CAPTP_ERR_SMALLCAPS},
+    {"#{\"#tag\":\"t\",\"payload\":1,\"x\":2}", VAT_CAPTP_ERR_SMALLCAPS},
+    {"#{\"#error\":\"m\"}", VAT_CAPTP_ERR_ERROR},
+    {"#\"+\"", VAT_CAPTP_ERR_BIGINT},
+    {"#", VAT_CAPTP_ERR_JSON},
+};
+
+START_TEST(bad_bodies_are_named_errors) {
+  const bad_body *b = &bad_bodies[_i];
+  slot_table t = {0};
+  vat_captp_slots slots = table_of(&t);
+  const char *names[] = {"o-1"};
+  vat_captp_error err;
+  vat_value v;
+  int rc =
+      vat_capdata_decode(b->body, strlen(b->body), names, 1, &slots, &v, &err);
+  ck_assert_msg(rc == VAT_EDECODE && err.code == b->code,
+                "%s: %s, %s (%s), expected %s", b->body, vat_err_name(rc),
+                vat_captp_err_name(err.code), err.detail,
+                vat_captp_err_name(b->code));
+  ck_assert_str_ne(vat_captp_err_text(err.code), "unknown error");
+  ck_assert_str_ne(vat_strerror(rc), "unknown error");
+}
+END_TEST
+
+START_TEST(bad_slots_and_tables) {
+  vat_captp_error err;
+  vat_value v;
+  const char *body = "{\"@qclass\":\"slot\",\"index\":0}";
+  const char *bad_names[] = {"q-1", "o+01", "o1", "x+1", "o+", "o--1", "o+1a"};
+  slot_table t = {0};
+  vat_captp_slots slots = table_of(&t);
+  for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+    ck_assert_vat_err(vat_capdata_decode(body, strlen(body), &bad_names[i], 1,
+                                         &slots, &v, &err),
+                      VAT_EDECODE);
+    ck_assert_int_eq(err.code, VAT_CAPTP_ERR_SLOT);
+  }
+  const char *ok[] = {"o-1"};
+  ck_assert_vat_err(
+      vat_capdata_decode(body, strlen(body), ok, 1, NULL, &v, &err),
+      VAT_EDECODE);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_IMPORT);
+  /* A smallcaps promise reference to an "o" slot is the wrong kind. */
+  ck_assert_vat_err(vat_capdata_decode("#\"&0\"", 5, ok, 1, &slots, &v, &err),
+                    VAT_EDECODE);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_SLOT);
+  ck_assert_vat_err(vat_capdata_decode(NULL, 0, NULL, 0, NULL, &v, &err),
+                    VAT_EINVAL);
+  ck_assert_vat_err(vat_capdata_decode("1", 1, NULL, 1, NULL, &v, &err),
+                    VAT_EINVAL);
+}
+END_TEST
+
+START_TEST(deep_bodies_are_refused) {
+  size_t depth = VAT_CAPTP_MAX_DEPTH + 1;
+  char *body = malloc(2 * depth + 1);
+  memset(body, '[', depth);
+  memset(body + depth, ']', depth);
+  body[2 * depth] = '\0';
+  vat_captp_error err;
+  vat_value v;
+  ck_assert_vat_err(
+      vat_capdata_decode(body, 2 * depth, NULL, 0, NULL, &v, &err),
+      VAT_EDECODE);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_DEPTH);
+  body[0] = '#';
+  ck_assert_vat_err(
+      vat_capdata_decode(body, 2 * depth, NULL, 0, NULL, &v, &err),
+      VAT_EDECODE);
+  free(body);
+}
+END_TEST
+
+/* --- Messages ---------------------------------------------------------- */
+
+static const char *const bad_messages[] = {
+    "[]",
+    "{}",
+    "{\"type\":1}",
+    "nope",
+    "{\"type\":\"CTP_CALL\",\"target\":\"o-1\",\"method\":{\"body\":\"1\","
+    "\"slots\":[]}}",
+    "{\"type\":\"CTP_CALL\",\"questionID\":\"q-1\",\"method\":{\"body\":\"1\","
+    "\"slots\":[]}}",
+    "{\"type\":\"CTP_CALL\",\"questionID\":\"q-1\",\"target\":\"o-1\"}",
+    "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":{\"body\":1,"
+    "\"slots\":[]}}",
+    "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":{\"body\":\"1\","
+    "\"slots\":[1]}}",
+    "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":{\"body\":\"1\"}"
+    "}",
+    "{\"type\":\"CTP_RESOLVE\",\"promiseID\":\"p-1\"}",
+    "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\",\"decRefs\":-1}",
+    "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\",\"decRefs\":\"x\"}",
+    "{\"type\":\"CTP_BOOTSTRAP\"}",
+    "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":{\"body\":\"["
+    "\",\"slots\":[]}}",
+};
+
+START_TEST(bad_messages_are_named_errors) {
+  const char *m = bad_messages[_i];
+  vat_captp_msg msg;
+  vat_captp_error err;
+  int rc = vat_captp_decode(m, strlen(m), NULL, &msg, &err);
+  ck_assert_msg(rc == VAT_EDECODE && err.code != VAT_CAPTP_ERR_NONE,
+                "%s: %s %s", m, vat_err_name(rc), vat_captp_err_name(err.code));
+}
+END_TEST
+
+START_TEST(messages_of_every_type_round_trip) {
+  vat_value method = vat_list(
+      (vat_value[]){str("incr"), vat_list((vat_value[]){ref_n(3)}, 1)}, 2);
+  vat_captp_msg msgs[] = {
+      {.type = VAT_CAPTP_BOOTSTRAP, .id = "q-1", .has_epoch = true},
+      {.type = VAT_CAPTP_CALL, .id = "q-2", .target = "o-1", .value = method},
+      {.type = VAT_CAPTP_RETURN, .id = "q-2", .value = vat_int(7)},
+      {.type = VAT_CAPTP_RETURN,
+       .id = "q-3",
+       .is_reject = true,
+       .value = vat_error(vat_atom_intern("Error"), str("no"))},
+      {.type = VAT_CAPTP_RESOLVE, .id = "p-1", .value = str("later")},
+      {.type = VAT_CAPTP_RESOLVE, .id = "p-2", .is_reject = true},
+      {.type = VAT_CAPTP_DROP,
+       .id = "o-4",
+       .dec_refs = 3,
+       .has_epoch = true,
+       .epoch = 2},
+      {.type = VAT_CAPTP_DISCONNECT, .reason_json = "{\"why\":\"done\"}"},
+      {.type = VAT_CAPTP_DISCONNECT},
+  };
+  for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
+    slot_table t = {0};
+    vat_captp_slots slots = table_of(&t);
+    char *frame;
+    size_t len, used, flen;
+    vat_captp_error err;
+    int rc = vat_captp_encode_frame(&msgs[i], &slots, &frame, &len, &err);
+    ck_assert_msg(rc == VAT_OK, "msg %zu: %s %s", i, vat_err_name(rc),
+                  err.detail);
+    vat_netstring_reader *r = vat_netstring_reader_new(0);
+    const char *json;
+    ck_assert_int_eq(
+        vat_netstring_read(r, frame, len, &used, &json, &flen, &err), 1);
+    ck_assert_uint_eq(used, len);
+    vat_captp_msg back;
+    ck_assert_vat_ok(vat_captp_decode(json, flen, &slots, &back, &err));
+    vat_netstring_reader_free(r);
+    const vat_captp_msg *m = &msgs[i];
+    ck_assert_int_eq(back.type, m->type);
+    ck_assert_int_eq(back.has_epoch, m->has_epoch);
+    ck_assert_int_eq(back.epoch, m->epoch);
+    ck_assert_int_eq(back.is_reject, m->is_reject);
+    ck_assert_int_eq(back.dec_refs, m->dec_refs);
+    ck_assert(vat_equal(back.value, m->value));
+    if (m->id != NULL)
+      ck_assert_str_eq(back.id, m->id);
+    if (m->target != NULL)
+      ck_assert_str_eq(back.target, m->target);
+    if (m->reason_json != NULL)
+      ck_assert_str_eq(back.reason_json, m->reason_json);
+    else
+      ck_assert_ptr_null(back.reason_json);
+  }
+  /* Unknown types decode, to be ignored; bad messages do not encode. */
+  vat_captp_msg back, empty = {.type = VAT_CAPTP_CALL};
+  const char *trap = "{\"type\":\"CTP_TRAP_ITERATE\",\"questionID\":\"q-1\"}";
+  ck_assert_vat_ok(vat_captp_decode(trap, strlen(trap), NULL, &back, NULL));
+  ck_assert_int_eq(back.type, VAT_CAPTP_UNKNOWN);
+  ck_assert_str_eq(back.type_name, "CTP_TRAP_ITERATE");
+  char *out;
+  size_t len;
+  ck_assert_vat_err(vat_captp_encode(&empty, NULL, &out, &len, NULL),
+                    VAT_EINVAL);
+  ck_assert_vat_err(vat_captp_encode(&back, NULL, &out, &len, NULL),
+                    VAT_EINVAL);
+  vat_captp_msg bad_reason = {.type = VAT_CAPTP_DISCONNECT,
+                              .reason_json = "{nope"};
+  ck_assert_vat_err(vat_captp_encode(&bad_reason, NULL, &out, &len, NULL),
+                    VAT_EINVAL);
+  ck_assert_str_eq(vat_captp_type_name(VAT_CAPTP_RESOLVE), "CTP_RESOLVE");
+  ck_assert_ptr_null(vat_captp_type_name(VAT_CAPTP_UNKNOWN));
+}
+END_TEST
+
+/* --- The recorded Endo exchange ---------------------------------------- */
+
+typedef struct blob {
+  char *data;
+  size_t len;
+} blob;
+
+static blob read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  blob b = {malloc((size_t)n + 1), (size_t)n};
+  ck_assert_uint_eq(fread(b.data, 1, (size_t)n, f), (size_t)n);
+  b.data[n] = '\0';
+  fclose(f);
+  return b;
+}
+
+static void free_paths(char **paths, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(paths[i]);
+  free(paths);
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The sorted paths of the files in a corpus folder. */
+static size_t corpus_files(const char *sub, char ***paths) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/%s", VAT_TEST_CAPTP_CORPUS, sub);
+  DIR *d = opendir(dir);
+  ck_assert_msg(d != NULL, "no corpus folder %s", dir);
+  size_t n = 0, cap = 64;
+  *paths = malloc(cap * sizeof **paths);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    if (n == cap)
+      *paths = realloc(*paths, (cap *= 2) * sizeof **paths);
+    size_t len = strlen(dir) + strlen(e->d_name) + 2;
+    (*paths)[n] = malloc(len);
+    snprintf((*paths)[n++], len, "%s/%s", dir, e->d_name);
+  }
+  closedir(d);
+  qsort(*paths, n, sizeof **paths, by_name);
+  return n;
+}
+
+/* A message's JSON with each CapData body parsed in place, for comparing
+ * structure: object key order, spacing and number spelling ("1e+300"
+ * against "1.0000000000000001e+300") may differ; values may not. */
+static json_t *structure(const char *json, size_t len) {
+  json_error_t jerr;
+  json_t *j =
+      json_loadb(json, len, JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &jerr);
+  ck_assert_msg(j != NULL, "%s", jerr.text);
+  const char *fields[] = {"method", "result", "exception", "res", "rej"};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    json_t *cd = json_object_get(j, fields[i]);
+    json_t *body = json_object_get(cd, "body");
+    if (body == NULL)
+      continue;
+    json_t *parsed = json_loadb(
+        json_string_value(body), json_string_length(body),
+        JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &jerr);
+    ck_assert_msg(parsed != NULL, "body: %s", jerr.text);
+    json_object_set_new(cd, "body", parsed);
+  }
+  return j;
+}
+
+START_TEST(endo_frames_decode_and_reencode_the_same) {
+  char **paths;
+  size_t n = corpus_files("frames", &paths);
+  ck_assert_uint_ge(n, 30);
+  size_t types_seen[VAT_CAPTP_DISCONNECT + 1] = {0};
+  /* One table per sender for the whole exchange, as each end of a
+   * connection keeps one: a slot name means the same thing each time its
+   * sender uses it. */
+  static slot_table tables[2];
+  memset(tables, 0, sizeof tables);
+  for (size_t i = 0; i < n; i++) {
+    slot_table *t = &tables[strstr(paths[i], "-server-") != NULL];
+    vat_captp_slots slots = table_of(t);
+    blob b = read_file(paths[i]);
+    vat_netstring_reader *r = vat_netstring_reader_new(0);
+    const char *json;
+    size_t used, len;
+    vat_captp_error err;
+    ck_assert_int_eq(
+        vat_netstring_read(r, b.data, b.len, &used, &json, &len, &err), 1);
+    ck_assert_uint_eq(used, b.len);
+    vat_captp_msg msg;
+    int rc = vat_captp_decode(json, len, &slots, &msg, &err);
+    ck_assert_msg(rc == VAT_OK, "%s: %s %s (%s)", paths[i], vat_err_name(rc),
+                  vat_captp_err_name(err.code), err.detail);
+    ck_assert_int_ne(msg.type, VAT_CAPTP_UNKNOWN);
+    types_seen[msg.type]++;
+    char *again;
+    size_t again_len;
+    rc = vat_captp_encode(&msg, &slots, &again, &again_len, &err);
+    ck_assert_msg(rc == VAT_OK, "%s: re-encode: %s (%s)", paths[i],
+                  vat_captp_err_name(err.code), err.detail);
+    json_t *want = structure(json, len), *got = structure(again, again_len);
+    char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS);
+    char *g = json_dumps(got, JSON_COMPACT | JSON_SORT_KEYS);
+    ck_assert_msg(json_equal(want, got), "%s:\n sent %s\n  got %s", paths[i], w,
+                  g);
+    free(w);
+    free(g);
+    json_decref(want);
+    json_decref(got);
+    vat_netstring_reader_free(r);
+    free(b.data);
+  }
+  free_paths(paths, n);
+  for (int type = VAT_CAPTP_BOOTSTRAP; type <= VAT_CAPTP_DISCONNECT; type++)
+    if (type != VAT_CAPTP_DROP)
+      ck_assert_msg(types_seen[type] > 0, "no %s in the corpus",
+                    vat_captp_type_name(type));
+}
+END_TEST
+
+static vat_value field_of(vat_value map, const char *name) {
+  vat_value f;
+  ck_assert_msg(vat_map_get(map, A(name), &f) == VAT_OK, "no field %s", name);
+  return f;
+}
+
+/* The client's echo of every kind decodes to the documented forms. */
+START_TEST(endo_values_decode_to_the_documented_forms) {
+  char **paths;
+  size_t n = corpus_files("frames", &paths);
+  blob b = {0};
+  for (size_t i = 0; i < n && b.data == NULL; i++) {
+    if (strstr(paths[i], "-client-CTP_CALL") == NULL)
+      continue;
+    b = read_file(paths[i]);
+    if (strstr(b.data, "bangStr") == NULL) {
+      free(b.data);
+      b.data = NULL;
+    }
+  }
+  ck_assert_ptr_nonnull(b.data);
+  slot_table t = {0};
+  vat_captp_slots slots = table_of(&t);
+  vat_captp_msg msg;
+  const char *json = strchr(b.data, ':') + 1;
+  ck_assert_vat_ok(vat_captp_decode(json, b.len - (size_t)(json - b.data) - 1,
+                                    &slots, &msg, NULL));
+  ck_assert_int_eq(msg.type, VAT_CAPTP_CALL);
+  ck_assert_str_eq(msg.id, "q-3");
+  ck_assert_str_eq(msg.target, "o-1");
+  ck_assert(msg.has_epoch && msg.epoch == 0);
+  ck_assert_str_eq(vat_string_data(vat_at(msg.value, 0)), "echo");
+  vat_value all = vat_at(vat_at(msg.value, 1), 0);
+  ck_assert_int_eq(all.type, VAT_T_MAP);
+  ck_assert(vat_equal(field_of(all, "int"), vat_float(42)));
+  ck_assert(vat_equal(field_of(all, "negZero"), vat_float(0)));
+  ck_assert(vat_equal(field_of(all, "smallBigint"), vat_int(-3)));
+  vat_value digits = str("12345678901234567890");
+  ck_assert(vat_equal(field_of(all, "bigint"),
+                      vat_record(vat_atom_intern("bigint"), &digits, 1)));
+  ck_assert(isnan(field_of(all, "nan").as.f));
+  ck_assert(vat_is_atom(field_of(all, "undef"), vat_atom_intern("undefined")));
+  ck_assert(vat_is_atom(field_of(all, "asyncIter"),
+                        vat_atom_intern("@@asyncIterator")));
+  vat_value only = str("only");
+  ck_assert(vat_equal(field_of(all, "set1"),
+                      vat_record(vat_atom_intern("copySet"), &only, 1)));
+  ck_assert(vat_equal(field_of(all, "map"),
+                      pair_map(vat_int(3), str("c"), vat_int(1), str("a"))));
+  ck_assert(
+      vat_equal(field_of(all, "point"),
+                vat_record(vat_atom_intern("point"),
+                           (vat_value[]){vat_float(1), vat_float(2)}, 2)));
+  vat_value e = field_of(all, "error");
+  ck_assert_str_eq(vat_atom_name(vat_error_code(e)), "TypeError");
+  vat_value m;
+  ck_assert_vat_ok(vat_map_get(vat_error_payload(e), A("message"), &m));
+  ck_assert_str_eq(vat_string_data(m), "bad thing");
+  ck_assert_vat_ok(vat_map_get(vat_error_payload(e), A("errorId"), &m));
+  ck_assert_int_eq(m.type, VAT_T_STRING);
+  ck_assert(vat_equal(field_of(all, "remotable"), field_of(all, "again")));
+  ck_assert_int_eq(field_of(all, "remotable").type, VAT_T_REF);
+  ck_assert_int_eq(t.imports, 1);
+  ck_assert_str_eq(t.ifaces[0], "Alleged: Counter");
+  free(b.data);
+  free_paths(paths, n);
+}
+END_TEST
+
+/* The whole exchange as one stream, fed split at every byte position. */
+START_TEST(endo_stream_split_at_every_position) {
+  char **paths;
+  size_t n = corpus_files("frames", &paths);
+  size_t total = 0, cap = 1 << 16;
+  char *stream = malloc(cap);
+  size_t *ends = malloc(n * sizeof *ends);
+  for (size_t i = 0; i < n && i < 12; i++) {
+    blob b = read_file(paths[i]);
+    while (total + b.len > cap)
+      stream = realloc(stream, cap *= 2);
+    memcpy(stream + total, b.data, b.len);
+    total += b.len;
+    ends[i] = total;
+    free(b.data);
+  }
+  size_t frames = n < 12 ? n : 12;
+  for (size_t split = 0; split <= total; split++) {
+    vat_netstring_reader *r = vat_netstring_reader_new(0);
+    size_t got = 0, pos = 0;
+    size_t cuts[] = {split, total};
+    for (size_t c = 0; c < 2; c++) {
+      while (pos < cuts[c]) {
+        const char *frame;
+        size_t used, len;
+        int rc = vat_netstring_read(r, stream + pos, cuts[c] - pos, &used,
+                                    &frame, &len, NULL);
+        ck_assert_int_ge(rc, 0);
+        pos += used;
+        if (rc == 1) {
+          size_t start = got == 0 ? 0 : ends[got - 1];
+          /* The payload sits between the header and the ','. */
+          ck_assert_int_eq(stream[ends[got] - 1], ',');
+          ck_assert_mem_eq(frame, stream + ends[got] - 1 - len, len);
+          ck_assert_uint_gt(ends[got] - start, len);
+          got++;
+        }
+      }
+    }
+    ck_assert_uint_eq(got, frames);
+    vat_netstring_reader_free(r);
+  }
+  free(ends);
+  free(stream);
+  free_paths(paths, n);
+}
+END_TEST
+
+START_TEST(endo_smallcaps_bodies_decode) {
+  char **paths;
+  size_t n = corpus_files("smallcaps", &paths);
+  ck_assert_uint_ge(n, 5);
+  for (size_t i = 0; i < n; i++) {
+    blob b = read_file(paths[i]);
+    json_t *cd = json_loads(b.data, 0, NULL);
+    ck_assert_ptr_nonnull(cd);
+    json_t *body = json_object_get(cd, "body"),
+           *sl = json_object_get(cd, "slots");
+    const char *names[8];
+    size_t ns = json_array_size(sl);
+    for (size_t k = 0; k < ns && k < 8; k++)
+      names[k] = json_string_value(json_array_get(sl, k));
+    slot_table t = {0};
+    vat_captp_slots slots = table_of(&t);
+    vat_value v;
+    vat_captp_error err;
+    int rc =
+        vat_capdata_decode(json_string_value(body), json_string_length(body),
+                           names, ns, &slots, &v, &err);
+    ck_assert_msg(rc == VAT_OK, "%s: %s (%s)", paths[i],
+                  vat_captp_err_name(err.code), err.detail);
+    if (i == 0) {
+      /* All kinds, as the capdata frames carry them. */
+      vat_value f;
+      ck_assert_vat_ok(vat_map_get(v, A("bigint"), &f));
+      ck_assert_int_eq(f.type, VAT_T_RECORD);
+      ck_assert_vat_ok(vat_map_get(v, A("smallBigint"), &f));
+      ck_assert(f.type == VAT_T_INT && f.as.i == -3);
+      ck_assert_vat_ok(vat_map_get(v, A("bangStr"), &f));
+      ck_assert_str_eq(vat_string_data(f), "!not special");
+      ck_assert_vat_ok(vat_map_get(v, A("undef"), &f));
+      ck_assert(vat_is_atom(f, vat_atom_intern("undefined")));
+      ck_assert_vat_ok(vat_map_get(v, A("ninf"), &f));
+      ck_assert(f.type == VAT_T_FLOAT && f.as.f == -INFINITY);
+      ck_assert_vat_ok(vat_map_get(v, A("symbol"), &f));
+      ck_assert(vat_is_atom(f, vat_atom_intern("ok")));
+      ck_assert_vat_ok(vat_map_get(v, A("map"), &f));
+      ck_assert(f.type == VAT_T_MAP && vat_len(f) == 2);
+      ck_assert_vat_ok(vat_map_get(v, A("error"), &f));
+      ck_assert_str_eq(vat_atom_name(vat_error_code(f)), "TypeError");
+      ck_assert_str_eq(vat_string_data(vat_error_payload(f)), "bad thing");
+      vat_value r1, r2;
+      ck_assert_vat_ok(vat_map_get(v, A("remotable"), &r1));
+      ck_assert_vat_ok(vat_map_get(v, A("again"), &r2));
+      ck_assert(r1.type == VAT_T_REF && vat_equal(r1, r2));
+      ck_assert_str_eq(t.ifaces[0], "Alleged: Counter");
+    }
+    json_decref(cd);
+    free(b.data);
+  }
+  free_paths(paths, n);
+}
+END_TEST
+
+/* --- Netstrings -------------------------------------------------------- */
+
+typedef struct bad_frame {
+  const char *bytes;
+  size_t max;
+  int rc;
+  vat_captp_err code;
+  size_t offset;
+} bad_frame;
+
+static const bad_frame bad_frames[] = {
+    {"01:a,", 0, VAT_EFRAME, VAT_CAPTP_ERR_LEADING_ZERO, 1},
+    {"1234567890:", VAT_NETSTRING_MAX_FRAME, VAT_EFRAME,
+     VAT_CAPTP_ERR_LENGTH_DIGITS, 9},
+    {":", 0, VAT_EFRAME, VAT_CAPTP_ERR_EMPTY_LENGTH, 0},
+    {"3:abc;", 0, VAT_EFRAME, VAT_CAPTP_ERR_MISSING_COMMA, 5},
+    {"3:abcd", 0, VAT_EFRAME, VAT_CAPTP_ERR_MISSING_COMMA, 5},
+    {"a", 0, VAT_EFRAME, VAT_CAPTP_ERR_LENGTH_CHAR, 0},
+    {"12 :", 0, VAT_EFRAME, VAT_CAPTP_ERR_LENGTH_CHAR, 2},
+    {"-1:", 0, VAT_EFRAME, VAT_CAPTP_ERR_LENGTH_CHAR, 0},
+    {"1:a,x", 0, VAT_EFRAME, VAT_CAPTP_ERR_LENGTH_CHAR, 4},
+    {"1001:", 1000, VAT_EFRAMESIZE, VAT_CAPTP_ERR_TOO_LARGE, 3},
+    {"999999999:", 0, VAT_EFRAMESIZE, VAT_CAPTP_ERR_TOO_LARGE, 6},
+};
+
+START_TEST(bad_frames_are_named_and_stick) {
+  const bad_frame *b = &bad_frames[_i];
+  size_t len = strlen(b->bytes);
+  /* Whole, then byte by byte: the same error at the same offset. */
+  for (int bytewise = 0; bytewise < 2; bytewise++) {
+    vat_netstring_reader *r = vat_netstring_reader_new(b->max);
+    vat_captp_error err = {0};
+    int rc = 0;
+    size_t pos = 0;
+    while (pos < len) {
+      const char *frame;
+      size_t used, flen;
+      size_t chunk = bytewise ? 1 : len - pos;
+      rc = vat_netstring_read(r, b->bytes + pos, chunk, &used, &frame, &flen,
+                              &err);
+      pos += used;
+      if (rc < 0)
+        break;
+    }
+    ck_assert_msg(rc == b->rc && err.code == b->code && err.offset == b->offset,
+                  "%s: %s %s at %zu", b->bytes, vat_err_name(rc),
+                  vat_captp_err_name(err.code), err.offset);
+    /* Failed for good. */
+    const char *frame;
+    size_t used, flen;
+    vat_captp_error again;
+    ck_assert_int_eq(
+        vat_netstring_read(r, "1:a,", 4, &used, &frame, &flen, &again), b->rc);
+    ck_assert_int_eq(again.code, b->code);
+    vat_netstring_reader_free(r);
+  }
+}
+END_TEST
+
+START_TEST(netstring_edge_cases) {
+  vat_netstring_reader *r = vat_netstring_reader_new(4);
+  const char *frame;
+  size_t used, len;
+  /* Empty frames, a frame exactly at the maximum, several per feed. */
+  const char *in = "0:,4:abcd,0:,";
+  size_t pos = 0, got = 0;
+  while (pos < strlen(in)) {
+    int rc = vat_netstring_read(r, in + pos, strlen(in) - pos, &used, &frame,
+                                &len, NULL);
+    ck_assert_int_eq(rc, 1);
+    pos += used;
+    ck_assert_uint_eq(len, got == 1 ? 4 : 0);
+    got++;
+  }
+  ck_assert_uint_eq(got, 3);
+  ck_assert_int_eq(vat_netstring_read(r, "", 0, &used, &frame, &len, NULL), 0);
+  ck_assert_vat_err(vat_netstring_read(NULL, "", 0, &used, &frame, &len, NULL),
+                    VAT_EINVAL);
+  vat_netstring_reader_free(r);
+  vat_netstring_reader_free(NULL);
+  char header[12];
+  ck_assert_uint_eq(vat_netstring_header(0, header), 2);
+  ck_assert_str_eq(header, "0:");
+  ck_assert_uint_eq(vat_netstring_header(VAT_NETSTRING_MAX_FRAME, header), 10);
+  ck_assert_uint_eq(vat_netstring_header(VAT_NETSTRING_MAX_FRAME + 1, header),
+                    0);
+}
+END_TEST
+
+START_TEST(every_reason_has_a_name_and_text) {
+#define CHECK_REASON(name, text)                                               \
+  ck_assert_str_eq(vat_captp_err_name(VAT_CAPTP_ERR_##name),                   \
+                   "VAT_CAPTP_ERR_" #name);                                    \
+  ck_assert_str_eq(vat_captp_err_text(VAT_CAPTP_ERR_##name), text);
+  VAT_CAPTP_ERR_MAP(CHECK_REASON)
+#undef CHECK_REASON
+  ck_assert_str_eq(vat_captp_err_name((vat_captp_err)999),
+                   "VAT_CAPTP_ERR_UNKNOWN");
+  ck_assert_str_eq(vat_captp_err_text((vat_captp_err)999), "unknown error");
+}
+END_TEST
+
+Suite *test_captp_suite(void) {
+  Suite *s = suite_create("captp");
+
+  TCase *tc = test_case("values", 60);
+  tcase_add_test(tc, every_value_kind_round_trips);
+  tcase_add_test(tc, nan_round_trips);
+  tcase_add_test(tc, encoded_forms_are_endos);
+  tcase_add_test(tc, decoded_hard_cases);
+  tcase_add_test(tc, unencodable_values_are_named);
+  tcase_add_test(tc, failures_deep_inside_values);
+  tcase_add_loop_test(tc, bad_bodies_are_named_errors, 0,
+                      sizeof bad_bodies / sizeof bad_bodies[0]);
+  tcase_add_test(tc, bad_slots_and_tables);
+  tcase_add_test(tc, deep_bodies_are_refused);
+  tcase_add_test(tc, every_reason_has_a_name_and_text);
+  suite_add_tcase(s, tc);
+
+  tc = test_case("messages", 60);
+  tcase_add_loop_test(tc, bad_messages_are_named_errors, 0,
+                      sizeof bad_messages / sizeof bad_messages[0]);
+  tcase_add_test(tc, messages_of_every_type_round_trip);
+  suite_add_tcase(s, tc);
+
+  tc = test_case("endo", 120);
+  tcase_add_test(tc, endo_frames_decode_and_reencode_the_same);
+  tcase_add_test(tc, endo_values_decode_to_the_documented_forms);
+  tcase_add_test(tc, endo_stream_split_at_every_position);
+  tcase_add_test(tc, endo_smallcaps_bodies_decode);
+  suite_add_tcase(s, tc);
+
+  tc = test_case("netstring", 60);
+  tcase_add_loop_test(tc, bad_frames_are_named_and_stick, 0,
+                      sizeof bad_frames / sizeof bad_frames[0]);
+  tcase_add_test(tc, netstring_edge_cases);
+  suite_add_tcase(s, tc);
+  return s;
+}
