@@ -2,13 +2,13 @@
 # Runs the libFuzzer targets for a while each, seeded from the recorded
 # Endo exchange (test/captp/corpus): frames as they crossed the socket for
 # fuzz_frames; their JSON payloads and the smallcaps bodies for
-# fuzz_decode. Usage: fuzz/run.sh BUILD_DIR SECONDS [OUT_DIR]
+# fuzz_decode. Usage: test/fuzz/run.sh BUILD_DIR SECONDS [OUT_DIR]
 # Findings (crash-*, leak-*, timeout-*) land in OUT_DIR; the exit status
 # is non-zero when a target finds one.
 set -euo pipefail
 build=${1:?usage: run.sh BUILD_DIR SECONDS [OUT_DIR]}
 seconds=${2:?usage: run.sh BUILD_DIR SECONDS [OUT_DIR]}
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${3:-$build/fuzz-out}
 corpus=$root/test/captp/corpus
 mkdir -p "$out/frames" "$out/decode" "$out/seeds-decode"
@@ -36,7 +36,7 @@ status=0
 for target in frames decode; do
   echo "== fuzz_$target for ${seconds}s"
   # -rss_limit_mb: the collector's heap counts; -timeout: a hang is a find.
-  (cd "$out" && "$build/fuzz/fuzz_$target" -max_total_time="$seconds" \
+  (cd "$out" && "$build/test/fuzz/fuzz_$target" -max_total_time="$seconds" \
     -timeout=10 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
     "$out/$target" "$out/seeds-$target") || status=1
 done
