@@ -188,7 +188,7 @@ rows=(
 scaled_sizes() {
   local workload=$1 sizes=$2 which=$3
   if [ "$workload" = skynet ]; then
-    # Leaves must stay a power of ten; the peers only know the full tree.
+    # Leaves must stay a power of ten (libvat and every peer take L).
     awk -v s="$scale" 'BEGIN {
       if (s >= 1) exit
       l = 1000000 * s; p = 100

@@ -2,6 +2,7 @@
 // workload per executable name (build.sh links ring, counter, ... to one binary).
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +55,50 @@ int workers;
 
 actor handle(local_actor* self) { return actor_cast<actor>(self); }
 
+// Knobs for sweeps (README.md): environment variable, or the default.
+int64_t knob(const char* var, int64_t def) {
+  const char* s = std::getenv(var);
+  return s && *s ? std::strtoll(s, nullptr, 10) : def;
+}
+
+// Flow control for the many-to-one workloads, as libvat's counter and fanin
+// do it: after each window of W messages the sender asks the receiver for
+// its count (a request) and sends the next window when an answer comes, so
+// at most two windows are in flight. W = 0 sends everything at once.
+// VATPEER_WINDOW sets W; 256, the default, was the fastest of the sweep
+// (README.md): sending all of a million adds in one turn made the counter
+// 1.6x slower, its mailbox growing to the whole million.
+// `send(i)` sends message i (1..total); `done(count)` gets the last answer.
+struct window_state {
+  int64_t sent = 0, pending = 0;
+};
+
+void send_window(stateful_actor<window_state>* self, actor to, int64_t total, int64_t w,
+                 std::function<void(int64_t)> send, std::function<void(int64_t)> done) {
+  auto& st = self->state;
+  int64_t stop = w > 0 ? std::min(total, st.sent + w) : total;
+  while (st.sent < stop)
+    send(++st.sent);
+  ++st.pending;
+  self->request(to, infinite, get_atom::value).then([=](int64_t count) {
+    auto& st = self->state;
+    --st.pending;
+    if (st.sent < total)
+      send_window(self, to, total, w, send, done);
+    else if (st.pending == 0)
+      done(count);
+  });
+}
+
+behavior windowed_sender(stateful_actor<window_state>* self, actor to, int64_t total,
+                         int64_t w, std::function<void(int64_t)> send,
+                         std::function<void(int64_t)> done) {
+  send_window(self, to, total, w, send, done);
+  if (w > 0 && self->state.sent < total)
+    send_window(self, to, total, w, send, done);
+  return {};
+}
+
 // -- ring N M -----------------------------------------------------------------
 
 behavior ring_node(event_based_actor* self, actor next, int64_t n, actor driver) {
@@ -76,12 +121,17 @@ void ring(actor_system& sys, std::vector<int64_t> sz) {
   int64_t n = sz[0], m = sz[1], step = n / m;
   scoped_actor self{sys};
   auto t0 = clk::now();
-  auto first = sys.spawn<lazy_init>(ring_first, n, actor{self});
+  // Spawned lazily (no first turn until a message comes) unless
+  // VATPEER_CAF_LAZY=0.
+  auto spawn_node = [&](auto&&... xs) {
+    return knob("VATPEER_CAF_LAZY", 1) ? sys.spawn<lazy_init>(xs...) : sys.spawn(xs...);
+  };
+  auto first = spawn_node(ring_first, n, actor{self});
   std::vector<actor> entries(m);
   entries[0] = first;
   actor next = first;
   for (int64_t i = n - 1; i > 0; --i) {
-    next = sys.spawn<lazy_init>(ring_node, next, n, actor{self});
+    next = spawn_node(ring_node, next, n, actor{self});
     if (i % step == 0 && i / step < m)
       entries[i / step] = next;
   }
@@ -118,13 +168,15 @@ void counter(actor_system& sys, std::vector<int64_t> sz) {
   actor main{self};
   auto t0 = clk::now();
   auto c = sys.spawn(counter_actor);
-  sys.spawn([=](event_based_actor* d) {
-    for (int64_t i = 0; i < k; ++i)
-      d->send(c, add_atom::value, int64_t{100});
-    d->request(c, infinite, get_atom::value).then([=](int64_t v) {
-      d->send(main, done_atom::value, v);
-      d->send_exit(c, exit_reason::user_shutdown);
-    });
+  sys.spawn([=](stateful_actor<window_state>* d) {
+    return windowed_sender(
+      d, c, k, knob("VATPEER_WINDOW", 256),
+      [=](int64_t) { d->send(c, add_atom::value, int64_t{100}); },
+      [=](int64_t v) {
+        d->send(main, done_atom::value, v);
+        d->send_exit(c, exit_reason::user_shutdown);
+        d->quit();
+      });
   });
   int64_t got = 0;
   self->receive([&](done_atom, int64_t v) { got = v; });
@@ -139,18 +191,18 @@ struct fanin_state { int64_t count = 0, sum = 0; };
 
 behavior consumer(stateful_actor<fanin_state>* self, int64_t total, actor main) {
   return {[=](msg_atom, int64_t v) {
-    auto& s = self->state;
-    s.sum += v;
-    if (++s.count == total) {
-      self->send(main, done_atom::value, s.count, s.sum);
-      self->quit();
-    }
-  }};
+            auto& s = self->state;
+            s.sum += v;
+            if (++s.count == total)
+              self->send(main, done_atom::value, s.count, s.sum);
+          },
+          [=](get_atom) { return self->state.count; }};
 }
 
-void producer(event_based_actor* self, actor to, int64_t k) {
-  for (int64_t i = 1; i <= k; ++i)
-    self->send(to, msg_atom::value, i);
+behavior producer(stateful_actor<window_state>* self, actor to, int64_t k) {
+  return windowed_sender(
+    self, to, k, knob("VATPEER_WINDOW", 256),
+    [=](int64_t i) { self->send(to, msg_atom::value, i); }, [=](int64_t) { self->quit(); });
 }
 
 void fanin(actor_system& sys, std::vector<int64_t> sz) {
@@ -163,6 +215,7 @@ void fanin(actor_system& sys, std::vector<int64_t> sz) {
   int64_t count = 0, sum = 0;
   self->receive([&](done_atom, int64_t n, int64_t s) { count = n, sum = s; });
   double secs = since(t0);
+  anon_send_exit(c, exit_reason::user_shutdown);
   std::printf("fanin: %lld messages, sum %lld\n", (long long) count, (long long) sum);
   report(p * k, secs, -1, count == p * k && sum == p * k * (k + 1) / 2);
 }
@@ -217,15 +270,17 @@ behavior skynet_node(stateful_actor<sky_state>* self, actor parent, int64_t num,
   }};
 }
 
-void skynet(actor_system& sys, std::vector<int64_t>) {
+// skynet L: L leaves (a power of ten), L + L/10 + ... + 1 actors.
+void skynet(actor_system& sys, std::vector<int64_t> sz) {
+  int64_t l = sz[0];
   scoped_actor self{sys};
   auto t0 = clk::now();
-  sys.spawn(skynet_node, actor{self}, int64_t{0}, int64_t{1000000});
+  sys.spawn(skynet_node, actor{self}, int64_t{0}, l);
   int64_t sum = 0;
   self->receive([&](sum_atom, int64_t v) { sum = v; });
   double secs = since(t0);
   std::printf("skynet: sum %lld in %.3f s\n", (long long) sum, secs);
-  report(1111111, secs, -1, sum == 499999500000LL);
+  report((10 * l - 1) / 9, secs, -1, sum == l * (l - 1) / 2);
 }
 
 // -- chain N ------------------------------------------------------------------------
@@ -329,12 +384,6 @@ uint32_t flood_work(int64_t v) {
   return x;
 }
 
-// Knobs for sweeps (README.md): environment variable, or the default.
-int64_t knob(const char* var, int64_t def) {
-  const char* s = std::getenv(var);
-  return s && *s ? std::strtoll(s, nullptr, 10) : def;
-}
-
 struct flood_state { int64_t count = 0, sum = 0; uint32_t digest = 0; };
 
 behavior flood_consumer(stateful_actor<flood_state>* self, int64_t n, actor main) {
@@ -397,7 +446,7 @@ const std::map<std::string, workload> workloads = {
   {"counter", {{"K"}, {3000000}, counter}},
   {"fanin", {{"P", "K"}, {4, 1000000}, fanin}},
   {"selfsend", {{"A", "K"}, {8, 10000000}, selfsend}},
-  {"skynet", {{}, {}, skynet}},
+  {"skynet", {{"L"}, {1000000}, skynet}},
   {"chain", {{"N"}, {100000}, chain}},
   {"pingpong", {{"R"}, {1000000}, pingpong}},
   {"spawn", {{"N"}, {1000000}, spawn_n}},
@@ -455,6 +504,15 @@ int main(int argc, char** argv) {
   for (size_t j = 0; i + j < args.size(); ++j)
     if (!positive(args[i + j].c_str(), sizes[j]))
       usage(w, 2);
+  if (name == "skynet") {
+    int64_t p = 1;
+    while (p < sizes[0])
+      p *= 10;
+    if (p != sizes[0]) {
+      std::printf("skynet: L must be a power of ten\n");
+      usage(w, 2);
+    }
+  }
   if (name == "ring" && sizes[1] > sizes[0]) {
     std::printf("ring: M must not exceed N\n");
     usage(w, 2);
@@ -466,6 +524,26 @@ int main(int argc, char** argv) {
     cfg.set("scheduler.policy", atom_from_string(policy));
   if (int64_t t = knob("VATPEER_CAF_THROUGHPUT", 0); t > 0)
     cfg.set("scheduler.max-throughput", static_cast<size_t>(t));
+  // VATPEER_CAF_SET="key=N,key=N": other numeric settings, e.g. the work
+  // stealing's polling (work-stealing.aggressive-poll-attempts=N); a key
+  // ending in -duration takes microseconds.
+  if (const char* set = std::getenv("VATPEER_CAF_SET")) {
+    std::string all = set;
+    for (size_t at = 0; at < all.size();) {
+      size_t end = all.find(',', at), eq = all.find('=', at);
+      if (end == std::string::npos)
+        end = all.size();
+      if (eq < end) {
+        std::string key = all.substr(at, eq - at);
+        auto v = std::strtoll(all.substr(eq + 1, end - eq - 1).c_str(), nullptr, 10);
+        if (key.size() > 9 && key.compare(key.size() - 9, 9, "-duration") == 0)
+          cfg.set(key, timespan{std::chrono::microseconds{v}});
+        else
+          cfg.set(key, static_cast<size_t>(v));
+      }
+      at = end + 1;
+    }
+  }
   actor_system sys{cfg};
   w.run(sys, sizes);
 }

@@ -7,7 +7,7 @@ sizes(ring) -> [{"N", 1000000}, {"M", 200}];
 sizes(counter) -> [{"K", 3000000}];
 sizes(fanin) -> [{"P", 4}, {"K", 1000000}];
 sizes(selfsend) -> [{"A", 8}, {"K", 10000000}];
-sizes(skynet) -> [];
+sizes(skynet) -> [{"L", 1000000}];
 sizes(chain) -> [{"N", 100000}];
 sizes(pingpong) -> [{"R", 1000000}];
 sizes(spawn) -> [{"N", 1000000}];
@@ -66,7 +66,8 @@ run(ring, [N, M]) ->
     Setup = secs(T0),
     io:format("ring: ~b processes spawned in ~.3f s~n", [N, Setup]),
     T1 = mono(),
-    lists:foreach(fun({J, P}) -> P ! {tok, J, 0} end, [{0, First} | Entries]),
+    Int = os:getenv("VATPEER_ERL_TOKEN") =/= "tuple",
+    lists:foreach(fun({J, P}) -> P ! token(Int, J, 0) end, [{0, First} | Entries]),
     Hops = [receive {done, J, H} -> {J, H} end || _ <- lists:seq(1, M)],
     Secs = secs(T1),
     Ok = lists:sort(Hops) =:= [{J, N} || J <- lists:seq(0, M - 1)],
@@ -77,9 +78,9 @@ run(ring, [N, M]) ->
 run(counter, [K]) ->
     %% Off-heap: a mailbox that grows to millions of messages is not
     %% copied by each garbage collection of the process that owns it.
-    C = spawn_opt(fun() -> counter(0) end, [{message_queue_data, off_heap}]),
+    C = spawn_opt(fun() -> counter(0) end, [{message_queue_data, mqd(off_heap)}]),
     T0 = mono(),
-    adds(C, K),
+    adds(C, K, window(256), 0),
     C ! {get, self()},
     Count = receive {count, V} -> V end,
     Secs = secs(T0),
@@ -89,9 +90,23 @@ run(counter, [K]) ->
 %% fanin P K -----------------------------------------------------------------
 run(fanin, [P, K]) ->
     Self = self(),
+    W = window(256),
     T0 = mono(),
-    [spawn(fun() -> produce(Self, 1, K) end) || _ <- lists:seq(1, P)],
-    {Count, Sum} = consume(P * K, 0, 0),
+    %% The consumer: a process of its own, or (VATPEER_FANIN_DRIVER=1) the
+    %% driver itself.
+    C = case os:getenv("VATPEER_FANIN_DRIVER") of
+            "1" ->
+                process_flag(message_queue_data, mqd(off_heap)),
+                Self;
+            _ ->
+                spawn_opt(fun() -> Self ! {fanin, consume(P * K, 0, 0)} end,
+                          [{message_queue_data, mqd(off_heap)}])
+        end,
+    [spawn(fun() -> produce(C, 1, K, W, 0) end) || _ <- lists:seq(1, P)],
+    {Count, Sum} = case C of
+                       Self -> consume(P * K, 0, 0);
+                       _ -> receive {fanin, CS} -> CS end
+                   end,
     Secs = secs(T0),
     io:format("fanin: ~b messages, sum ~b~n", [Count, Sum]),
     report(fanin, P * K, Secs, none, Sum =:= P * K * (K + 1) div 2);
@@ -107,14 +122,18 @@ run(selfsend, [A, K]) ->
     report(selfsend, A * K, Secs, none, Total =:= A * K);
 
 %% skynet --------------------------------------------------------------------
-run(skynet, []) ->
+run(skynet, [L]) ->
+    case power_of_ten(L) of
+        false -> io:format("skynet: L must be a power of ten~n"), usage(skynet, 2);
+        true -> ok
+    end,
     Self = self(),
     T0 = mono(),
-    spawn(fun() -> skynet(Self, 0, 1000000) end),
+    spawn_opt(fun() -> skynet(Self, 0, L) end, spawn_opts()),
     Sum = receive {sum, S} -> S end,
     Secs = secs(T0),
     io:format("skynet: sum ~b in ~.3f s~n", [Sum, Secs]),
-    report(skynet, 1111111, Secs, none, Sum =:= 499999500000);
+    report(skynet, (10 * L - 1) div 9, Secs, none, Sum =:= L * (L - 1) div 2);
 
 %% chain N -------------------------------------------------------------------
 run(chain, [N]) ->
@@ -176,8 +195,17 @@ build(I, Next, Step, M, N, D, Acc) ->
            end,
     build(I - 1, P, Step, M, N, D, Acc1).
 
+%% A token is one integer, id << 32 bor hops: a small integer is sent as
+%% it is, where a tuple is built and copied into the receiver's heap at each
+%% hop (the ring ran 1.1-1.2x slower with {tok, Id, Hops}, README.md).
+%% VATPEER_ERL_TOKEN=tuple sends the tuple.
+token(true, J, H) -> J bsl 32 bor H;
+token(false, J, H) -> {tok, J, H}.
+
 node(Next, N, D) ->
     receive
+        T when is_integer(T), T band 16#FFFFFFFF =:= N -> D ! {done, T bsr 32, N};
+        T when is_integer(T) -> Next ! T + 1;
         {tok, J, N} -> D ! {done, J, N};
         {tok, J, H} -> Next ! {tok, J, H + 1}
     end,
@@ -186,17 +214,62 @@ node(Next, N, D) ->
 counter(S) ->
     receive
         {add, X} -> counter(S + X);
+        {sync, From} -> From ! synced, counter(S);
         {get, From} -> From ! {count, S}, counter(S)
     end.
 
-adds(_, 0) -> ok;
-adds(C, K) -> C ! {add, 100}, adds(C, K - 1).
+%% Flow control (VATPEER_WINDOW=W, 0: none): after each window of W
+%% messages the sender asks the receiver to confirm, and before it sends the
+%% window after the next one it waits for that confirmation, so at most 2W
+%% are in flight, as libvat's counter and fanin do. 256, the default, was
+%% as fast as none on one scheduler and up to 2x faster on two, where the
+%% receiver's mailbox otherwise grows while both run (README.md).
+window(Def) ->
+    case os:getenv("VATPEER_WINDOW") of false -> Def; V -> list_to_integer(V) end.
+
+adds(_, 0, _, _) -> ok;
+adds(C, K, 0, _) -> C ! {add, 100}, adds(C, K - 1, 0, 0);
+adds(C, K, W, Out) ->
+    N = min(W, K),
+    send_adds(C, N),
+    sync(C, Out),
+    adds(C, K - N, W, 1).
+
+send_adds(_, 0) -> ok;
+send_adds(C, N) -> C ! {add, 100}, send_adds(C, N - 1).
+
+%% Asks To for a confirmation; waits for the previous one, if any.
+sync(To, Out) ->
+    To ! {sync, self()},
+    case Out of
+        0 -> ok;
+        _ -> receive synced -> ok end
+    end.
 
 produce(_, I, K) when I > K -> ok;
 produce(To, I, K) -> To ! {item, I}, produce(To, I + 1, K).
 
+%% fanin's producers send bare integers: a small integer is copied as it
+%% is, where {item, I} is built on the producer's heap and copied into a
+%% heap fragment of the receiver's for every message (1.7-1.9x slower,
+%% README.md).
+produce(_, I, K, _, _) when I > K -> ok;
+produce(To, I, K, 0, _) -> To ! I, produce(To, I + 1, K, 0, 0);
+produce(To, I, K, W, Out) ->
+    Last = min(I + W - 1, K),
+    items(To, I, Last),
+    sync(To, Out),
+    produce(To, Last + 1, K, W, 1).
+
+items(_, I, Last) when I > Last -> ok;
+items(To, I, Last) -> To ! I, items(To, I + 1, Last).
+
 consume(0, C, S) -> {C, S};
-consume(Left, C, S) -> receive {item, I} -> consume(Left - 1, C + 1, S + I) end.
+consume(Left, C, S) ->
+    receive
+        I when is_integer(I) -> consume(Left - 1, C + 1, S + I);
+        {sync, From} -> From ! synced, consume(Left, C, S)
+    end.
 
 selfloop(D, K, K) -> D ! {received, K};
 selfloop(D, K, R) ->
@@ -207,7 +280,8 @@ skynet(Parent, Num, 1) -> Parent ! {sum, Num};
 skynet(Parent, Num, Size) ->
     Self = self(),
     Step = Size div 10,
-    [spawn(fun() -> skynet(Self, Num + I * Step, Step) end) || I <- lists:seq(0, 9)],
+    Opts = spawn_opts(),
+    [spawn_opt(fun() -> skynet(Self, Num + I * Step, Step) end, Opts) || I <- lists:seq(0, 9)],
     Parent ! {sum, lists:sum([receive {sum, S} -> S end || _ <- lists:seq(1, 10)])}.
 
 %% Each process spawns (linked) the rest of the chain; the last reports itself.
@@ -246,6 +320,22 @@ flood_work(X0, R) ->
     X2 = X1 bxor (X1 bsr 17),
     X3 = X2 bxor ((X2 bsl 5) band 16#FFFFFFFF),
     flood_work(X3, R - 1).
+
+power_of_ten(1) -> true;
+power_of_ten(L) when L rem 10 =:= 0 -> power_of_ten(L div 10);
+power_of_ten(_) -> false.
+
+%% Knobs for the sweeps in README.md: VATPEER_ERL_MIN_HEAP (words, the
+%% spawned processes' min_heap_size; unset: the default) and
+%% VATPEER_ERL_MQD (on_heap | off_heap, the many-to-one receivers' mailbox).
+spawn_opts() ->
+    case os:getenv("VATPEER_ERL_MIN_HEAP") of
+        false -> [];
+        V -> [{min_heap_size, list_to_integer(V)}]
+    end.
+
+mqd(Def) ->
+    case os:getenv("VATPEER_ERL_MQD") of false -> Def; V -> list_to_atom(V) end.
 
 spawn_n(_, 0) -> ok;
 spawn_n(D, N) -> spawn(fun() -> D ! gone end), spawn_n(D, N - 1).

@@ -24,7 +24,7 @@ func counterActor(in <-chan counterMsg) {
 
 func counter(sz []int) {
 	k := sz[0]
-	box := make(chan counterMsg, 1024)
+	box := make(chan counterMsg, chanCap(1024))
 	go counterActor(box)
 	start := time.Now()
 	for i := 0; i < k; i++ {

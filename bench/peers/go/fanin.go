@@ -13,7 +13,7 @@ func producer(out chan<- int64, k int) {
 
 func fanin(sz []int) {
 	p, k := sz[0], sz[1]
-	box := make(chan int64, 1024)
+	box := make(chan int64, chanCap(1024))
 	start := time.Now()
 	for i := 0; i < p; i++ {
 		go producer(box, k)

@@ -14,7 +14,7 @@ func ponger(in <-chan int, out chan<- int) {
 
 func pingpong(sz []int) {
 	r := sz[0]
-	ping, pong := make(chan int, 1), make(chan int, 1)
+	ping, pong := make(chan int, chanCap(1)), make(chan int, chanCap(1))
 	go ponger(ping, pong)
 	start := time.Now()
 	v := 0

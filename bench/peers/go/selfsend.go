@@ -8,7 +8,7 @@ import (
 // selfActor sends one message to its own mailbox and re-sends on every
 // receipt until it has received k; then it reports its count.
 func selfActor(k int, done chan<- int) {
-	box := make(chan int, 1)
+	box := make(chan int, chanCap(1)) // at least 1: it sends to itself
 	box <- 0
 	received := 0
 	for v := range box {

@@ -12,7 +12,7 @@ func skynetActor(parent chan<- int64, num, size int64) {
 		parent <- num
 		return
 	}
-	box := make(chan int64, 10)
+	box := make(chan int64, chanCap(10))
 	step := size / 10
 	for i := int64(0); i < 10; i++ {
 		go skynetActor(box, num+i*step, step)
@@ -24,12 +24,24 @@ func skynetActor(parent chan<- int64, num, size int64) {
 	parent <- sum
 }
 
-func skynet([]int) {
+// skynet L: L leaves (a power of ten), L + L/10 + ... + 1 actors.
+func skynet(sz []int) {
+	l := int64(sz[0])
+	actors := int64(0)
+	for p := int64(1); p <= l; p *= 10 {
+		if p == l {
+			actors = (10*l - 1) / 9
+		}
+	}
+	if actors == 0 {
+		fmt.Println("skynet: L must be a power of ten")
+		usage(2)
+	}
 	start := time.Now()
 	root := make(chan int64, 1)
-	go skynetActor(root, 0, 1000000)
+	go skynetActor(root, 0, l)
 	sum := <-root
 	elapsed := time.Since(start)
 	fmt.Printf("skynet: sum %d in %.3f s\n", sum, elapsed.Seconds())
-	report(1111111, elapsed, -1, sum == 499999500000)
+	report(actors, elapsed, -1, sum == l*(l-1)/2)
 }
