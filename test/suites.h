@@ -25,6 +25,7 @@
   X(soak)                                                                      \
   X(version)                                                                   \
   X(overload)                                                                  \
+  X(backpressure)                                                              \
   X(observe)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);

@@ -29,7 +29,8 @@ extern "C" {
   X(EGCCONFIG, -15,                                                            \
     "the collector's interior-pointer recognition is off; libvat needs it "    \
     "(do not call GC_set_all_interior_pointers(0))")                           \
-  X(EIO, -16, "input/output error (errno says which)")
+  X(EIO, -16, "input/output error (errno says which)")                         \
+  X(EAGAIN, -17, "the target is overloaded; try again later")
 
 /** Error codes. VAT_OK is success; every error is negative. */
 typedef enum vat_errno {

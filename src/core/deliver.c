@@ -16,6 +16,7 @@
  */
 #include "core/deliver.h"
 
+#include "core/flow.h"
 #include "core/schedule.h"
 #include "core/system.h"
 #include "core/trace.h"
@@ -120,10 +121,14 @@ static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
   int rc = VAT_OK;
   int state = vat__system_state(sys);
   VAT__TEST_POINT("send.external.after_state_check");
+  uint8_t flags = atomic_load_explicit(&to->flags, memory_order_acquire);
   if (w == NULL && state != VAT__RUNNING)
     rc = VAT_ECLOSED;
-  else if (state >= VAT__STOPPED || vat__is_dead(to))
+  else if (state >= VAT__STOPPED || (flags & VAT__DEAD))
     drop_chain(w, first, last);
+  else if ((flags & VAT__OVERLOADED) &&
+           (first = vat__flow_on_send(w, to, first, &last)) == NULL)
+    ; /* all dropped (VAT_OVERLOAD_DROP) */
   else if (vat__mailbox_push_chain(&to->mailbox, first, last))
     vat__schedule_external(sys, to);
   /* Shutdown waits for the last one out, both while closing (quiescence)
@@ -146,11 +151,18 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last) {
     deliver_external(w, first, last);
     return;
   }
-  /* The dead check is a shortcut: a vat that dies after it still drops the
-   * message, when its turn loop drains the mailbox. */
-  if (vat__is_dead(to)) {
-    drop_chain(w, first, last);
-    return;
+  /* One load, one test for both rare cases. The dead check is a shortcut:
+   * a vat that dies after it still drops the message, when its turn loop
+   * drains the mailbox. The overload check reads the flag as the target
+   * last measured it (core/flow.h): a hint, as the policy allows. */
+  uint8_t flags = atomic_load_explicit(&to->flags, memory_order_acquire);
+  if (__builtin_expect(flags & (VAT__DEAD | VAT__OVERLOADED), 0)) {
+    if (flags & VAT__DEAD) {
+      drop_chain(w, first, last);
+      return;
+    }
+    if ((first = vat__flow_on_send(w, to, first, &last)) == NULL)
+      return;
   }
   if (vat__mailbox_push_chain(&to->mailbox, first, last))
     vat__schedule(w, to);

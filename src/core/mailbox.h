@@ -20,8 +20,10 @@
  * replaces it, or when the vat goes idle (then `top` no longer holds it).
  *
  * Invariant: top != IDLE implies the vat is in a run queue, in a worker's
- * next slot, or running — or a producer that saw IDLE is about to put it
- * there. So no message waits in an idle vat.
+ * next slot, running, or muted: on an overloaded vat's muted list, which
+ * that vat schedules again when it drains, goes idle or ends, and which
+ * shutdown counts (core/flow.h) — or a producer that saw IDLE is about to
+ * put it in one of those places. So no message waits in an idle vat.
  *
  * A producer preempted between its exchange and its link store leaves the
  * consumer a segment it cannot walk. The consumer does not wait for it
@@ -84,11 +86,12 @@ static inline bool vat__mailbox_push(vat__mailbox *mb, vat__msg *m) {
  *  keeps sending to itself cannot starve its other senders. */
 void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
 
-/** Consumer: moves what producers pushed into the private list; false when
- *  nothing new was pushed, or when a producer is still mid-push under what
- *  is new (then nothing is taken, and the vat must stay scheduled). Nodes
- *  the mailbox no longer needs go back to `pool` (NULL: to the collector). */
-bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
+/** Consumer: moves what producers pushed into the private list and
+ *  returns how many messages that was; 0 when nothing new was pushed, or
+ *  when a producer is still mid-push under what is new (then nothing is
+ *  taken, and the vat must stay scheduled). Nodes the mailbox no longer
+ *  needs go back to `pool` (NULL: to the collector). */
+size_t vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
 
 /** Consumer: the next message, or NULL when nothing is queued now or what
  *  is queued waits for a producer mid-push (try_idle then fails). Inline:

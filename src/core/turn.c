@@ -7,6 +7,7 @@
 
 #include "core/atoms.h"
 #include "core/deliver.h"
+#include "core/flow.h"
 #include "core/trace.h"
 #include "core/turn.h"
 #include "core/worker.h"
@@ -34,8 +35,9 @@ static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
     vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
     if (to == t->vat) {
       if (!took) /* others' messages that came first go first */
-        vat__mailbox_take_new(&to->mailbox, &w->pool);
+        t->own_queued += vat__mailbox_take_new(&to->mailbox, &w->pool);
       took = true;
+      t->own_queued++;
       vat__mailbox_append_local(&to->mailbox, m);
       m = next;
       continue;
@@ -120,9 +122,14 @@ static void discard(vat_turn *t) {
 
 /* One turn. Always inline: its one call on the hot path is in the turn
  * loop, and the rare paths call run_turn_cold. `traced` is a constant
- * where it is inlined: the untraced copy has no trace of tracing in it. */
-static inline __attribute__((always_inline)) void
-run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced) {
+ * where it is inlined: the untraced copy has no trace of tracing in it.
+ * Adds to `*took` what its commit queued on its own vat; returns false
+ * when it delivered to an overloaded vat (the batch then stops, so that
+ * its sender may be muted: core/flow.h). */
+static inline __attribute__((always_inline)) bool
+run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced,
+         size_t *took) {
+  bool go_on = true;
   vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
   if (traced)
     vat__trace_turn(w->trace, v, m);
@@ -139,6 +146,8 @@ run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced) {
     if (traced && t.out_head) /* flow ids before the first goes out */
       vat__trace_sends(w->trace, t.out_head);
     commit(&t); /* most turns of a receiving vat send nothing */
+    *took += t.own_queued;
+    go_on = w->mute_on == NULL;
   }
   vat__current_turn = NULL;
   if (traced)
@@ -146,14 +155,18 @@ run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced) {
 #if VAT_HOSTILE
   GC_gcollect();
 #endif
+  return go_on;
 }
 
+/* The rare paths' turns: the batch that runs them counts its queue anew
+ * (vat__flow_behind's `recount`), so what they queue is not added up. */
 static __attribute__((noinline, cold)) void
 run_turn_cold(vat__worker *w, vat__vat *v, vat__msg *m) {
+  size_t ignored = 0;
   if (w->trace != NULL)
-    run_turn(w, v, m, true);
+    run_turn(w, v, m, true, &ignored);
   else
-    run_turn(w, v, m, false);
+    run_turn(w, v, m, false, &ignored);
 }
 
 static const vat__signal_class *class_of(const vat__msg *m) {
@@ -238,33 +251,89 @@ run_flagged(vat__worker *w, vat__vat *v, vat__msg *m, uint8_t flags) {
   return false;
 }
 
+/* vat__mailbox_pop, adding what a take moved to the private list to
+ * `*took` (a register: the overload count costs the loop nothing more). */
+static inline __attribute__((always_inline)) vat__msg *
+pop_counting(vat__mailbox *mb, vat__msgpool *pool, size_t *took) {
+  if (mb->head == NULL) {
+    size_t n = vat__mailbox_take_new(mb, pool);
+    if (n == 0)
+      return NULL;
+    *took += n;
+  }
+  return vat__mailbox_pop(mb, pool);
+}
+
+/* The queue is empty (or about to be found so): a vat that was behind or
+ * overloaded forgets it before it tries to go idle, while it is still
+ * this worker's. Returns the flags with those bits cleared. */
+static inline uint8_t settle(vat__worker *w, vat__vat *v, uint8_t flags) {
+  if (__builtin_expect(flags & (VAT__BEHIND | VAT__OVERLOADED), 0))
+    vat__flow_settle(w, v);
+  return flags & (uint8_t) ~(VAT__BEHIND | VAT__OVERLOADED);
+}
+
+/* Out of budget, or stopped after a send to an overloaded vat: go idle
+ * if that was all, else ask to run again later. */
+static inline bool more_or_idle(vat__worker *w, vat__vat *v, uint8_t flags) {
+  vat__mailbox *mb = &v->mailbox;
+  if (vat__mailbox_has_work(mb))
+    return true;
+  settle(w, v, flags);
+  return !vat__mailbox_try_idle(mb, &w->pool);
+}
+
 /* Up to `budget` turns of `v`; see vat__run_batch. */
 static inline __attribute__((always_inline)) bool
 run_batch(vat__worker *w, vat__vat *v, unsigned budget, const bool traced) {
   vat__mailbox *mb = &v->mailbox;
-  while (budget > 0) {
-    vat__msg *m = vat__mailbox_pop(mb, &w->pool);
+  /* For the overload count (core/flow.h): messages that entered the
+   * private list, and those that left it other than by a plain turn. */
+  size_t took = 0;
+  unsigned left = budget, skipped = 0;
+  bool recount = false, more;
+  /* Relaxed: only the bits this worker sets are read from it before the
+   * first turn's load. */
+  uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
+  while (left > 0) {
+    vat__msg *m = pop_counting(mb, &w->pool, &took);
     if (m == NULL) {
-      if (vat__mailbox_try_idle(mb, &w->pool))
-        return false;
+      flags = settle(w, v, flags);
+      if (vat__mailbox_try_idle(mb, &w->pool)) {
+        more = false; /* v may run elsewhere now: touch only w */
+        goto out;
+      }
       /* A push raced with us: take it. Still nothing means its producer
        * is mid-push; run again later rather than wait for it. */
-      if ((m = vat__mailbox_pop(mb, &w->pool)) == NULL)
-        return true;
+      if ((m = pop_counting(mb, &w->pool, &took)) == NULL) {
+        more = true;
+        goto out;
+      }
     }
     /* One test on the common path: alive, and nothing overtakes. */
-    uint8_t flags = atomic_load_explicit(&v->flags, memory_order_acquire);
-    if (__builtin_expect(flags == 0, 1)) {
-      run_turn(w, v, m, traced);
-    } else if (!run_flagged(w, v, m, flags)) {
-      budget--; /* bounds the searches while a producer is mid-push */
-      continue;
+    flags = atomic_load_explicit(&v->flags, memory_order_acquire);
+    left--;
+    if (__builtin_expect((flags & VAT__ATTENTION) == 0, 1)) {
+      if (!run_turn(w, v, m, traced, &took)) {
+        vat__mailbox_done(mb, &w->pool, m);
+        break; /* it may be muted: see vat__flow_after_batch */
+      }
+    } else {
+      recount = true;
+      if (!run_flagged(w, v, m, flags)) {
+        skipped++; /* bounds the searches while a producer is mid-push */
+        continue;
+      }
     }
     vat__mailbox_done(mb, &w->pool, m);
-    budget--;
   }
-  /* Out of budget: go idle if that was all, else ask to run again later. */
-  return vat__mailbox_has_work(mb) || !vat__mailbox_try_idle(mb, &w->pool);
+  more = more_or_idle(w, v, flags);
+out:
+  if (more)
+    vat__flow_behind(w, v, took, budget - left - skipped, recount);
+  if (__builtin_expect(w->mute_on != NULL, 0))
+    return vat__flow_after_batch(w, v, more);
+  return more;
 }
 
 /* A traced system's batches: the same loop, each turn timed and recorded.

@@ -1,0 +1,118 @@
+/* Overload: how long a vat's queue is, what happens when it passes its
+ * high mark, and the senders it mutes meanwhile.
+ *
+ * Measuring. The consumer counts its queue at the end of a batch that ran
+ * out of budget with work left (a vat that is "behind", Pony's rule),
+ * never per message: the turn loop adds up, in registers, the messages its
+ * pops took from the stack and the turns it ran; the batch's end takes
+ * what was pushed meanwhile (counting it in the walk it makes anyway) and
+ * stores the total in the vat's flow record. A vat that goes idle has an
+ * empty queue: its count returns to 0 then. VAT__BEHIND says the record
+ * holds a count; VAT__OVERLOADED that it passed the high mark and has not
+ * yet drained below the low one. Both bits are set and cleared by the
+ * vat's own worker, between batches; senders only read them.
+ *
+ * Muting (the default policy). A vat whose turn delivered to an
+ * overloaded vat in its system is taken off the scheduler after that turn:
+ * its worker parks it on the receiver's muted list instead of queueing it,
+ * re-checking under the list's lock that the receiver is still overloaded.
+ * Its mailbox stays busy, so pushes do not schedule it; the receiver
+ * schedules every vat on its list when it clears VAT__OVERLOADED (below
+ * the low mark, idle, or ended) and shutdown counts what they held.
+ *
+ * Why no set of mutes can deadlock: a vat is never muted on itself, and a
+ * vat is never muted while it is overloaded (checked after its own count
+ * is taken, in the same batch end). A muted vat cannot become overloaded:
+ * only its own batches set the bit, and it runs none. So every muted vat
+ * waits on an overloaded vat, which is not muted, and whose busy mailbox
+ * keeps it scheduled: it runs, drains, and releases its list. A wait is
+ * one edge long, never a chain, so never a cycle. (What it does not
+ * bound: a muted vat's own queue, which grows while it waits, as in Pony.)
+ *
+ * Hot-path cost: the turn loop's per-turn flag test masks the bits that
+ * need action (overloaded vats run at full speed); delivery tests the
+ * target's flags, which it loaded for the dead check anyway, before its
+ * push; a turn that sent tests one worker field after its commit.
+ */
+#ifndef VAT_CORE_FLOW_H
+#define VAT_CORE_FLOW_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/vat.h"
+
+/* A vat's overload record: made by the vat's own worker on first need (a
+ * batch that ends behind, a policy set at spawn or from a turn), published
+ * in its extension. Others read it only after they saw VAT__OVERLOADED
+ * (acquire), which is set after it is made. */
+typedef struct vat__flow {
+  /* Written by the vat's worker with relaxed stores, so any thread may
+   * read them (vat_ref_queue_len, senders choosing the policy). */
+  _Atomic size_t queued;
+  _Atomic size_t high, low;
+  _Atomic uint8_t policy; /* vat_overload_policy, never DEFAULT */
+  /* Ordinary messages dropped by VAT_OVERLOAD_DROP: by senders, rarely. */
+  _Atomic uint64_t dropped;
+  /* Guards `muted` and `waiters`; taken once per mute and per release. */
+  pthread_mutex_t lock;
+  pthread_cond_t drained; /* host senders waiting (vat_host_send_wait) */
+  vat__vat *muted;        /* linked through rq_next */
+  unsigned waiters;
+} vat__flow;
+
+/** v's record, made if needed. v's worker only (its turns, its batch's
+ *  end), or before v can run (spawn). */
+vat__flow *vat__flow_of(vat__vat *v);
+/** v's record or NULL, from any thread. */
+vat__flow *vat__flow_peek(vat__vat *v);
+
+/** VAT_OK when `ov` (NULL: none) is valid settings for a vat of `sys`,
+ *  else VAT_EINVAL. */
+int vat__flow_check(vat_system *sys, const vat_overload *ov);
+/** Sets v's policy and marks from `ov` (zeros: the system's). As
+ *  vat__flow_of. Returns VAT_EINVAL for a bad policy or low > high. */
+int vat__flow_configure(vat__vat *v, const vat_overload *ov);
+
+/** The end of a batch of v that ran out of budget with work left: `took`
+ *  messages entered its private list during the batch, `ran` left it;
+ *  `recount` when something else moved messages (then it counts them).
+ *  Sets or clears VAT__OVERLOADED, or ends v (VAT_OVERLOAD_FAIL). */
+void vat__flow_behind(vat__worker *w, vat__vat *v, size_t took, size_t ran,
+                      bool recount);
+/** v is about to try to go idle with VAT__BEHIND or VAT__OVERLOADED set:
+ *  its queue is empty; forget the count and release the muted. */
+void vat__flow_settle(vat__worker *w, vat__vat *v);
+/** v ended (or its system stops): releases its muted and host waiters. */
+void vat__flow_release(vat__worker *w, vat__vat *v);
+
+/** After a batch of `v` during which it delivered to the overloaded
+ *  w->mute_on: clears that, and parks v on its muted list when it should
+ *  wait (see the top). Returns whether v still needs queueing (false: it
+ *  is parked, or it had no more work: `more` is what the batch returned). */
+bool vat__flow_after_batch(vat__worker *w, vat__vat *v, bool more);
+
+/** Delivery to `to` whose flags (`flags`) say overloaded: mutes the
+ *  sender (sets w->mute_on; w NULL: a host thread, never muted) or drops
+ *  the chain's ordinary messages (VAT_OVERLOAD_DROP). Returns the chain
+ *  left to push (first..*last), or NULL when nothing is. */
+vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
+                            vat__msg **last);
+
+/** A stopped system's muted vats: removes and returns v's muted list
+ *  (linked through rq_next). After the workers stopped. */
+vat__vat *vat__flow_take_muted(vat__vat *v);
+
+/** Host thread: waits until `v` is not overloaded or `deadline_ns` (on
+ *  the monotonic clock) passes. Returns whether it is not overloaded. */
+bool vat__flow_wait(vat__vat *v, uint64_t deadline_ns);
+
+static inline bool vat__is_overloaded(const vat__vat *v) {
+  return atomic_load_explicit(&v->flags, memory_order_acquire) &
+         VAT__OVERLOADED;
+}
+
+#endif
