@@ -9,6 +9,7 @@
 #include "core/deliver.h"
 #include "core/schedule.h"
 #include "core/system.h"
+#include "core/turn.h"
 #include "core/worker.h"
 #include "util/clock.h"
 #include "util/mem.h"
@@ -133,24 +134,46 @@ static void unmute(vat__worker *w, vat__vat *v, vat__flow *f) {
   }
 }
 
-void vat__flow_behind(vat__worker *w, vat__vat *v, size_t took, size_t ran,
-                      bool recount) {
+/* Moves the cursor past the nodes popped since it last moved, then on to
+ * the tail, counting; returns the queue's length. */
+static size_t count_queue(vat__worker *w, vat__vat *v, vat__flow *f,
+                          bool valid) {
+  vat__mailbox *mb = &v->mailbox;
+  /* Each turn popped one message; wrapping arithmetic, as the counter. */
+  size_t ran = (uint32_t)(v->turns - f->turns);
+  f->turns = v->turns;
+  if (!valid || f->mark == NULL || f->ahead <= ran) { /* popped, unknown */
+    f->mark = NULL;
+    f->ahead = 0;
+  } else {
+    f->ahead -= ran;
+  }
+  vat__mailbox_take_new(mb, &w->pool);
+  vat__msg *m = f->mark ? f->mark : mb->head;
+  if (m == NULL)
+    return 0;
+  if (f->mark == NULL)
+    f->ahead = 1;
+  for (vat__msg *next;
+       (next = atomic_load_explicit(&m->next, memory_order_relaxed)) != NULL;
+       m = next)
+    f->ahead++;
+  f->mark = m;
+  return f->ahead;
+}
+
+void vat__flow_recount(vat__vat *v) {
+  vat__vat_ext *x = v->ext;
+  if (x != NULL && x->flow != NULL)
+    x->flow->mark = NULL;
+}
+
+void vat__flow_behind(vat__worker *w, vat__vat *v) {
   uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
   if (flags & VAT__DEAD)
     return;
   vat__flow *f = vat__flow_of(v);
-  /* What was pushed since: into the private list, counted by its walk. */
-  size_t queued;
-  if (recount) {
-    queued = vat__mailbox_count(&v->mailbox);
-  } else {
-    size_t before = flags & VAT__BEHIND
-                        ? atomic_load_explicit(&f->queued, memory_order_relaxed)
-                        : 0;
-    size_t fresh = vat__mailbox_take_new(&v->mailbox, &w->pool);
-    queued = before + took + fresh;
-    queued = queued > ran ? queued - ran : 0;
-  }
+  size_t queued = count_queue(w, v, f, flags & VAT__BEHIND);
   store_queued(f, queued);
   if (!(flags & VAT__BEHIND))
     set_flag(v, VAT__BEHIND);
@@ -171,9 +194,13 @@ void vat__flow_behind(vat__worker *w, vat__vat *v, size_t took, size_t ran,
 }
 
 void vat__flow_settle(vat__worker *w, vat__vat *v) {
+  uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
+  if (!(flags & (VAT__BEHIND | VAT__OVERLOADED)))
+    return;
   vat__flow *f = vat__flow_of(v);
   store_queued(f, 0);
-  uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
+  f->mark = NULL; /* a stale link would retain nodes (DESIGN.md) */
+  f->ahead = 0;
   if (flags & VAT__BEHIND)
     clear_flag(v, VAT__BEHIND);
   if (flags & VAT__OVERLOADED)
@@ -199,15 +226,16 @@ vat__vat *vat__flow_take_muted(vat__vat *v) {
 
 /* --- Senders ------------------------------------------------------------- */
 
-bool vat__flow_after_batch(vat__worker *w, vat__vat *v, bool more) {
-  vat__vat *to = w->mute_on;
-  w->mute_on = NULL;
-  if (!more)
-    return false;
+bool vat__flow_mute(vat__worker *w, vat__vat *v) {
+  (void)w;
+  uint8_t mine = atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__MUTING,
+                                           memory_order_relaxed);
+  vat__flow *own = vat__flow_of(v);
+  vat__vat *to = own->mute_on;
+  own->mute_on = NULL;
   /* Never on itself; never while overloaded itself (see flow.h: that is
    * what keeps mutes from forming a cycle); never once it ended. */
-  uint8_t mine = atomic_load_explicit(&v->flags, memory_order_relaxed);
-  if (to == v || (mine & (VAT__OVERLOADED | VAT__DEAD)))
+  if (to == NULL || to == v || (mine & (VAT__OVERLOADED | VAT__DEAD)))
     return true;
   vat__flow *f = vat__flow_peek(to);
   if (f == NULL)
@@ -265,8 +293,16 @@ vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
   uint8_t policy = policy_of(f);
   if (policy == VAT_OVERLOAD_DROP)
     return drop_ordinary(w, f, to->sys, first, last);
-  if (policy == VAT_OVERLOAD_MUTE && w != NULL && w->sys == to->sys)
-    w->mute_on = to;
+  /* The sender is the vat whose turn is committing on this worker: it
+   * notes the receiver in its own record (its worker's to write) and
+   * flags itself, so that its turn loop stops at the next boundary. */
+  vat_turn *t = vat__current_turn;
+  if (policy == VAT_OVERLOAD_MUTE && w != NULL && t != NULL && t->worker == w &&
+      t->vat != to && w->sys == to->sys) {
+    vat__flow_of(t->vat)->mute_on = to;
+    /* Relaxed: only its own worker reads the bit back. */
+    atomic_fetch_or_explicit(&t->vat->flags, VAT__MUTING, memory_order_relaxed);
+  }
   return first;
 }
 

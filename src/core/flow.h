@@ -14,8 +14,12 @@
  *
  * Muting (the default policy). A vat whose turn delivered to an
  * overloaded vat in its system is taken off the scheduler after that turn:
- * its worker parks it on the receiver's muted list instead of queueing it,
- * re-checking under the list's lock that the receiver is still overloaded.
+ * the delivery notes the receiver in the sender's own record and sets its
+ * VAT__MUTING, which the turn loop tests with the flags it reads anyway;
+ * the batch stops there and its worker parks the sender on the receiver's
+ * muted list instead of queueing it, re-checking under the list's lock
+ * that the receiver is still overloaded. A sender that went idle first is
+ * muted at the start of its next batch.
  * Its mailbox stays busy, so pushes do not schedule it; the receiver
  * schedules every vat on its list when it clears VAT__OVERLOADED (below
  * the low mark, idle, or ended) and shutdown counts what they held.
@@ -32,7 +36,7 @@
  * Hot-path cost: the turn loop's per-turn flag test masks the bits that
  * need action (overloaded vats run at full speed); delivery tests the
  * target's flags, which it loaded for the dead check anyway, before its
- * push; a turn that sent tests one worker field after its commit.
+ * push; going idle tests the flags once more.
  */
 #ifndef VAT_CORE_FLOW_H
 #define VAT_CORE_FLOW_H
@@ -55,6 +59,13 @@ typedef struct vat__flow {
   _Atomic size_t queued;
   _Atomic size_t high, low;
   _Atomic uint8_t policy; /* vat_overload_policy, never DEFAULT */
+  /* The count's cursor: the vat's worker's alone (see the top), with
+   * the vat's turn counter when it was last moved. */
+  vat__msg *mark;
+  size_t ahead;
+  uint32_t turns;
+  /* While VAT__MUTING: the overloaded vat it sent to. Its worker's. */
+  vat__vat *mute_on;
   /* Ordinary messages dropped by VAT_OVERLOAD_DROP: by senders, rarely. */
   _Atomic uint64_t dropped;
   /* Guards `muted` and `waiters`; taken once per mute and per release. */
@@ -77,26 +88,26 @@ int vat__flow_check(vat_system *sys, const vat_overload *ov);
  *  vat__flow_of. Returns VAT_EINVAL for a bad policy or low > high. */
 int vat__flow_configure(vat__vat *v, const vat_overload *ov);
 
-/** The end of a batch of v that ran out of budget with work left: `took`
- *  messages entered its private list during the batch, `ran` left it;
- *  `recount` when something else moved messages (then it counts them).
- *  Sets or clears VAT__OVERLOADED, or ends v (VAT_OVERLOAD_FAIL). */
-void vat__flow_behind(vat__worker *w, vat__vat *v, size_t took, size_t ran,
-                      bool recount);
-/** v is about to try to go idle with VAT__BEHIND or VAT__OVERLOADED set:
- *  its queue is empty; forget the count and release the muted. */
+/** The end of a batch of v that left work waiting: counts its queue, and
+ *  sets or clears VAT__OVERLOADED, or ends v (VAT_OVERLOAD_FAIL). */
+void vat__flow_behind(vat__worker *w, vat__vat *v);
+/** v's queue lost or regained messages other than by pops (a search for
+ *  an exit, a put back): its next count starts from the head. */
+void vat__flow_recount(vat__vat *v);
+/** v is about to try to go idle: if VAT__BEHIND or VAT__OVERLOADED is
+ *  set, its queue is empty; forget the count and release the muted. */
 void vat__flow_settle(vat__worker *w, vat__vat *v);
 /** v ended (or its system stops): releases its muted and host waiters. */
 void vat__flow_release(vat__worker *w, vat__vat *v);
 
-/** After a batch of `v` during which it delivered to the overloaded
- *  w->mute_on: clears that, and parks v on its muted list when it should
- *  wait (see the top). Returns whether v still needs queueing (false: it
- *  is parked, or it had no more work: `more` is what the batch returned). */
-bool vat__flow_after_batch(vat__worker *w, vat__vat *v, bool more);
+/** The end of a batch of `v` with VAT__MUTING set and work left: clears
+ *  the bit, and parks v on its receiver's muted list when it should wait
+ *  (see the top). Returns whether v still needs queueing. */
+bool vat__flow_mute(vat__worker *w, vat__vat *v);
 
-/** Delivery to `to` whose flags (`flags`) say overloaded: mutes the
- *  sender (sets w->mute_on; w NULL: a host thread, never muted) or drops
+/** Delivery to `to` whose flags say overloaded: mutes the sender (the
+ *  vat whose turn commits on `w`; w NULL: a host thread, never muted),
+ *  or drops
  *  the chain's ordinary messages (VAT_OVERLOAD_DROP). Returns the chain
  *  left to push (first..*last), or NULL when nothing is. */
 vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,

@@ -103,21 +103,20 @@ static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
  * `taken` and `top` stay as they were, so the vat cannot go idle (try_idle's
  * CAS fails) and a later take gets the whole segment. With `wait` (a vat
  * that will not run again) it waits for the producer instead. */
-static VAT__HOT size_t take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
+static VAT__HOT bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
   vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
   vat__msg *taken = vat__mailbox_taken(mb);
   if (top == taken)
-    return 0;
+    return false;
   vat__msg *fifo = NULL;
-  size_t n = 0; /* what it took: the overload count's (core/flow.h) */
-  for (vat__msg *m = top; m != taken; n++) {
+  for (vat__msg *m = top; m != taken;) {
     vat__msg *older = atomic_load_explicit(&m->next, memory_order_acquire);
     if (older == VAT__MAILBOX_UNLINKED &&
         (older = link_below(m, wait)) == VAT__MAILBOX_UNLINKED) {
       restore_stack(fifo, m);
-      return 0;
+      return false;
     }
     atomic_store_explicit(&m->next, fifo, memory_order_relaxed);
     fifo = m;
@@ -131,10 +130,10 @@ static VAT__HOT size_t take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
     atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
   vat__mailbox_set_taken(mb, (uintptr_t)top);
   mb->tail = top;
-  return n;
+  return true;
 }
 
-VAT__HOT size_t vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
+VAT__HOT bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
   return take(mb, pool, false);
 }
 
@@ -164,7 +163,7 @@ VAT__HOT bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
 
 vat__msg *vat__mailbox_find(vat__mailbox *mb, vat__msgpool *pool,
                             vat__msg_match *match, void *ctx, bool *complete) {
-  *complete = take(mb, pool, false) != 0 ||
+  *complete = take(mb, pool, false) ||
               atomic_load_explicit(&mb->top, memory_order_relaxed) ==
                   vat__mailbox_taken(mb);
   for (vat__msg *m = mb->head; m != NULL;

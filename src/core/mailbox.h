@@ -86,12 +86,11 @@ static inline bool vat__mailbox_push(vat__mailbox *mb, vat__msg *m) {
  *  keeps sending to itself cannot starve its other senders. */
 void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
 
-/** Consumer: moves what producers pushed into the private list and
- *  returns how many messages that was; 0 when nothing new was pushed, or
- *  when a producer is still mid-push under what is new (then nothing is
- *  taken, and the vat must stay scheduled). Nodes the mailbox no longer
- *  needs go back to `pool` (NULL: to the collector). */
-size_t vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
+/** Consumer: moves what producers pushed into the private list; false when
+ *  nothing new was pushed, or when a producer is still mid-push under what
+ *  is new (then nothing is taken, and the vat must stay scheduled). Nodes
+ *  the mailbox no longer needs go back to `pool` (NULL: to the collector). */
+bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
 
 /** Consumer: the next message, or NULL when nothing is queued now or what
  *  is queued waits for a producer mid-push (try_idle then fails). Inline:

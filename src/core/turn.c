@@ -35,9 +35,8 @@ static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
     vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
     if (to == t->vat) {
       if (!took) /* others' messages that came first go first */
-        t->own_queued += vat__mailbox_take_new(&to->mailbox, &w->pool);
+        vat__mailbox_take_new(&to->mailbox, &w->pool);
       took = true;
-      t->own_queued++;
       vat__mailbox_append_local(&to->mailbox, m);
       m = next;
       continue;
@@ -122,14 +121,9 @@ static void discard(vat_turn *t) {
 
 /* One turn. Always inline: its one call on the hot path is in the turn
  * loop, and the rare paths call run_turn_cold. `traced` is a constant
- * where it is inlined: the untraced copy has no trace of tracing in it.
- * Adds to `*took` what its commit queued on its own vat; returns false
- * when it delivered to an overloaded vat (the batch then stops, so that
- * its sender may be muted: core/flow.h). */
-static inline __attribute__((always_inline)) bool
-run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced,
-         size_t *took) {
-  bool go_on = true;
+ * where it is inlined: the untraced copy has no trace of tracing in it. */
+static inline __attribute__((always_inline)) void
+run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced) {
   vat_turn t = {.worker = w, .vat = v, .self = m->target, .msg = m};
   if (traced)
     vat__trace_turn(w->trace, v, m);
@@ -146,8 +140,6 @@ run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced,
     if (traced && t.out_head) /* flow ids before the first goes out */
       vat__trace_sends(w->trace, t.out_head);
     commit(&t); /* most turns of a receiving vat send nothing */
-    *took += t.own_queued;
-    go_on = w->mute_on == NULL;
   }
   vat__current_turn = NULL;
   if (traced)
@@ -155,18 +147,14 @@ run_turn(vat__worker *w, vat__vat *v, vat__msg *m, const bool traced,
 #if VAT_HOSTILE
   GC_gcollect();
 #endif
-  return go_on;
 }
 
-/* The rare paths' turns: the batch that runs them counts its queue anew
- * (vat__flow_behind's `recount`), so what they queue is not added up. */
 static __attribute__((noinline, cold)) void
 run_turn_cold(vat__worker *w, vat__vat *v, vat__msg *m) {
-  size_t ignored = 0;
   if (w->trace != NULL)
-    run_turn(w, v, m, true, &ignored);
+    run_turn(w, v, m, true);
   else
-    run_turn(w, v, m, false, &ignored);
+    run_turn(w, v, m, false);
 }
 
 static const vat__signal_class *class_of(const vat__msg *m) {
@@ -251,89 +239,67 @@ run_flagged(vat__worker *w, vat__vat *v, vat__msg *m, uint8_t flags) {
   return false;
 }
 
-/* vat__mailbox_pop, adding what a take moved to the private list to
- * `*took` (a register: the overload count costs the loop nothing more). */
-static inline __attribute__((always_inline)) vat__msg *
-pop_counting(vat__mailbox *mb, vat__msgpool *pool, size_t *took) {
-  if (mb->head == NULL) {
-    size_t n = vat__mailbox_take_new(mb, pool);
-    if (n == 0)
-      return NULL;
-    *took += n;
-  }
-  return vat__mailbox_pop(mb, pool);
-}
-
-/* The queue is empty (or about to be found so): a vat that was behind or
- * overloaded forgets it before it tries to go idle, while it is still
- * this worker's. Returns the flags with those bits cleared. */
-static inline uint8_t settle(vat__worker *w, vat__vat *v, uint8_t flags) {
-  if (__builtin_expect(flags & (VAT__BEHIND | VAT__OVERLOADED), 0))
+/* vat__mailbox_try_idle for the turn loop: a vat that was behind or
+ * overloaded settles that first (core/flow.h), while it is still this
+ * worker's. Out of line, as try_idle is: a test in the loop itself cost
+ * ping-pong 4% of its instructions, in spilled registers. */
+static __attribute__((noinline)) bool try_idle(vat__worker *w, vat__vat *v) {
+  /* Relaxed: bits this worker alone sets and clears, while it runs v. */
+  if (__builtin_expect(atomic_load_explicit(&v->flags, memory_order_relaxed) &
+                           (VAT__BEHIND | VAT__OVERLOADED),
+                       0))
     vat__flow_settle(w, v);
-  return flags & (uint8_t) ~(VAT__BEHIND | VAT__OVERLOADED);
+  return vat__mailbox_try_idle(&v->mailbox, &w->pool);
 }
 
-/* Out of budget, or stopped after a send to an overloaded vat: go idle
- * if that was all, else ask to run again later. */
-static inline bool more_or_idle(vat__worker *w, vat__vat *v, uint8_t flags) {
+/* The end of a batch that did not go idle: out of budget, stopped to be
+ * muted, or waiting for a producer mid-push. Out of line: once per batch,
+ * and the loop stays small. */
+static __attribute__((noinline)) bool batch_end(vat__worker *w, vat__vat *v) {
   vat__mailbox *mb = &v->mailbox;
-  if (vat__mailbox_has_work(mb))
-    return true;
-  settle(w, v, flags);
-  return !vat__mailbox_try_idle(mb, &w->pool);
+  if (!vat__mailbox_has_work(mb) && try_idle(w, v))
+    return false; /* v may run elsewhere now: not touched again */
+  vat__flow_behind(w, v);
+  if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__MUTING)
+    return vat__flow_mute(w, v);
+  return true;
 }
 
-/* Up to `budget` turns of `v`; see vat__run_batch. */
+/* Up to `budget` turns of `v`; see vat__run_batch. The overload count
+ * (core/flow.h) costs the loop nothing per message: the batch's end
+ * learns how many turns ran from the vat's turn counter, and a vat to be
+ * muted is told by the flag the loop tests anyway. */
 static inline __attribute__((always_inline)) bool
 run_batch(vat__worker *w, vat__vat *v, unsigned budget, const bool traced) {
   vat__mailbox *mb = &v->mailbox;
-  /* For the overload count (core/flow.h): messages that entered the
-   * private list, and those that left it other than by a plain turn. */
-  size_t took = 0;
-  unsigned left = budget, skipped = 0;
-  bool recount = false, more;
-  /* Relaxed: only the bits this worker sets are read from it before the
-   * first turn's load. */
-  uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
-  while (left > 0) {
-    vat__msg *m = pop_counting(mb, &w->pool, &took);
+  while (budget > 0) {
+    vat__msg *m = vat__mailbox_pop(mb, &w->pool);
     if (m == NULL) {
-      flags = settle(w, v, flags);
-      if (vat__mailbox_try_idle(mb, &w->pool)) {
-        more = false; /* v may run elsewhere now: touch only w */
-        goto out;
-      }
+      if (try_idle(w, v))
+        return false;
       /* A push raced with us: take it. Still nothing means its producer
        * is mid-push; run again later rather than wait for it. */
-      if ((m = pop_counting(mb, &w->pool, &took)) == NULL) {
-        more = true;
-        goto out;
-      }
+      if ((m = vat__mailbox_pop(mb, &w->pool)) == NULL)
+        return batch_end(w, v);
     }
-    /* One test on the common path: alive, and nothing overtakes. */
-    flags = atomic_load_explicit(&v->flags, memory_order_acquire);
-    left--;
+    /* One test on the common path: alive, nothing overtakes, not muted. */
+    uint8_t flags = atomic_load_explicit(&v->flags, memory_order_acquire);
     if (__builtin_expect((flags & VAT__ATTENTION) == 0, 1)) {
-      if (!run_turn(w, v, m, traced, &took)) {
-        vat__mailbox_done(mb, &w->pool, m);
-        break; /* it may be muted: see vat__flow_after_batch */
-      }
+      run_turn(w, v, m, traced);
+    } else if ((flags & (VAT__DEAD | VAT__ALERTED)) == 0) {
+      vat__mailbox_unpop(mb, m); /* VAT__MUTING: the batch stops here */
+      return batch_end(w, v);
     } else {
-      recount = true;
+      vat__flow_recount(v); /* messages move other than by pops */
       if (!run_flagged(w, v, m, flags)) {
-        skipped++; /* bounds the searches while a producer is mid-push */
+        budget--; /* bounds the searches while a producer is mid-push */
         continue;
       }
     }
     vat__mailbox_done(mb, &w->pool, m);
+    budget--;
   }
-  more = more_or_idle(w, v, flags);
-out:
-  if (more)
-    vat__flow_behind(w, v, took, budget - left - skipped, recount);
-  if (__builtin_expect(w->mute_on != NULL, 0))
-    return vat__flow_after_batch(w, v, more);
-  return more;
+  return batch_end(w, v);
 }
 
 /* A traced system's batches: the same loop, each turn timed and recorded.

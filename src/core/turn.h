@@ -32,10 +32,6 @@ struct vat_turn {
   vat__msg *out_head, *out_tail; /* buffered sends, in order */
   vat__vat *spawned;             /* vats spawned by this turn */
   vat__effect *effects_head, *effects_tail;
-  /* Messages its commit put in its own vat's private list (self-sends,
-   * and what it took from the stack before them): the overload count's
-   * (core/flow.h). */
-  size_t own_queued;
   bool failed;
   bool stop;
   bool committing;  /* running effects: they may not defer more */

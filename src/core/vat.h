@@ -22,15 +22,16 @@
 typedef struct vat__vat vat__vat;
 typedef struct vat__worker vat__worker;
 
-/* vat__vat.flags. DEAD and ALERTED need the turn loop's attention
- * (VAT__ATTENTION); OVERLOADED and BEHIND are the vat worker's own
- * bookkeeping of its queue (core/flow.h), which senders read. */
+/* vat__vat.flags. DEAD, ALERTED and MUTING need the turn loop's
+ * attention (VAT__ATTENTION); OVERLOADED and BEHIND are the vat worker's
+ * own bookkeeping of its queue (core/flow.h), which senders read. */
 enum {
   VAT__DEAD = 1,
   VAT__ALERTED = 2,
   VAT__OVERLOADED = 4,
   VAT__BEHIND = 8,
-  VAT__ATTENTION = VAT__DEAD | VAT__ALERTED,
+  VAT__MUTING = 16, /* a turn of it sent to an overloaded vat */
+  VAT__ATTENTION = VAT__DEAD | VAT__ALERTED | VAT__MUTING,
 };
 
 #define VAT__CACHE_LINE 64
@@ -86,7 +87,7 @@ struct vat__vat {
   /* VAT__DEAD: set once, with release, after ext->exit_reason is written.
    * VAT__ALERTED: set, with release, after a signal that may end the vat
    * ahead of its queue was pushed (vat__alert); the turn loop clears it.
-   * VAT__OVERLOADED, VAT__BEHIND: see core/flow.h.
+   * VAT__OVERLOADED, VAT__BEHIND, VAT__MUTING: see core/flow.h.
    * One byte: the turn loop reads them with the one load it makes per
    * turn. */
   _Atomic uint8_t flags;

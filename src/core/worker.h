@@ -38,9 +38,6 @@ struct vat__worker {
   vat__vat *busy[2];
   unsigned busy_len;
   unsigned private_streak; /* runs from `next` or `busy` in a row */
-  /* An overloaded vat the running vat's turn delivered to: the batch
-   * stops after that turn and the sender may be muted (core/flow.h). */
-  vat__vat *mute_on;
   vat__msgpool pool;
   /* This worker's trace ring (core/trace.h); NULL unless the system is
    * traced, which the hot path tests once per turn and per commit. */
