@@ -321,9 +321,11 @@ int vat_overload_set(vat_turn *turn, const vat_overload *ov);
 
 /** The number of messages queued for `ref`'s vat and not yet handled.
  *  Any thread, without stopping the vat. For a vat that is behind (its
- *  last batch left messages waiting) it is the count that vat took at its
- *  last batch's end, read in constant time; otherwise the queue is
- *  counted, exact while the vat is idle. 0 for NULL or a dead vat. */
+ *  last batch left messages waiting) with fewer than its high mark queued,
+ *  it is the count that vat took at its last batch's end, read in
+ *  constant time; otherwise the queue is counted (time proportional to
+ *  it), exact while the vat is idle, approximate while it runs. 0 for
+ *  NULL or a dead vat. */
 size_t vat_ref_queue_len(vat_ref *ref);
 
 /** Whether `ref`'s vat is overloaded now (a snapshot). Any thread. */

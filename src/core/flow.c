@@ -134,10 +134,14 @@ static void unmute(vat__worker *w, vat__vat *v, vat__flow *f) {
   }
 }
 
-/* Moves the cursor past the nodes popped since it last moved, then on to
- * the tail, counting; returns the queue's length. */
-static size_t count_queue(vat__worker *w, vat__vat *v, vat__flow *f,
-                          bool valid) {
+/* Moves the cursor past the nodes popped since it last moved, then on
+ * toward the tail, counting, but not past `limit` nodes from the head:
+ * the one mark that matters now. Past it, the walk would only pull into
+ * the cache nodes that will be evicted before they are handled (a flood's
+ * queue ran at half speed so). Returns the count, and `*exact` whether it
+ * reached the tail. */
+static size_t count_queue(vat__worker *w, vat__vat *v, vat__flow *f, bool valid,
+                          size_t limit, bool *exact) {
   vat__mailbox *mb = &v->mailbox;
   /* Each turn popped one message; wrapping arithmetic, as the counter. */
   size_t ran = (uint32_t)(v->turns - f->turns);
@@ -150,14 +154,21 @@ static size_t count_queue(vat__worker *w, vat__vat *v, vat__flow *f,
   }
   vat__mailbox_take_new(mb, &w->pool);
   vat__msg *m = f->mark ? f->mark : mb->head;
+  *exact = true;
   if (m == NULL)
     return 0;
   if (f->mark == NULL)
     f->ahead = 1;
-  for (vat__msg *next;
-       (next = atomic_load_explicit(&m->next, memory_order_relaxed)) != NULL;
-       m = next)
+  vat__msg *next;
+  while ((next = atomic_load_explicit(&m->next, memory_order_relaxed)) !=
+         NULL) {
+    if (f->ahead >= limit) {
+      *exact = false;
+      break;
+    }
     f->ahead++;
+    m = next;
+  }
   f->mark = m;
   return f->ahead;
 }
@@ -173,8 +184,12 @@ void vat__flow_behind(vat__worker *w, vat__vat *v) {
   if (flags & VAT__DEAD)
     return;
   vat__flow *f = vat__flow_of(v);
-  size_t queued = count_queue(w, v, f, flags & VAT__BEHIND);
-  store_queued(f, queued);
+  bool exact;
+  size_t queued =
+      count_queue(w, v, f, flags & VAT__BEHIND,
+                  flags & VAT__OVERLOADED ? low_of(f) : high_of(f), &exact);
+  /* VAT__QUEUED_PAST: at least `high` (or `low`); a reader counts. */
+  store_queued(f, exact ? queued : VAT__QUEUED_PAST);
   if (!(flags & VAT__BEHIND))
     set_flag(v, VAT__BEHIND);
   uint8_t policy = policy_of(f);

@@ -53,6 +53,9 @@
  * batch that ends behind, a policy set at spawn or from a turn), published
  * in its extension. Others read it only after they saw VAT__OVERLOADED
  * (acquire), which is set after it is made. */
+/* vat__flow.queued when the count stopped at a mark: a reader counts. */
+#define VAT__QUEUED_PAST SIZE_MAX
+
 typedef struct vat__flow {
   /* Written by the vat's worker with relaxed stores, so any thread may
    * read them (vat_ref_queue_len, senders choosing the policy). */

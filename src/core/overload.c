@@ -29,10 +29,13 @@ size_t vat_ref_queue_len(vat_ref *ref) {
   if (flags & VAT__DEAD)
     return 0;
   vat__flow *f = vat__flow_peek(v);
-  /* A vat that is behind keeps its count: reading it beats walking a
-   * long queue. Relaxed: a snapshot; the count orders nothing. */
-  if ((flags & VAT__BEHIND) && f != NULL)
-    return atomic_load_explicit(&f->queued, memory_order_relaxed);
+  /* A vat that is behind keeps its count, below its marks: reading it
+   * beats walking a long queue. Relaxed: a snapshot; it orders nothing. */
+  if ((flags & VAT__BEHIND) && f != NULL) {
+    size_t n = atomic_load_explicit(&f->queued, memory_order_relaxed);
+    if (n != VAT__QUEUED_PAST)
+      return n;
+  }
   return vat__mailbox_peek_len(&v->mailbox, SIZE_MAX);
 }
 
