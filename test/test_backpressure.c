@@ -1,7 +1,7 @@
 /* Backpressure: overloaded vats mute their senders (the default), drop
  * the newest messages or fail, as their policy says; their queue length
- * is readable from any thread; host senders may wait for them; and cyclic
- * senders under backpressure never deadlock.
+ * is readable from any thread; host senders may wait for them; cyclic
+ * senders under backpressure never deadlock; urgent messages go ahead.
  *
  * Bounds are checked by counts, never by durations: a producer reads the
  * consumer's handled count at each of its turns, and a gate (a turn that
@@ -70,11 +70,15 @@ static vat_ref *spawn_sink(vat_system *sys, const vat_overload *ov,
   return ref;
 }
 
-/* One producer floods one sink of high mark `high` on `workers` workers:
- * every message arrives, and the producer is muted, so the sink's backlog
- * stays within the mark plus what one batch of the producer sends before
- * the sink measures it again. Without backpressure the backlog reached
- * nearly the whole flood. */
+/* One producer floods one sink of high mark HIGH on `workers` workers:
+ * every message arrives, and the producer is muted. On one worker the
+ * sink's backlog stays within the mark plus what one batch of the
+ * producer sends before the sink measures again: exact, as the two take
+ * turns. On two, the sink measures while the producer runs, so the bound
+ * is as tight unless the system preempts the sink's thread (the producer
+ * then sends until the sink runs again): the test asks for a tenth of the
+ * flood, which a shared machine keeps. Without backpressure the backlog
+ * reached nearly the whole flood. */
 static void check_flood(unsigned workers) {
   enum { N = 400000 / TEST_SCALE, PER_TURN = 200, HIGH = 2048 };
   vat_config cfg;
@@ -91,7 +95,8 @@ static void check_flood(unsigned workers) {
   ck_assert(test_wait_u64(&s->handled, N, 60));
   ck_assert_uint_eq(atomic_load(&s->sum), (uint64_t)N * (N + 1) / 2);
   ck_assert_uint_eq(atomic_load(&p->done), 1);
-  uint64_t bound = HIGH + (uint64_t)(cfg.batch + 1) * PER_TURN;
+  uint64_t bound = workers == 1 ? HIGH + (uint64_t)(cfg.batch + 1) * PER_TURN
+                                : N / 10;
   ck_assert_msg(p->worst <= bound,
                 "%u workers: backlog reached %" PRIu64 " (bound %" PRIu64 ")",
                 workers, p->worst, bound);
@@ -364,6 +369,118 @@ START_TEST(bad_settings_are_refused) {
 }
 END_TEST
 
+/* --- Urgent messages ----------------------------------------------------- */
+
+enum { LOG_MAX = 512 };
+
+typedef struct recorder {
+  _Atomic uint64_t entered, open, count;
+  uint64_t log[LOG_MAX];
+} recorder;
+
+static void rec_gate(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  recorder *r = state;
+  atomic_store(&r->entered, 1);
+  while (atomic_load(&r->open) == 0)
+    test_sleep(0.0002);
+}
+
+static void rec(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  recorder *r = state;
+  uint64_t n = atomic_load(&r->count);
+  if (n < LOG_MAX)
+    r->log[n] = (uintptr_t)arg;
+  atomic_store(&r->count, n + 1);
+}
+
+static void rec_msg(vat_turn *turn, void *state, const vat_atom *selector,
+                    vat_value value) {
+  (void)selector;
+  int64_t i = 0;
+  expect_vat_ok(vat_get_int(value, &i));
+  rec(turn, state, (void *)(uintptr_t)i);
+}
+
+typedef struct urgent_sender {
+  vat_ref *to;
+} urgent_sender;
+
+/* Two ordinary messages, two urgent ones (a function and a dynamic one)
+ * and one more ordinary, in one turn. */
+static void send_mixed(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  urgent_sender *u = state;
+  expect_vat_ok(vat_send(turn, u->to, rec, (void *)(uintptr_t)201));
+  expect_vat_ok(vat_send(turn, u->to, rec, (void *)(uintptr_t)202));
+  expect_vat_ok(vat_send_urgent(turn, u->to, rec, (void *)(uintptr_t)2001));
+  expect_vat_ok(
+      vat_send_msg_urgent(turn, u->to, vat_atom_intern("rec"), vat_int(2002)));
+  expect_vat_ok(vat_send(turn, u->to, rec, (void *)(uintptr_t)203));
+  if (vat_send_urgent(turn, NULL, rec, NULL) != VAT_EINVAL ||
+      vat_send_urgent(turn, u->to, NULL, NULL) != VAT_EINVAL ||
+      vat_send_msg_urgent(turn, u->to, NULL, vat_null()) != VAT_EINVAL)
+    test_record_bad_call("vat_send_urgent(bad)", VAT_OK, __FILE__, __LINE__);
+}
+
+/* Urgent messages go ahead of the ordinary ones queued, in the order they
+ * were sent; the ordinary ones keep theirs. Before: strictly FIFO. */
+START_TEST(urgent_messages_go_ahead) {
+  vat_system *sys = test_system(2);
+  vat_entity_def def = {.state_size = sizeof(recorder), .receive = rec_msg};
+  vat_ref *to;
+  recorder *r;
+  ck_assert_vat_ok(vat_host_spawn(sys, &def, &to, (void **)&r));
+  ck_assert_vat_ok(vat_host_send(to, rec_gate, NULL));
+  ck_assert(test_wait_u64(&r->entered, 1, 30));
+  for (uintptr_t i = 1; i <= 100; i++)
+    ck_assert_vat_ok(vat_host_send(to, rec, (void *)i));
+  for (uintptr_t i = 1001; i <= 1003; i++)
+    ck_assert_vat_ok(vat_host_send_urgent(to, rec, (void *)i));
+  ck_assert_vat_err(vat_host_send_urgent(to, NULL, NULL), VAT_EINVAL);
+  urgent_sender *u;
+  vat_ref *from = test_spawn(sys, sizeof *u, (void **)&u);
+  u->to = to;
+  ck_assert_vat_ok(vat_host_send(from, send_mixed, NULL));
+  /* The sender's turn committed: its five messages are queued. */
+  for (int i = 0; i < 30000 && vat_ref_queue_len(to) < 108; i++)
+    test_sleep(0.001);
+  ck_assert_uint_eq(vat_ref_queue_len(to), 108);
+  atomic_store(&r->open, 1);
+  ck_assert(test_wait_u64(&r->count, 108, 30));
+  static const uint64_t first[] = {1001, 1002, 1003, 2001, 2002};
+  for (int i = 0; i < 5; i++)
+    ck_assert_uint_eq(r->log[i], first[i]);
+  for (int i = 0; i < 100; i++)
+    ck_assert_uint_eq(r->log[5 + i], (uint64_t)i + 1);
+  ck_assert_uint_eq(r->log[105], 201);
+  ck_assert_uint_eq(r->log[106], 202);
+  ck_assert_uint_eq(r->log[107], 203);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* An urgent message to a vat that drops the newest is not dropped. */
+START_TEST(urgent_messages_are_never_dropped) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_ref *ref = spawn_sink(
+      sys, &(vat_overload){.policy = VAT_OVERLOAD_DROP, .high = 50}, &s);
+  hold_second_gate(ref, s, 100, 200);
+  ck_assert(vat_ref_overloaded(ref));
+  ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)7));
+  ck_assert_vat_ok(vat_host_send_urgent(ref, sink_item, (void *)(uintptr_t)1));
+  atomic_store(&s->open, 2);
+  ck_assert(test_wait_u64(&s->handled, 301, 30));
+  ck_assert_uint_eq(atomic_load(&s->sum), 300 * 301 / 2 + 1);
+  ck_assert_vat_ok(vat_system_shutdown(sys, 30));
+  ck_assert_uint_eq(test_stats(sys).overload_dropped, 1);
+  vat_system_destroy(sys);
+}
+END_TEST
+
 /* --- Cyclic senders: no deadlock ----------------------------------------- */
 
 #ifdef __SANITIZE_THREAD__
@@ -464,6 +581,10 @@ Suite *test_backpressure_suite(void) {
   tcase_add_test(tc, fail_policy_ends_the_vat_overloaded);
   tcase_add_test(tc, policy_set_from_inside_the_vat);
   tcase_add_test(tc, bad_settings_are_refused);
+  suite_add_tcase(s, tc);
+  tc = test_case("urgent", 60);
+  tcase_add_test(tc, urgent_messages_go_ahead);
+  tcase_add_test(tc, urgent_messages_are_never_dropped);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -300,6 +300,20 @@ int vat_host_send(vat_ref *to, vat_fn fn, void *arg);
 /** vat_send_msg from a host thread; errors as vat_host_send. */
 int vat_host_send_msg(vat_ref *to, const vat_atom *selector, vat_value value);
 
+/** Urgent messages (CAF's `urgent`), for control traffic: as vat_send,
+ *  vat_send_msg and vat_host_send, but the message goes ahead of every
+ *  ordinary message (and signal) queued for the target when the target
+ *  takes it from its mailbox, behind only the urgent messages that came
+ *  before it; so urgent messages from one sender keep their order, and a
+ *  vat's ordinary messages may be overtaken by its own urgent ones. They
+ *  bypass backpressure: sending one does not mute the sender, and
+ *  VAT_OVERLOAD_DROP does not drop it. One a vat sends to itself is
+ *  queued as its other self-sends, in order. Errors: as the plain call. */
+int vat_send_urgent(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg);
+int vat_send_msg_urgent(vat_turn *turn, vat_ref *to, const vat_atom *selector,
+                        vat_value value);
+int vat_host_send_urgent(vat_ref *to, vat_fn fn, void *arg);
+
 /* --- Overload ----------------------------------------------------------- */
 
 /** vat_host_send that respects backpressure: while `to`'s vat is

@@ -38,6 +38,10 @@ void vat__dispatch_signal(vat_turn *turn, void *state, void *arg) {
   sig->cls->deliver(turn, state, sig);
 }
 
+void vat__run_urgent(vat_turn *turn, void *state, void *arg) {
+  vat__msg_fn(turn->msg)(turn, state, arg);
+}
+
 void vat__signal_drop_nothing(vat__worker *w, vat_ref *target,
                               vat__signal *sig) {
   (void)w;
@@ -48,7 +52,8 @@ void vat__signal_drop_nothing(vat__worker *w, vat_ref *target,
 /* --- Dropping ------------------------------------------------------------ */
 
 static const vat_atom *selector_of(const vat__msg *m) {
-  return m->fn == vat__dispatch_dynamic ? (const vat_atom *)m->arg : NULL;
+  return vat__msg_fn(m) == vat__dispatch_dynamic ? (const vat_atom *)m->arg
+                                                 : NULL;
 }
 
 static void call_hook(vat_system *sys, vat__msg *m) {
@@ -186,6 +191,30 @@ static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
     vat__deliver(w, m, m);
   else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
     vat__dead_letter(NULL, m);
+}
+
+void vat__flag_urgent(vat__vat *v) {
+  /* Release: the turn loop's acquire load of the flags then finds the
+   * push, wherever the message is now (stack or private list). */
+  atomic_fetch_or_explicit(&v->flags, VAT__URGENT, memory_order_release);
+}
+
+void vat__deliver_now_urgent(vat_ref *to, vat_fn fn, void *arg,
+                             vat_value value) {
+  vat__worker *w = vat__current_worker;
+  vat__msg *m = w ? vat__msg_alloc(&w->pool) : vat__msg_alloc_unpooled();
+  m->target = to;
+  vat__msg_set_urgent(m, fn);
+  m->arg = arg;
+  m->value = value;
+  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  if (w != NULL && w->trace != NULL)
+    vat__trace_send_now(w->trace, m);
+  if (w != NULL)
+    vat__deliver(w, m, m);
+  else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
+    vat__dead_letter(NULL, m);
+  vat__flag_urgent(to->vat);
 }
 
 void vat__deliver_now_msg(vat_ref *to, vat_fn fn, void *arg, vat_value value) {

@@ -268,8 +268,8 @@ bool vat__flow_mute(vat__worker *w, vat__vat *v) {
   return !wait;
 }
 
-/* Drops the chain's ordinary messages, counted; keeps its signals, which
- * no policy drops. */
+/* Drops the chain's ordinary messages, counted; keeps its signals and
+ * urgent messages, which no policy drops. */
 static vat__msg *drop_ordinary(vat__worker *w, vat__flow *f, vat_system *sys,
                                vat__msg *first, vat__msg **last) {
   vat__msg *keep = NULL, *keep_tail = NULL;
@@ -277,7 +277,7 @@ static vat__msg *drop_ordinary(vat__worker *w, vat__flow *f, vat_system *sys,
   for (vat__msg *m = first, *next;; m = next) {
     bool end = m == *last;
     next = end ? NULL : atomic_load_explicit(&m->next, memory_order_relaxed);
-    if (m->fn == vat__dispatch_signal) {
+    if (m->fn == vat__dispatch_signal || m->fn == vat__run_urgent) {
       atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
       if (keep_tail)
         atomic_store_explicit(&keep_tail->next, m, memory_order_relaxed);
@@ -312,8 +312,10 @@ vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
    * notes the receiver in its own record (its worker's to write) and
    * flags itself, so that its turn loop stops at the next boundary. */
   vat_turn *t = vat__current_turn;
-  if (policy == VAT_OVERLOAD_MUTE && w != NULL && t != NULL && t->worker == w &&
-      t->vat != to && w->sys == to->sys) {
+  /* Urgent messages bypass muting: control traffic must get through. */
+  if (policy == VAT_OVERLOAD_MUTE && w != NULL && t != NULL &&
+      first->fn != vat__run_urgent && t->worker == w && t->vat != to &&
+      w->sys == to->sys) {
     vat__flow_of(t->vat)->mute_on = to;
     /* Relaxed: only its own worker reads the bit back. */
     atomic_fetch_or_explicit(&t->vat->flags, VAT__MUTING, memory_order_relaxed);

@@ -161,6 +161,35 @@ VAT__HOT bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   return true;
 }
 
+/* Whether `m` is an urgent message (core/message.h). */
+static bool is_urgent(const vat__msg *m) {
+  return m->fn == vat__run_urgent;
+}
+
+void vat__mailbox_hoist_urgent(vat__mailbox *mb, vat__msgpool *pool) {
+  take(mb, pool, false);
+  vat__msg *uh = NULL, *ut = NULL, *nh = NULL, *nt = NULL;
+  for (vat__msg *m = mb->head, *next; m != NULL; m = next) {
+    next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+    vat__msg **h = is_urgent(m) ? &uh : &nh;
+    vat__msg **t = is_urgent(m) ? &ut : &nt;
+    if (*t)
+      atomic_store_explicit(&(*t)->next, m, memory_order_relaxed);
+    else
+      *h = m;
+    *t = m;
+  }
+  if (uh != NULL) {
+    atomic_store_explicit(&ut->next, nh, memory_order_relaxed);
+    vat__mailbox_set_head(mb, uh);
+    mb->tail = nh ? nt : ut;
+  } else {
+    vat__mailbox_set_head(mb, nh);
+    mb->tail = nt;
+  }
+}
+
 vat__msg *vat__mailbox_find(vat__mailbox *mb, vat__msgpool *pool,
                             vat__msg_match *match, void *ctx, bool *complete) {
   *complete = take(mb, pool, false) ||

@@ -121,6 +121,12 @@ vat__msg *vat__mailbox_find(vat__mailbox *mb, vat__msgpool *pool,
 vat__msg *vat__mailbox_extract(vat__mailbox *mb, vat__msg_match *match,
                                void *ctx, const vat__msg *stop);
 
+/** Consumer: takes what was pushed, then moves the urgent messages
+ *  (core/message.h) ahead of the others, keeping the order within each
+ *  kind. Walks the whole queue: for the turn loop when a sender flagged
+ *  an urgent message (VAT__URGENT), never per message. */
+void vat__mailbox_hoist_urgent(vat__mailbox *mb, vat__msgpool *pool);
+
 /** Consumer: puts back the message vat__mailbox_pop just returned, so that
  *  it is the next again. */
 static inline void vat__mailbox_unpop(vat__mailbox *mb, vat__msg *m) {

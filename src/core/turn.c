@@ -265,6 +265,19 @@ static __attribute__((noinline)) bool batch_end(vat__worker *w, vat__vat *v) {
   return true;
 }
 
+/* A sender flagged an urgent message: clear the flag, then move the
+ * urgent messages queued (wherever a take put them) to the front. The
+ * acquire pairs with vat__flag_urgent's release: the push is seen. It
+ * walks the queue once per flagging, not per message; backpressure keeps
+ * the queue short. */
+static __attribute__((noinline, cold)) void hoist_urgent(vat__worker *w,
+                                                         vat__vat *v) {
+  atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__URGENT,
+                            memory_order_acquire);
+  vat__mailbox_hoist_urgent(&v->mailbox, &w->pool);
+  vat__flow_recount(v); /* the order changed under the count's cursor */
+}
+
 /* Up to `budget` turns of `v`; see vat__run_batch. The overload count
  * (core/flow.h) costs the loop nothing per message: the batch's end
  * learns how many turns ran from the vat's turn counter, and a vat to be
@@ -287,8 +300,11 @@ run_batch(vat__worker *w, vat__vat *v, unsigned budget, const bool traced) {
     if (__builtin_expect((flags & VAT__ATTENTION) == 0, 1)) {
       run_turn(w, v, m, traced);
     } else if ((flags & (VAT__DEAD | VAT__ALERTED)) == 0) {
-      vat__mailbox_unpop(mb, m); /* VAT__MUTING: the batch stops here */
-      return batch_end(w, v);
+      vat__mailbox_unpop(mb, m);
+      if (!(flags & VAT__URGENT))
+        return batch_end(w, v); /* VAT__MUTING: the batch stops here */
+      hoist_urgent(w, v);
+      continue; /* the flag is clear: this happens once per flagging */
     } else {
       vat__flow_recount(v); /* messages move other than by pops */
       if (!run_flagged(w, v, m, flags)) {

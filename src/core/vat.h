@@ -31,7 +31,8 @@ enum {
   VAT__OVERLOADED = 4,
   VAT__BEHIND = 8,
   VAT__MUTING = 16, /* a turn of it sent to an overloaded vat */
-  VAT__ATTENTION = VAT__DEAD | VAT__ALERTED | VAT__MUTING,
+  VAT__URGENT = 32, /* an urgent message was pushed to it */
+  VAT__ATTENTION = VAT__DEAD | VAT__ALERTED | VAT__MUTING | VAT__URGENT,
 };
 
 #define VAT__CACHE_LINE 64
@@ -88,6 +89,8 @@ struct vat__vat {
    * VAT__ALERTED: set, with release, after a signal that may end the vat
    * ahead of its queue was pushed (vat__alert); the turn loop clears it.
    * VAT__OVERLOADED, VAT__BEHIND, VAT__MUTING: see core/flow.h.
+   * VAT__URGENT: set, with release, after an urgent message was pushed;
+   * the turn loop clears it and moves urgent messages to the front.
    * One byte: the turn loop reads them with the one load it makes per
    * turn. */
   _Atomic uint8_t flags;
