@@ -193,8 +193,11 @@ void vat__flow_behind(vat__worker *w, vat__vat *v) {
   if (!(flags & VAT__BEHIND))
     set_flag(v, VAT__BEHIND);
   uint8_t policy = policy_of(f);
-  if (policy == VAT_OVERLOAD_NONE)
+  if (policy == VAT_OVERLOAD_NONE) {
+    if (flags & VAT__OVERLOADED) /* its policy changed meanwhile */
+      unmute(w, v, f);
     return;
+  }
   if (!(flags & VAT__OVERLOADED)) {
     if (queued < high_of(f))
       return;
