@@ -95,8 +95,8 @@ static void check_flood(unsigned workers) {
   ck_assert(test_wait_u64(&s->handled, N, 60));
   ck_assert_uint_eq(atomic_load(&s->sum), (uint64_t)N * (N + 1) / 2);
   ck_assert_uint_eq(atomic_load(&p->done), 1);
-  uint64_t bound = workers == 1 ? HIGH + (uint64_t)(cfg.batch + 1) * PER_TURN
-                                : N / 10;
+  uint64_t bound =
+      workers == 1 ? HIGH + (uint64_t)(cfg.batch + 1) * PER_TURN : N / 10;
   ck_assert_msg(p->worst <= bound,
                 "%u workers: backlog reached %" PRIu64 " (bound %" PRIu64 ")",
                 workers, p->worst, bound);
@@ -170,6 +170,40 @@ START_TEST(shutdown_counts_a_muted_vat) {
       " != accepted %" PRIu64,
       st.delivered, st.dropped_at_shutdown, st.dead_letters, accepted);
   vat_system_destroy(sys);
+}
+END_TEST
+
+/* A kill sent to the consumer mid-flood ends it within one batch of
+ * turns: counted, not timed. The consumer's handled count is read after
+ * the kill was queued and alerted (vat_host_exit returned); it may run
+ * at most the rest of its current batch before its turn loop sees it. */
+START_TEST(kill_mid_flood_ends_within_a_batch) {
+  enum { N = 2000000 / TEST_SCALE, PER_TURN = 1000 };
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 2;
+  cfg.on_crash = NULL;
+  vat_system *sys = NULL;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  sink *s;
+  vat_ref *to = spawn_sink(sys, NULL, &s);
+  flooder *p;
+  vat_ref *pr = test_spawn(sys, sizeof *p, (void **)&p);
+  *p = (flooder){.to = to, .watched = s, .n = N, .per_turn = PER_TURN};
+  ck_assert_vat_ok(vat_host_send(pr, flood, NULL));
+  ck_assert(test_wait_u64(&s->handled, N / 20, 60));
+  ck_assert_vat_ok(vat_host_exit(to, vat_atom_value(vat_atom_killed())));
+  uint64_t at_kill = atomic_load(&s->handled);
+  for (int i = 0; i < 30000 && !vat_ref_is_dead(to); i++)
+    test_sleep(0.001);
+  ck_assert(vat_ref_is_dead(to));
+  uint64_t after = atomic_load(&s->handled) - at_kill;
+  ck_assert_msg(after <= cfg.batch, "%" PRIu64 " turns after the kill", after);
+  ck_assert_uint_lt(atomic_load(&s->handled), N);
+  /* The producer, muted on it or not, finishes: its sends are dead
+   * letters now. */
+  ck_assert(test_wait_u64(&p->done, 1, 60));
+  test_quiesce(sys);
 }
 END_TEST
 
@@ -572,6 +606,7 @@ Suite *test_backpressure_suite(void) {
   tcase_add_test(tc, muting_bounds_a_flood_two_workers);
   tcase_add_test(tc, muting_in_a_host_driven_system);
   tcase_add_test(tc, shutdown_counts_a_muted_vat);
+  tcase_add_test(tc, kill_mid_flood_ends_within_a_batch);
   tcase_add_test(tc, stress_cyclic_senders_never_deadlock);
   suite_add_tcase(s, tc);
   tc = test_case("policies", 120);
