@@ -182,7 +182,8 @@ int vat_system_new(const vat_config *cfg, vat_system **out);
  *  breaking with `shutdown`. No accepted message is lost: one whose sender
  *  (a host thread, or a vat of another system) was already past the
  *  system's state check is waited for, so once this returns, delivered +
- *  dead_letters + dropped_at_shutdown counts every message accepted.
+ *  dead_letters + dropped_at_shutdown + overload_dropped counts every
+ *  message accepted.
  *  Then everything outside the system waits on its vats settles with the
  *  reason `shutdown` (vat_atom_shutdown()): promises of requests they
  *  received from host threads (vat_host_call) or from vats of other
@@ -324,7 +325,9 @@ int vat_host_send_urgent(vat_ref *to, vat_fn fn, void *arg);
  *  Host thread. Errors: as vat_host_send, and VAT_EAGAIN (timeout 0 and
  *  the vat is overloaded) or VAT_ETIMEDOUT (still overloaded at the
  *  deadline): then nothing was sent. A negative or NaN timeout:
- *  VAT_EINVAL. */
+ *  VAT_EINVAL. The vat drains only while its system runs: in a
+ *  host-driven system, waiting on the thread that runs it waits out the
+ *  timeout. */
 int vat_host_send_wait(vat_ref *to, vat_fn fn, void *arg, double timeout_s);
 
 /** Changes the calling vat's overload settings (zero fields: the system's
