@@ -152,9 +152,17 @@ static size_t count_queue(vat__worker *w, vat__vat *v, vat__flow *f, bool valid,
   } else {
     f->ahead -= ran;
   }
+  *exact = true;
+  /* The cursor at the tail: nothing came in since but what this take
+   * brings, and the take counts it as it walks. Otherwise a pop's take
+   * or a self-send added nodes the cursor must walk over. */
+  if (f->mark != NULL && f->mark == mb->tail) {
+    f->ahead += vat__mailbox_take_counted(mb, &w->pool);
+    f->mark = mb->tail;
+    return f->ahead;
+  }
   vat__mailbox_take_new(mb, &w->pool);
   vat__msg *m = f->mark ? f->mark : mb->head;
-  *exact = true;
   if (m == NULL)
     return 0;
   if (f->mark == NULL)

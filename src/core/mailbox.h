@@ -92,6 +92,10 @@ void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
  *  the mailbox no longer needs go back to `pool` (NULL: to the collector). */
 bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
 
+/** vat__mailbox_take_new returning how many messages it took (0: none).
+ *  Not for the hot path: the overload count's (core/flow.h). */
+size_t vat__mailbox_take_counted(vat__mailbox *mb, vat__msgpool *pool);
+
 /** Consumer: the next message, or NULL when nothing is queued now or what
  *  is queued waits for a producer mid-push (try_idle then fails). Inline:
  *  one per turn, and mostly the private list has one ready. */
