@@ -1,16 +1,26 @@
 /* Overload: how long a vat's queue is, what happens when it passes its
  * high mark, and the senders it mutes meanwhile.
  *
- * Measuring. The consumer counts its queue at the end of a batch that ran
- * out of budget with work left (a vat that is "behind", Pony's rule),
- * never per message: the turn loop adds up, in registers, the messages its
- * pops took from the stack and the turns it ran; the batch's end takes
- * what was pushed meanwhile (counting it in the walk it makes anyway) and
- * stores the total in the vat's flow record. A vat that goes idle has an
- * empty queue: its count returns to 0 then. VAT__BEHIND says the record
- * holds a count; VAT__OVERLOADED that it passed the high mark and has not
- * yet drained below the low one. Both bits are set and cleared by the
- * vat's own worker, between batches; senders only read them.
+ * Measuring. The consumer counts its queue at the end of a batch that
+ * left work waiting (a vat that is "behind", Pony's rule), never per
+ * message. A vat with a short queue (a self-send or two) is left at that:
+ * no record, no bit. Otherwise it keeps a cursor into its private list: a
+ * node (`mark`) and how many nodes lie from the head to it (`ahead`). A
+ * batch's end learns how many messages it popped from the vat's turn
+ * counter, so `ahead` drops by that; then it takes what was pushed,
+ * counting it as the take walks it (vat__mailbox_take_counted). Only
+ * nodes that came in another way (a pop's take when the list ran dry, a
+ * self-send) need the cursor to walk over them, counting, up to the mark
+ * that matters (high, or low while overloaded): a longer walk would only
+ * pull into the cache nodes it evicts again before they are handled. The
+ * cursor only moves forward, so each message is walked over once at
+ * most. A batch whose rare paths moved messages (a search for an exit, a
+ * put back, urgent messages moved to the front) counts from the head
+ * again. A vat that goes idle has an empty queue: its count returns to 0
+ * then. VAT__BEHIND says the record holds a count; VAT__OVERLOADED that
+ * it passed the high mark and has not yet drained below the low one.
+ * Both bits are set and cleared by the vat's own worker, between batches;
+ * senders only read them.
  *
  * Muting (the default policy). A vat whose turn delivered to an
  * overloaded vat in its system is taken off the scheduler after that turn:
@@ -36,7 +46,9 @@
  * Hot-path cost: the turn loop's per-turn flag test masks the bits that
  * need action (overloaded vats run at full speed); delivery tests the
  * target's flags, which it loaded for the dead check anyway, before its
- * push; going idle tests the flags once more.
+ * push; going idle tests the flags once more, in a wrapper of try_idle.
+ * callgrind, release builds, against the code before: ring +0.7%,
+ * pingpong +0.6%, selfsend +0.6%, counter +1.9% instructions.
  */
 #ifndef VAT_CORE_FLOW_H
 #define VAT_CORE_FLOW_H
