@@ -19,6 +19,11 @@
  * pushed again would look like "nothing new". It is freed when a newer node
  * replaces it, or when the vat goes idle (then `top` no longer holds it).
  *
+ * The private list is first in, first out, with one exception: when a
+ * sender flags an urgent message, the turn loop moves the urgent messages
+ * queued to its front (vat__mailbox_hoist_urgent), each kind keeping its
+ * order.
+ *
  * Invariant: top != IDLE implies the vat is in a run queue, in a worker's
  * next slot, running, or muted: on an overloaded vat's muted list, which
  * that vat schedules again when it drains, goes idle or ends, and which
