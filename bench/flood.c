@@ -17,13 +17,13 @@
  * `bash bench/run.sh -r 3 flood`), nearly the whole flood sat in the
  * mailbox at once (9.34-9.99 M of the 10 M queued when the producer
  * finished): peak RSS 741-779 MB, a median of 2.4 M msg/s. With it
- * (`bash bench/run.sh -r 2 flood`, the machine shared, load 8-10): 4.14 M
- * and 3.25 M msg/s on 1 and 2 workers (Go's channel in the same run:
- * 3.93 M and 2.87 M), peak RSS 8 and 12 MB (Go: 2 MB); 55,000 or fewer
- * messages queued when the producer finished (`backlog`). Run alone at
- * that load: 5.7-8.0 M and 8.2 M msg/s, near the consumer's own speed
- * (about 10 M msg/s). The RSS above Go's is the producer's last batch before the consumer next
- * measures its queue (64 turns of 1,000 sends) and the node pools. */
+ * (`bash bench/run.sh -r 2 flood`): 13.3 M and 11 M msg/s on 1 and 2
+ * workers (Go's 4,096-slot channel in the same run: 12.2 M and 8.96 M),
+ * peak RSS 8 and 15 MB (Go: 2 MB); 55,000 or fewer messages queued when
+ * the producer finished (`backlog`). The consumer's own work bounds the
+ * rate. The RSS above Go's is the node pools and the producer's last batch
+ * before the consumer next measures its queue (up to 64 turns of 1,000
+ * sends on one worker). */
 #include <inttypes.h>
 #include <semaphore.h>
 #include <stdatomic.h>
