@@ -32,6 +32,7 @@
   X(soak)                                                                      \
   X(version)                                                                   \
   X(overload)                                                                  \
+  X(backpressure)                                                              \
   X(observe)                                                                   \
   VAT__CAPTP_SUITE(X)
 

@@ -69,6 +69,59 @@ typedef void (*vat_dead_letter_fn)(void *ctx, vat_ref *target,
 typedef struct vat_crash_report vat_crash_report;
 typedef void (*vat_crash_fn)(void *ctx, const vat_crash_report *report);
 
+/* --- Overload (see "Overload" below for the calls) ---------------------- */
+
+/** What happens when a vat's queue passes its high mark. The vat measures
+ *  its queue itself, at the end of a batch of turns that left messages
+ *  waiting (never per message), so a queue may pass the mark by what
+ *  arrives in one batch before the policy acts; it is "overloaded" from
+ *  then until a later measure finds it below its low mark, or it goes
+ *  idle, or it ends. Signals (exits, links, monitors, a request's answer)
+ *  are never dropped or refused by any policy. */
+typedef enum vat_overload_policy {
+  /** Zero: the system's policy (vat_config.overload), VAT_OVERLOAD_MUTE
+   *  when that is VAT_OVERLOAD_DEFAULT too. */
+  VAT_OVERLOAD_DEFAULT = 0,
+  /** Lossless backpressure (Pony's): every message is queued; a vat of
+   *  the same system whose turn sends to the overloaded vat is not
+   *  scheduled after that turn (it is "muted", its own queue keeps
+   *  filling) until the overloaded vat drains below its low mark, goes
+   *  idle or ends. A vat is never muted on itself, nor while it is
+   *  overloaded itself, so mutes cannot deadlock (every muted vat waits on
+   *  a vat that runs). Host threads and vats of other systems are not
+   *  muted: vat_host_send still queues at once; vat_host_send_wait
+   *  waits. */
+  VAT_OVERLOAD_MUTE,
+  /** Drop newest: while the vat is overloaded, ordinary messages sent to
+   *  it (by vats or host threads) are dropped on arrival, never queued,
+   *  and counted in vat_stats.overload_dropped (not as dead letters, and
+   *  not reported to the dead-letter hook); their senders are not told
+   *  (a vat_host_send still returns VAT_OK) and are not muted. Messages
+   *  already queued are all handled. */
+  VAT_OVERLOAD_DROP,
+  /** Fail: when the queue passes the high mark, the vat ends with the
+   *  reason `overloaded` (an atom; abnormal: linked vats die unless they
+   *  trap exits, monitors see it; no crash report, as no message was
+   *  being handled) at that batch's end; the messages it left queued, and any
+   *  sent later, are dead letters. Senders are not muted. */
+  VAT_OVERLOAD_FAIL,
+  /** No limit: the queue is unbounded, nobody is muted, nothing dropped. */
+  VAT_OVERLOAD_NONE,
+} vat_overload_policy;
+
+/** A vat's overload settings. Zero fields take the system's values. */
+typedef struct vat_overload {
+  vat_overload_policy policy;
+  /** The queue length that makes the vat overloaded. System default
+   *  VAT_QUEUE_HIGH_DEFAULT. */
+  size_t high;
+  /** Overloaded until its queue is below this. Default high / 4 (at least
+   *  1); must not exceed high. */
+  size_t low;
+} vat_overload;
+
+enum { VAT_QUEUE_HIGH_DEFAULT = 4096 };
+
 typedef struct vat_config {
   /** Worker threads, one per core by default. 0 makes a host-driven
    *  system: no threads of its own; it runs only inside vat_system_run()
@@ -105,6 +158,11 @@ typedef struct vat_config {
    *  older ones are overwritten. 0: $VAT_TRACE_EVENTS if set, else 65536
    *  (3 MiB per worker). */
   size_t trace_events;
+  /** The default overload settings of the system's vats (zeros: mute
+   *  senders past VAT_QUEUE_HIGH_DEFAULT queued messages, until the queue
+   *  is below a quarter of that). A vat may have its own (see
+   *  vat_entity_def.overload and vat_overload_set). */
+  vat_overload overload;
 } vat_config;
 
 /** Fills `cfg` with the defaults. Any thread. */
@@ -112,8 +170,9 @@ void vat_config_default(vat_config *cfg);
 
 /** Creates a system and starts its workers. `cfg` NULL means defaults.
  *  Host thread. Errors: VAT_EINVAL (NULL out, batch 0, deterministic with
- *  workers), VAT_ENOTINIT, VAT_ENOTREGISTERED, VAT_EINTURN, VAT_ENOMEM
- *  (threads, the wake-up descriptor). */
+ *  workers, a bad overload policy or low > high), VAT_ENOTINIT,
+ * VAT_ENOTREGISTERED, VAT_EINTURN, VAT_ENOMEM (threads, the wake-up
+ * descriptor). */
 int vat_system_new(const vat_config *cfg, vat_system **out);
 
 /** Stops accepting sends from host threads, waits until the system is
@@ -123,7 +182,8 @@ int vat_system_new(const vat_config *cfg, vat_system **out);
  *  breaking with `shutdown`. No accepted message is lost: one whose sender
  *  (a host thread, or a vat of another system) was already past the
  *  system's state check is waited for, so once this returns, delivered +
- *  dead_letters + dropped_at_shutdown counts every message accepted.
+ *  dead_letters + dropped_at_shutdown + overload_dropped counts every
+ *  message accepted.
  *  Then everything outside the system waits on its vats settles with the
  *  reason `shutdown` (vat_atom_shutdown()): promises of requests they
  *  received from host threads (vat_host_call) or from vats of other
@@ -150,6 +210,7 @@ typedef struct vat_stats {
   uint64_t dropped_at_shutdown; /* messages still queued when it stopped */
   uint64_t spawned;             /* vats spawned */
   uint64_t terminated;          /* vats ended */
+  uint64_t overload_dropped;    /* dropped by VAT_OVERLOAD_DROP */
 } vat_stats;
 
 /** A snapshot of the system's counters (each exact once it is quiescent).
@@ -189,6 +250,10 @@ typedef struct vat_entity_def {
    *  (vat_spawn, vat_host_spawn...; copied, see vat/observe.h); ignored
    *  by vat_entity_new. */
   const char *label;
+  /** Optional: the overload settings of a vat this definition spawns
+   *  (copied; NULL: the system's); ignored by vat_entity_new. A bad
+   *  policy or low > high makes the spawn fail with VAT_EINVAL. */
+  const vat_overload *overload;
 } vat_entity_def;
 
 /** Spawns a new vat whose first entity is made from `def`; stores a ref to
@@ -235,6 +300,56 @@ int vat_host_send(vat_ref *to, vat_fn fn, void *arg);
 
 /** vat_send_msg from a host thread; errors as vat_host_send. */
 int vat_host_send_msg(vat_ref *to, const vat_atom *selector, vat_value value);
+
+/** Urgent messages (CAF's `urgent`), for control traffic: as vat_send,
+ *  vat_send_msg and vat_host_send, but the message goes ahead of every
+ *  ordinary message (and signal) queued for the target when the target
+ *  takes it from its mailbox, behind only the urgent messages that came
+ *  before it; so urgent messages from one sender keep their order, and a
+ *  vat's ordinary messages may be overtaken by its own urgent ones. They
+ *  bypass backpressure: sending one does not mute the sender, and
+ *  VAT_OVERLOAD_DROP does not drop it. One a vat sends to itself is
+ *  queued as its other self-sends, in order. Errors: as the plain call. */
+int vat_send_urgent(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg);
+int vat_send_msg_urgent(vat_turn *turn, vat_ref *to, const vat_atom *selector,
+                        vat_value value);
+int vat_host_send_urgent(vat_ref *to, vat_fn fn, void *arg);
+
+/* --- Overload ----------------------------------------------------------- */
+
+/** vat_host_send that respects backpressure: while `to`'s vat is
+ *  overloaded (see vat_overload_policy) it waits, up to `timeout_s`
+ *  seconds, for it to drain below its low mark, then sends. The plain
+ *  vat_host_send never waits: it queues past any mark (or, under
+ *  VAT_OVERLOAD_DROP, is dropped). With `timeout_s` 0 it does not wait.
+ *  Host thread. Errors: as vat_host_send, and VAT_EAGAIN (timeout 0 and
+ *  the vat is overloaded) or VAT_ETIMEDOUT (still overloaded at the
+ *  deadline): then nothing was sent. A negative or NaN timeout:
+ *  VAT_EINVAL. The vat drains only while its system runs: in a
+ *  host-driven system, waiting on the thread that runs it waits out the
+ *  timeout. */
+int vat_host_send_wait(vat_ref *to, vat_fn fn, void *arg, double timeout_s);
+
+/** Changes the calling vat's overload settings (zero fields: the system's
+ *  values), from its next batch's end on. Inside a turn. Errors:
+ *  VAT_EINVAL (NULL ov, a bad policy, low > high), VAT_ENOTINTURN,
+ *  VAT_ETURNFAILED. */
+int vat_overload_set(vat_turn *turn, const vat_overload *ov);
+
+/** The number of messages queued for `ref`'s vat and not yet handled.
+ *  Any thread, without stopping the vat. For a vat that is behind (its
+ *  last batch left messages waiting) with fewer than its high mark queued,
+ *  it is the count that vat took at its last batch's end, read in
+ *  constant time; otherwise the queue is counted (time proportional to
+ *  it), exact while the vat is idle, approximate while it runs. 0 for
+ *  NULL or a dead vat. */
+size_t vat_ref_queue_len(vat_ref *ref);
+
+/** Whether `ref`'s vat is overloaded now (a snapshot). Any thread. */
+bool vat_ref_overloaded(vat_ref *ref);
+
+/** The reason a VAT_OVERLOAD_FAIL vat ends with: the atom "overloaded". */
+const vat_atom *vat_atom_overloaded(void);
 
 /* --- The current turn --------------------------------------------------- */
 

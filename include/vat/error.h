@@ -30,6 +30,7 @@ extern "C" {
     "the collector's interior-pointer recognition is off; libvat needs it "    \
     "(do not call GC_set_all_interior_pointers(0))")                           \
   X(EIO, -16, "input/output error (errno says which)")                         \
+  X(EAGAIN, -17, "the target is overloaded; try again later")                   \
   /* CapTP's wire format (vat/captp.h) numbers its codes from -40. */          \
   X(EFRAME, -40, "malformed netstring frame")                                  \
   X(EFRAMESIZE, -41, "frame larger than the configured maximum")               \

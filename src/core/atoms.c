@@ -13,6 +13,7 @@ void vat__atoms_intern(void) {
       .not_a_ref = vat_atom_intern("not_a_ref"),
       .promise_cycle = vat_atom_intern("promise_cycle"),
       .demonitored = vat_atom_intern("demonitored"),
+      .overloaded = vat_atom_intern("overloaded"),
   };
 }
 

@@ -8,6 +8,7 @@
 typedef struct vat__atoms {
   const vat_atom *normal, *killed, *noproc, *shutdown;
   const vat_atom *timeout, *not_a_ref, *promise_cycle, *demonitored;
+  const vat_atom *overloaded;
 } vat__atoms;
 
 extern vat__atoms vat__atom;

@@ -36,7 +36,8 @@ static const char *symbol_name(vat_fn fn) {
 }
 
 static void describe_cause(const vat__msg *m, vat_crash_report *r) {
-  if (m->fn == vat__dispatch_dynamic) {
+  vat_fn fn = vat__msg_fn(m); /* an urgent message: what it runs */
+  if (fn == vat__dispatch_dynamic) {
     r->selector = m->arg;
   } else if (m->fn == vat__dispatch_signal) {
     const vat__signal *sig = m->arg;
@@ -48,8 +49,8 @@ static void describe_cause(const vat__msg *m, vat_crash_report *r) {
       r->signal = sig->cls->name ? sig->cls->name : "signal";
     }
   } else {
-    r->handler = m->fn;
-    r->handler_name = symbol_name(m->fn);
+    r->handler = fn;
+    r->handler_name = symbol_name(fn);
   }
 }
 

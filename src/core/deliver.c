@@ -16,6 +16,7 @@
  */
 #include "core/deliver.h"
 
+#include "core/flow.h"
 #include "core/schedule.h"
 #include "core/system.h"
 #include "core/trace.h"
@@ -37,6 +38,10 @@ void vat__dispatch_signal(vat_turn *turn, void *state, void *arg) {
   sig->cls->deliver(turn, state, sig);
 }
 
+void vat__run_urgent(vat_turn *turn, void *state, void *arg) {
+  vat__msg_fn(turn->msg)(turn, state, arg);
+}
+
 void vat__signal_drop_nothing(vat__worker *w, vat_ref *target,
                               vat__signal *sig) {
   (void)w;
@@ -47,7 +52,8 @@ void vat__signal_drop_nothing(vat__worker *w, vat_ref *target,
 /* --- Dropping ------------------------------------------------------------ */
 
 static const vat_atom *selector_of(const vat__msg *m) {
-  return m->fn == vat__dispatch_dynamic ? (const vat_atom *)m->arg : NULL;
+  return vat__msg_fn(m) == vat__dispatch_dynamic ? (const vat_atom *)m->arg
+                                                 : NULL;
 }
 
 static void call_hook(vat_system *sys, vat__msg *m) {
@@ -120,10 +126,14 @@ static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
   int rc = VAT_OK;
   int state = vat__system_state(sys);
   VAT__TEST_POINT("send.external.after_state_check");
+  uint8_t flags = atomic_load_explicit(&to->flags, memory_order_acquire);
   if (w == NULL && state != VAT__RUNNING)
     rc = VAT_ECLOSED;
-  else if (state >= VAT__STOPPED || vat__is_dead(to))
+  else if (state >= VAT__STOPPED || (flags & VAT__DEAD))
     drop_chain(w, first, last);
+  else if ((flags & VAT__OVERLOADED) &&
+           (first = vat__flow_on_send(w, to, first, &last)) == NULL)
+    ; /* all dropped (VAT_OVERLOAD_DROP) */
   else if (vat__mailbox_push_chain(&to->mailbox, first, last))
     vat__schedule_external(sys, to);
   /* Shutdown waits for the last one out, both while closing (quiescence)
@@ -146,11 +156,18 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last) {
     deliver_external(w, first, last);
     return;
   }
-  /* The dead check is a shortcut: a vat that dies after it still drops the
-   * message, when its turn loop drains the mailbox. */
-  if (vat__is_dead(to)) {
-    drop_chain(w, first, last);
-    return;
+  /* One load, one test for both rare cases. The dead check is a shortcut:
+   * a vat that dies after it still drops the message, when its turn loop
+   * drains the mailbox. The overload check reads the flag as the target
+   * last measured it (core/flow.h): a hint, as the policy allows. */
+  uint8_t flags = atomic_load_explicit(&to->flags, memory_order_acquire);
+  if (__builtin_expect(flags & (VAT__DEAD | VAT__OVERLOADED), 0)) {
+    if (flags & VAT__DEAD) {
+      drop_chain(w, first, last);
+      return;
+    }
+    if ((first = vat__flow_on_send(w, to, first, &last)) == NULL)
+      return;
   }
   if (vat__mailbox_push_chain(&to->mailbox, first, last))
     vat__schedule(w, to);
@@ -174,6 +191,30 @@ static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
     vat__deliver(w, m, m);
   else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
     vat__dead_letter(NULL, m);
+}
+
+void vat__flag_urgent(vat__vat *v) {
+  /* Release: the turn loop's acquire load of the flags then finds the
+   * push, wherever the message is now (stack or private list). */
+  atomic_fetch_or_explicit(&v->flags, VAT__URGENT, memory_order_release);
+}
+
+void vat__deliver_now_urgent(vat_ref *to, vat_fn fn, void *arg,
+                             vat_value value) {
+  vat__worker *w = vat__current_worker;
+  vat__msg *m = w ? vat__msg_alloc(&w->pool) : vat__msg_alloc_unpooled();
+  m->target = to;
+  vat__msg_set_urgent(m, fn);
+  m->arg = arg;
+  m->value = value;
+  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  if (w != NULL && w->trace != NULL)
+    vat__trace_send_now(w->trace, m);
+  if (w != NULL)
+    vat__deliver(w, m, m);
+  else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
+    vat__dead_letter(NULL, m);
+  vat__flag_urgent(to->vat);
 }
 
 void vat__deliver_now_msg(vat_ref *to, vat_fn fn, void *arg, vat_value value) {

@@ -84,6 +84,15 @@ static inline void vat__alert(vat__vat *v) {
   atomic_fetch_or_explicit(&v->flags, VAT__ALERTED, memory_order_release);
 }
 
+/** An urgent message (core/message.h) of `fn` to `to`, delivered now as
+ *  vat__deliver_now_msg does, then the target flagged (vat__flag_urgent):
+ *  an urgent send's commit. */
+void vat__deliver_now_urgent(vat_ref *to, vat_fn fn, void *arg,
+                             vat_value value);
+/** Tells v's turn loop that an urgent message was pushed to it. After the
+ *  push, from any thread. */
+void vat__flag_urgent(vat__vat *v);
+
 /** Runs a signal (in `arg`): its class's deliver. */
 void vat__dispatch_signal(vat_turn *turn, void *state, void *arg);
 

@@ -103,24 +103,29 @@ static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
  * `taken` and `top` stay as they were, so the vat cannot go idle (try_idle's
  * CAS fails) and a later take gets the whole segment. With `wait` (a vat
  * that will not run again) it waits for the producer instead. */
-static VAT__HOT bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
+static inline __attribute__((always_inline)) size_t
+take_impl(vat__mailbox *mb, vat__msgpool *pool, bool wait,
+          const bool counting) {
   /* Acquire pairs with the producers' release exchange: their messages'
    * contents are visible from here on. */
   vat__msg *top = atomic_load_explicit(&mb->top, memory_order_acquire);
   vat__msg *taken = vat__mailbox_taken(mb);
   if (top == taken)
-    return false;
+    return 0;
   vat__msg *fifo = NULL;
+  size_t n = 0; /* `counting` only: a constant 1 otherwise */
   for (vat__msg *m = top; m != taken;) {
     vat__msg *older = atomic_load_explicit(&m->next, memory_order_acquire);
     if (older == VAT__MAILBOX_UNLINKED &&
         (older = link_below(m, wait)) == VAT__MAILBOX_UNLINKED) {
       restore_stack(fifo, m);
-      return false;
+      return 0;
     }
     atomic_store_explicit(&m->next, fifo, memory_order_relaxed);
     fifo = m;
     m = older;
+    if (counting)
+      n++;
   }
   if (mb->taken & VAT__TAKEN_DONE)
     recycle(pool, taken);
@@ -130,7 +135,15 @@ static VAT__HOT bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
     atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
   vat__mailbox_set_taken(mb, (uintptr_t)top);
   mb->tail = top;
-  return true;
+  return counting ? n : 1;
+}
+
+static VAT__HOT bool take(vat__mailbox *mb, vat__msgpool *pool, bool wait) {
+  return take_impl(mb, pool, wait, false) != 0;
+}
+
+size_t vat__mailbox_take_counted(vat__mailbox *mb, vat__msgpool *pool) {
+  return take_impl(mb, pool, false, true);
 }
 
 VAT__HOT bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool) {
@@ -159,6 +172,35 @@ VAT__HOT bool vat__mailbox_try_idle(vat__mailbox *mb, vat__msgpool *pool) {
   if (taken_bits & VAT__TAKEN_DONE)
     recycle(pool, taken);
   return true;
+}
+
+/* Whether `m` is an urgent message (core/message.h). */
+static bool is_urgent(const vat__msg *m) {
+  return m->fn == vat__run_urgent;
+}
+
+void vat__mailbox_hoist_urgent(vat__mailbox *mb, vat__msgpool *pool) {
+  take(mb, pool, false);
+  vat__msg *uh = NULL, *ut = NULL, *nh = NULL, *nt = NULL;
+  for (vat__msg *m = mb->head, *next; m != NULL; m = next) {
+    next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+    vat__msg **h = is_urgent(m) ? &uh : &nh;
+    vat__msg **t = is_urgent(m) ? &ut : &nt;
+    if (*t)
+      atomic_store_explicit(&(*t)->next, m, memory_order_relaxed);
+    else
+      *h = m;
+    *t = m;
+  }
+  if (uh != NULL) {
+    atomic_store_explicit(&ut->next, nh, memory_order_relaxed);
+    vat__mailbox_set_head(mb, uh);
+    mb->tail = nh ? nt : ut;
+  } else {
+    vat__mailbox_set_head(mb, nh);
+    mb->tail = nt;
+  }
 }
 
 vat__msg *vat__mailbox_find(vat__mailbox *mb, vat__msgpool *pool,

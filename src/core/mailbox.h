@@ -19,9 +19,16 @@
  * pushed again would look like "nothing new". It is freed when a newer node
  * replaces it, or when the vat goes idle (then `top` no longer holds it).
  *
+ * The private list is first in, first out, with one exception: when a
+ * sender flags an urgent message, the turn loop moves the urgent messages
+ * queued to its front (vat__mailbox_hoist_urgent), each kind keeping its
+ * order.
+ *
  * Invariant: top != IDLE implies the vat is in a run queue, in a worker's
- * next slot, or running — or a producer that saw IDLE is about to put it
- * there. So no message waits in an idle vat.
+ * next slot, running, or muted: on an overloaded vat's muted list, which
+ * that vat schedules again when it drains, goes idle or ends, and which
+ * shutdown counts (core/flow.h) — or a producer that saw IDLE is about to
+ * put it in one of those places. So no message waits in an idle vat.
  *
  * A producer preempted between its exchange and its link store leaves the
  * consumer a segment it cannot walk. The consumer does not wait for it
@@ -90,6 +97,10 @@ void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
  *  the mailbox no longer needs go back to `pool` (NULL: to the collector). */
 bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
 
+/** vat__mailbox_take_new returning how many messages it took (0: none).
+ *  Not for the hot path: the overload count's (core/flow.h). */
+size_t vat__mailbox_take_counted(vat__mailbox *mb, vat__msgpool *pool);
+
 /** Consumer: the next message, or NULL when nothing is queued now or what
  *  is queued waits for a producer mid-push (try_idle then fails). Inline:
  *  one per turn, and mostly the private list has one ready. */
@@ -118,6 +129,12 @@ vat__msg *vat__mailbox_find(vat__mailbox *mb, vat__msgpool *pool,
  *  accepts, and returns them linked in queue order (last->next NULL). */
 vat__msg *vat__mailbox_extract(vat__mailbox *mb, vat__msg_match *match,
                                void *ctx, const vat__msg *stop);
+
+/** Consumer: takes what was pushed, then moves the urgent messages
+ *  (core/message.h) ahead of the others, keeping the order within each
+ *  kind. Walks the whole queue: for the turn loop when a sender flagged
+ *  an urgent message (VAT__URGENT), never per message. */
+void vat__mailbox_hoist_urgent(vat__mailbox *mb, vat__msgpool *pool);
 
 /** Consumer: puts back the message vat__mailbox_pop just returned, so that
  *  it is the next again. */

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "vat/core.h"
 
@@ -34,6 +35,27 @@ struct vat__msg {
    * nothing clears it as a node is recycled. It fills what was padding. */
   uint64_t flow;
 };
+
+/* An urgent message's `fn` (core/deliver.c): it runs the sender's
+ * function, kept in `aux`. The turn loop finds urgent messages by it
+ * when their sender flags the vat (vat__mailbox_hoist_urgent). */
+void vat__run_urgent(vat_turn *turn, void *state, void *arg);
+
+/** The function `m` runs for its sender: its `fn`, or an urgent one's. */
+static inline vat_fn vat__msg_fn(const vat__msg *m) {
+  if (m->fn != vat__run_urgent)
+    return m->fn;
+  vat_fn fn; /* a function pointer kept in an object pointer's bytes */
+  memcpy(&fn, &m->aux, sizeof fn);
+  return fn;
+}
+
+/** Makes `m` an urgent message that runs `fn`. */
+static inline void vat__msg_set_urgent(vat__msg *m, vat_fn fn) {
+  _Static_assert(sizeof fn == sizeof m->aux, "a function fits in aux");
+  m->fn = vat__run_urgent;
+  memcpy(&m->aux, &fn, sizeof fn);
+}
 
 /* A node fills a cache line and slabs are line-aligned, so nodes in use on
  * two cores never share a line: two workers each reusing a node from one

@@ -3,7 +3,9 @@
 #include "core/deliver.h"
 #include "core/system.h"
 #include "core/worker.h"
+#include "util/container.h"
 #include "util/cpu.h"
+#include "util/mem.h"
 
 static vat__msg *buffer(vat_turn *t, vat_ref *to, vat_fn fn, void *arg) {
   vat__msg *m = vat__msg_alloc(&t->worker->pool);
@@ -39,6 +41,55 @@ int vat_send_msg(vat_turn *turn, vat_ref *to, const vat_atom *selector,
   return VAT_OK;
 }
 
+/* An urgent send is an effect of its turn, not a buffered send: its
+ * commit pushes it and then flags the target, in its place among the
+ * turn's other sends. Urgent messages are control traffic: the effect's
+ * allocation is not on the message hot path. */
+typedef struct urgent_send {
+  vat__effect base;
+  vat_ref *to;
+  vat_fn fn;
+  void *arg;
+  vat_value value;
+} urgent_send;
+
+static void urgent_commit(vat_turn *turn, vat__effect *e) {
+  (void)turn;
+  urgent_send *u = vat__container_of(e, urgent_send, base);
+  vat__deliver_now_urgent(u->to, u->fn, u->arg, u->value);
+}
+
+static int send_urgent(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg,
+                       vat_value value) {
+  urgent_send *u = vat__gc_alloc(sizeof *u);
+  *u = (urgent_send){.base.commit = urgent_commit,
+                     .to = to,
+                     .fn = fn,
+                     .arg = arg,
+                     .value = value};
+  vat__turn_defer(turn, &u->base);
+  return VAT_OK;
+}
+
+int vat_send_urgent(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (to == NULL || fn == NULL)
+    return VAT_EINVAL;
+  return send_urgent(turn, to, fn, arg, vat_null());
+}
+
+int vat_send_msg_urgent(vat_turn *turn, vat_ref *to, const vat_atom *selector,
+                        vat_value value) {
+  int rc = vat__check_turn(turn);
+  if (rc != VAT_OK)
+    return rc;
+  if (to == NULL || selector == NULL)
+    return VAT_EINVAL;
+  return send_urgent(turn, to, vat__dispatch_dynamic, (void *)selector, value);
+}
+
 int vat__send_signal(vat_turn *turn, vat_ref *to, vat__signal *sig) {
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
@@ -52,9 +103,10 @@ int vat__send_signal(vat_turn *turn, vat_ref *to, vat__signal *sig) {
 /* --- From host threads --------------------------------------------------- */
 
 /* `check` is the caller's check of its own arguments, made after the
- * thread's: an unregistered thread hears so first. */
+ * thread's: an unregistered thread hears so first. `urgent`: the
+ * function `fn` runs as an urgent message. */
 static inline int host_send(vat_ref *to, bool check, vat_fn fn, void *arg,
-                            vat_value value) {
+                            vat_value value, bool urgent) {
   int rc = vat__check_host();
   if (rc != VAT_OK)
     return rc;
@@ -63,20 +115,30 @@ static inline int host_send(vat_ref *to, bool check, vat_fn fn, void *arg,
   vat__msg *m = vat__msg_alloc_unpooled();
   m->target = to;
   m->fn = fn;
+  if (urgent)
+    vat__msg_set_urgent(m, fn);
   m->arg = arg;
   m->value = value;
-  return vat__deliver_from_host(m);
+  rc = vat__deliver_from_host(m);
+  if (urgent && rc == VAT_OK)
+    vat__flag_urgent(to->vat);
+  return rc;
 }
 
 int vat_host_send(vat_ref *to, vat_fn fn, void *arg) {
-  return host_send(to, fn != NULL, fn, arg, vat_null());
+  return host_send(to, fn != NULL, fn, arg, vat_null(), false);
+}
+
+int vat_host_send_urgent(vat_ref *to, vat_fn fn, void *arg) {
+  return host_send(to, fn != NULL, fn, arg, vat_null(), true);
 }
 
 int vat_host_send_msg(vat_ref *to, const vat_atom *selector, vat_value value) {
   return host_send(to, selector != NULL, vat__dispatch_dynamic,
-                   (void *)selector, value);
+                   (void *)selector, value, false);
 }
 
 int vat__host_send_signal(vat_ref *to, vat__signal *sig) {
-  return host_send(to, sig != NULL, vat__dispatch_signal, sig, vat_null());
+  return host_send(to, sig != NULL, vat__dispatch_signal, sig, vat_null(),
+                   false);
 }

@@ -7,6 +7,7 @@
 
 #include "core/atoms.h"
 #include "core/deliver.h"
+#include "core/flow.h"
 #include "core/trace.h"
 #include "core/turn.h"
 #include "core/worker.h"
@@ -238,33 +239,94 @@ run_flagged(vat__worker *w, vat__vat *v, vat__msg *m, uint8_t flags) {
   return false;
 }
 
-/* Up to `budget` turns of `v`; see vat__run_batch. */
+/* The cold half of try_idle: settle, then try. */
+static __attribute__((noinline, cold)) bool settle_then_idle(vat__vat *v,
+                                                             vat__msgpool *p) {
+  vat__flow_settle(vat__current_worker, v);
+  return vat__mailbox_try_idle(&v->mailbox, p);
+}
+
+/* vat__mailbox_try_idle for the turn loop: a vat that was behind or
+ * overloaded settles that first (core/flow.h), while it is still this
+ * worker's. Out of line, as try_idle is, and shaped like it (the mailbox
+ * is the vat's first member), so that the common case is a test and a
+ * jump: a test in the loop itself cost ping-pong 4% of its instructions,
+ * in spilled registers. */
+_Static_assert(offsetof(vat__vat, mailbox) == 0,
+               "a vat starts with its mailbox");
+static __attribute__((noinline)) bool try_idle(vat__vat *v, vat__msgpool *p) {
+  /* Relaxed: bits this worker alone sets and clears, while it runs v. */
+  if (__builtin_expect(atomic_load_explicit(&v->flags, memory_order_relaxed) &
+                           (VAT__BEHIND | VAT__OVERLOADED),
+                       0))
+    return settle_then_idle(v, p);
+  return vat__mailbox_try_idle(&v->mailbox, p);
+}
+
+/* The end of a batch that did not go idle: out of budget, stopped to be
+ * muted, or waiting for a producer mid-push. Out of line: once per batch,
+ * and the loop stays small. */
+static __attribute__((noinline)) bool batch_end(vat__worker *w, vat__vat *v) {
+  vat__mailbox *mb = &v->mailbox;
+  if (!vat__mailbox_has_work(mb) && try_idle(v, &w->pool))
+    return false; /* v may run elsewhere now: not touched again */
+  vat__flow_behind(w, v);
+  if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__MUTING)
+    return vat__flow_mute(w, v);
+  return true;
+}
+
+/* A sender flagged an urgent message: clear the flag, then move the
+ * urgent messages queued (wherever a take put them) to the front. The
+ * acquire pairs with vat__flag_urgent's release: the push is seen. It
+ * walks the queue once per flagging, not per message; backpressure keeps
+ * the queue short. */
+static __attribute__((noinline, cold)) void hoist_urgent(vat__worker *w,
+                                                         vat__vat *v) {
+  atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__URGENT,
+                            memory_order_acquire);
+  vat__mailbox_hoist_urgent(&v->mailbox, &w->pool);
+  vat__flow_recount(v); /* the order changed under the count's cursor */
+}
+
+/* Up to `budget` turns of `v`; see vat__run_batch. The overload count
+ * (core/flow.h) costs the loop nothing per message: the batch's end
+ * learns how many turns ran from the vat's turn counter, and a vat to be
+ * muted is told by the flag the loop tests anyway. */
 static inline __attribute__((always_inline)) bool
 run_batch(vat__worker *w, vat__vat *v, unsigned budget, const bool traced) {
   vat__mailbox *mb = &v->mailbox;
   while (budget > 0) {
     vat__msg *m = vat__mailbox_pop(mb, &w->pool);
     if (m == NULL) {
-      if (vat__mailbox_try_idle(mb, &w->pool))
+      if (try_idle(v, &w->pool))
         return false;
       /* A push raced with us: take it. Still nothing means its producer
        * is mid-push; run again later rather than wait for it. */
       if ((m = vat__mailbox_pop(mb, &w->pool)) == NULL)
-        return true;
+        return batch_end(w, v);
     }
-    /* One test on the common path: alive, and nothing overtakes. */
+    /* One test on the common path: alive, nothing overtakes, not muted. */
     uint8_t flags = atomic_load_explicit(&v->flags, memory_order_acquire);
-    if (__builtin_expect(flags == 0, 1)) {
+    if (__builtin_expect((flags & VAT__ATTENTION) == 0, 1)) {
       run_turn(w, v, m, traced);
-    } else if (!run_flagged(w, v, m, flags)) {
-      budget--; /* bounds the searches while a producer is mid-push */
-      continue;
+    } else if ((flags & (VAT__DEAD | VAT__ALERTED)) == 0) {
+      vat__mailbox_unpop(mb, m);
+      if (!(flags & VAT__URGENT))
+        return batch_end(w, v); /* VAT__MUTING: the batch stops here */
+      hoist_urgent(w, v);
+      continue; /* the flag is clear: this happens once per flagging */
+    } else {
+      vat__flow_recount(v); /* messages move other than by pops */
+      if (!run_flagged(w, v, m, flags)) {
+        budget--; /* bounds the searches while a producer is mid-push */
+        continue;
+      }
     }
     vat__mailbox_done(mb, &w->pool, m);
     budget--;
   }
-  /* Out of budget: go idle if that was all, else ask to run again later. */
-  return vat__mailbox_has_work(mb) || !vat__mailbox_try_idle(mb, &w->pool);
+  return batch_end(w, v);
 }
 
 /* A traced system's batches: the same loop, each turn timed and recorded.

@@ -1,6 +1,7 @@
 /* Vats and entities: making them, ending them, and what a ref can tell. */
 #include "core/atoms.h"
 #include "core/crash.h"
+#include "core/flow.h"
 #include "core/hooks.h"
 #include "core/system.h"
 #include "core/trace.h"
@@ -43,6 +44,8 @@ int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
     vat__ext_of(v)->first_stop = def->on_stop;
   if (def->label)
     vat__label_set(v, def->label);
+  if (def->overload)
+    vat__flow_configure(v, def->overload); /* checked by the callers */
   *out = v;
   return VAT_OK;
 }
@@ -61,7 +64,11 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason,
   x->exit_reason = reason;
   /* Release: readers that see `dead` see the reason. Messages still queued
    * are dropped by the turn loop as it drains the mailbox. */
-  atomic_fetch_or_explicit(&v->flags, VAT__DEAD, memory_order_release);
+  uint8_t was =
+      atomic_fetch_or_explicit(&v->flags, VAT__DEAD, memory_order_release);
+  /* Its muted senders and waiting hosts must not wait on a dead vat. */
+  if (was & VAT__OVERLOADED)
+    vat__flow_release(w, v);
   vat__count(&w->terminated, 1);
   if (w->trace != NULL)
     vat__trace_exit(w->trace, v, reason);
@@ -83,7 +90,9 @@ static int check_make(vat_turn *turn, const vat_entity_def *def,
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
     return rc;
-  return def == NULL || out == NULL ? VAT_EINVAL : VAT_OK;
+  if (def == NULL || out == NULL)
+    return VAT_EINVAL;
+  return vat__flow_check(turn->vat->sys, def->overload);
 }
 
 int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
@@ -109,7 +118,8 @@ int vat_host_spawn(vat_system *sys, const vat_entity_def *def, vat_ref **out,
   int rc = vat__check_host();
   if (rc != VAT_OK)
     return rc;
-  if (sys == NULL || def == NULL || out == NULL)
+  if (sys == NULL || def == NULL || out == NULL ||
+      vat__flow_check(sys, def->overload) != VAT_OK)
     return VAT_EINVAL;
   if (vat__system_state(sys) != VAT__RUNNING)
     return VAT_ECLOSED;

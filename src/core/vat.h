@@ -22,7 +22,18 @@
 typedef struct vat__vat vat__vat;
 typedef struct vat__worker vat__worker;
 
-enum { VAT__DEAD = 1, VAT__ALERTED = 2 }; /* vat__vat.flags */
+/* vat__vat.flags. DEAD, ALERTED and MUTING need the turn loop's
+ * attention (VAT__ATTENTION); OVERLOADED and BEHIND are the vat worker's
+ * own bookkeeping of its queue (core/flow.h), which senders read. */
+enum {
+  VAT__DEAD = 1,
+  VAT__ALERTED = 2,
+  VAT__OVERLOADED = 4,
+  VAT__BEHIND = 8,
+  VAT__MUTING = 16, /* a turn of it sent to an overloaded vat */
+  VAT__URGENT = 32, /* an urgent message was pushed to it */
+  VAT__ATTENTION = VAT__DEAD | VAT__ALERTED | VAT__MUTING | VAT__URGENT,
+};
 
 #define VAT__CACHE_LINE 64
 
@@ -36,11 +47,15 @@ enum { VAT__DEAD = 1, VAT__ALERTED = 2 }; /* vat__vat.flags */
 struct vat__exits;
 struct vat__promises;
 struct vat__timers;
+struct vat__flow;
 typedef struct vat__vat_ext {
   vat_value exit_reason; /* set when the vat ends, before `dead` */
   struct vat__exits *exits;
   struct vat__promises *promises;
   struct vat__timers *timers;
+  /* Queue length, overload policy, muted senders (core/flow.h): made by
+   * the vat's worker, published with a release store. */
+  struct vat__flow *flow;
   /* The first entity's stop callback, kept here by the core rather than
    * in `exits`: a short-lived vat that only wants its end seen costs two
    * allocations, not four. The exits module runs it, before the other
@@ -73,7 +88,10 @@ struct vat__vat {
   /* VAT__DEAD: set once, with release, after ext->exit_reason is written.
    * VAT__ALERTED: set, with release, after a signal that may end the vat
    * ahead of its queue was pushed (vat__alert); the turn loop clears it.
-   * One byte: the turn loop reads both with the one load it makes per
+   * VAT__OVERLOADED, VAT__BEHIND, VAT__MUTING: see core/flow.h.
+   * VAT__URGENT: set, with release, after an urgent message was pushed;
+   * the turn loop clears it and moves urgent messages to the front.
+   * One byte: the turn loop reads them with the one load it makes per
    * turn. */
   _Atomic uint8_t flags;
   /* Whether the vat traps exits, mirrored by the exits module for senders

@@ -36,7 +36,10 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
     cfg = &defaults;
   }
   if (out == NULL || cfg->batch == 0 ||
-      (cfg->deterministic && cfg->workers != 0))
+      (cfg->deterministic && cfg->workers != 0) ||
+      (unsigned)cfg->overload.policy > VAT_OVERLOAD_NONE ||
+      (cfg->overload.high != 0 && cfg->overload.low > cfg->overload.high) ||
+      (cfg->overload.high == 0 && cfg->overload.low > VAT_QUEUE_HIGH_DEFAULT))
     return VAT_EINVAL;
   bool host_driven = cfg->workers == 0;
   unsigned nworkers = host_driven ? 1 : cfg->workers;
@@ -140,6 +143,8 @@ int vat_system_stats(vat_system *sys, vat_stats *out) {
       .spawned = atomic_load(&sys->ext_spawned),
       .terminated = atomic_load(&sys->ext_terminated),
       .dropped_at_shutdown = sys->dropped_at_shutdown,
+      .overload_dropped =
+          atomic_load_explicit(&sys->overload_dropped, memory_order_relaxed),
   };
   for (unsigned i = 0; i < sys->nworkers; i++) {
     vat__worker *w = sys->workers[i];

@@ -10,6 +10,7 @@
 #include <errno.h>
 
 #include "core/deliver.h"
+#include "core/flow.h"
 #include "core/system.h"
 #include "sched/sched.h"
 #include "util/clock.h"
@@ -75,11 +76,18 @@ void vat__wait_senders(vat_system *sys) {
 }
 
 /* Empties a vat's mailbox after the workers stopped; returns how many
- * messages it held. Signals get their drop, so no promise waits for ever. */
+ * messages it held. Signals get their drop, so no promise waits for ever.
+ * The vats muted on it (core/flow.h) are in no queue: counted with it. */
 static uint64_t count_queued(vat__vat *v) {
   uint64_t n = 0;
   for (vat__msg *m; (m = vat__mailbox_pop_stopped(&v->mailbox)) != NULL; n++)
     vat__drop_at_shutdown(m);
+  for (vat__vat *muted = vat__flow_take_muted(v), *next; muted != NULL;
+       muted = next) {
+    next = muted->rq_next;
+    muted->rq_next = NULL;
+    n += count_queued(muted); /* a muted vat mutes nobody: one level */
+  }
   return n;
 }
 

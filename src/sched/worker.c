@@ -129,9 +129,14 @@ static vat__vat *take_private(vat__worker *w) {
   return v;
 }
 
-/* After a batch that used up its budget: `v` still has work. */
+/* After a batch that used up its budget: `v` still has work. An
+ * overloaded vat goes where an idle worker can steal it: its senders are
+ * muted (core/flow.h), so the pair the busy list keeps together is
+ * broken anyway, and the backlog drains faster on a core of its own. */
 static void requeue(vat__worker *w, vat__vat *v) {
-  if (w->busy_len < BUSY_MAX && vat__runq_size(&w->runq) == 0)
+  if (w->busy_len < BUSY_MAX && vat__runq_size(&w->runq) == 0 &&
+      !(atomic_load_explicit(&v->flags, memory_order_relaxed) &
+        VAT__OVERLOADED))
     w->busy[w->busy_len++] = v;
   else
     enqueue(w, v);

@@ -1,0 +1,391 @@
+/* See flow.h: queue lengths, overload policies, muting. Nothing here runs
+ * per message; the turn loop and delivery call in only when a flag says
+ * so. */
+#include "core/flow.h"
+
+#include <errno.h>
+
+#include "core/atoms.h"
+#include "core/deliver.h"
+#include "core/schedule.h"
+#include "core/system.h"
+#include "core/turn.h"
+#include "core/worker.h"
+#include "util/clock.h"
+#include "util/mem.h"
+
+/* --- The record ---------------------------------------------------------- */
+
+/* The system's settings with its defaults filled in (runtime/system.c
+ * checked them). */
+static void defaults(vat_system *sys, vat_overload *out) {
+  *out = sys->cfg.overload;
+  if (out->policy == VAT_OVERLOAD_DEFAULT)
+    out->policy = VAT_OVERLOAD_MUTE;
+  if (out->high == 0)
+    out->high = VAT_QUEUE_HIGH_DEFAULT;
+  if (out->low == 0)
+    out->low = out->high / 4 ? out->high / 4 : 1;
+}
+
+static void apply(vat__flow *f, const vat_overload *ov) {
+  atomic_store_explicit(&f->high, ov->high, memory_order_relaxed);
+  atomic_store_explicit(&f->low, ov->low, memory_order_relaxed);
+  atomic_store_explicit(&f->policy, (uint8_t)ov->policy, memory_order_relaxed);
+}
+
+vat__flow *vat__flow_peek(vat__vat *v) {
+  vat__vat_ext *x = vat__ext_peek(v);
+  /* Acquire: pairs with the release store in vat__flow_of. */
+  return x ? __atomic_load_n(&x->flow, __ATOMIC_ACQUIRE) : NULL;
+}
+
+vat__flow *vat__flow_of(vat__vat *v) {
+  vat__vat_ext *x = vat__ext_of(v);
+  if (x->flow != NULL)
+    return x->flow;
+  vat__flow *f = vat__gc_alloc(sizeof *f);
+  pthread_mutex_init(&f->lock, NULL);
+  vat__cond_init_monotonic(&f->drained);
+  vat_overload ov;
+  defaults(v->sys, &ov);
+  apply(f, &ov);
+  /* Release: whoever reads it through vat__flow_peek sees it made. */
+  __atomic_store_n(&x->flow, f, __ATOMIC_RELEASE);
+  return f;
+}
+
+/* Fills in `ov`'s zeros from the system's settings and checks it. */
+static int resolve(vat_system *sys, const vat_overload *in, vat_overload *ov) {
+  vat_overload d;
+  defaults(sys, &d);
+  *ov = *in;
+  if ((unsigned)ov->policy > VAT_OVERLOAD_NONE)
+    return VAT_EINVAL;
+  if (ov->policy == VAT_OVERLOAD_DEFAULT)
+    ov->policy = d.policy;
+  if (ov->high == 0)
+    ov->high = in->low > d.high ? in->low : d.high;
+  if (ov->low == 0)
+    ov->low = ov->high / 4 ? ov->high / 4 : 1;
+  return ov->low <= ov->high ? VAT_OK : VAT_EINVAL;
+}
+
+int vat__flow_check(vat_system *sys, const vat_overload *in) {
+  vat_overload ov;
+  return in == NULL ? VAT_OK : resolve(sys, in, &ov);
+}
+
+int vat__flow_configure(vat__vat *v, const vat_overload *in) {
+  vat_overload ov;
+  int rc = resolve(v->sys, in, &ov);
+  if (rc == VAT_OK)
+    apply(vat__flow_of(v), &ov);
+  return rc;
+}
+
+static size_t high_of(vat__flow *f) {
+  return atomic_load_explicit(&f->high, memory_order_relaxed);
+}
+static size_t low_of(vat__flow *f) {
+  return atomic_load_explicit(&f->low, memory_order_relaxed);
+}
+static uint8_t policy_of(vat__flow *f) {
+  return atomic_load_explicit(&f->policy, memory_order_relaxed);
+}
+
+/* --- The vat's own worker ----------------------------------------------- */
+
+/* The flags only the vat's worker sets and clears; others may set
+ * VAT__ALERTED meanwhile, hence the read-modify-writes. Release on set:
+ * a sender that acquires the flag sees the flow record made. */
+static void set_flag(vat__vat *v, uint8_t bit) {
+  atomic_fetch_or_explicit(&v->flags, bit, memory_order_release);
+}
+static void clear_flag(vat__vat *v, uint8_t bit) {
+  atomic_fetch_and_explicit(&v->flags, (uint8_t)~bit, memory_order_release);
+}
+
+static void store_queued(vat__flow *f, size_t n) {
+  atomic_store_explicit(&f->queued, n, memory_order_relaxed);
+}
+
+/* Clears VAT__OVERLOADED, then schedules every vat muted on v and wakes
+ * the host threads waiting. A sender that mutes itself checks the flag
+ * under the lock: either it saw it clear (and was not muted), or it is
+ * on the list this takes under the same lock after the clear. */
+static void unmute(vat__worker *w, vat__vat *v, vat__flow *f) {
+  clear_flag(v, VAT__OVERLOADED);
+  pthread_mutex_lock(&f->lock);
+  vat__vat *list = f->muted;
+  f->muted = NULL;
+  if (f->waiters != 0)
+    pthread_cond_broadcast(&f->drained);
+  pthread_mutex_unlock(&f->lock);
+  (void)w;
+  while (list != NULL) {
+    vat__vat *next = list->rq_next;
+    list->rq_next = NULL;
+    /* Through the shared queue, not this worker's next slot: the vat that
+     * drained is still running here, and an idle worker may take the
+     * sender at once (a backlogged pair spreads over two workers). */
+    vat__schedule_external(list->sys, list);
+    list = next;
+  }
+}
+
+/* Moves the cursor past the nodes popped since it last moved, then on
+ * toward the tail, counting, but not past `limit` nodes from the head:
+ * the one mark that matters now. Past it, the walk would only pull into
+ * the cache nodes that will be evicted before they are handled (a flood's
+ * queue ran at half speed so). Returns the count, and `*exact` whether it
+ * reached the tail. */
+static size_t count_queue(vat__worker *w, vat__vat *v, vat__flow *f, bool valid,
+                          size_t limit, bool *exact) {
+  vat__mailbox *mb = &v->mailbox;
+  /* Each turn popped one message; wrapping arithmetic, as the counter. */
+  size_t ran = (uint32_t)(v->turns - f->turns);
+  f->turns = v->turns;
+  if (!valid || f->mark == NULL || f->ahead <= ran) { /* popped, unknown */
+    f->mark = NULL;
+    f->ahead = 0;
+  } else {
+    f->ahead -= ran;
+  }
+  *exact = true;
+  /* The cursor at the tail: nothing came in since but what this take
+   * brings, and the take counts it as it walks. Otherwise a pop's take
+   * or a self-send added nodes the cursor must walk over. */
+  if (f->mark != NULL && f->mark == mb->tail) {
+    f->ahead += vat__mailbox_take_counted(mb, &w->pool);
+    f->mark = mb->tail;
+    return f->ahead;
+  }
+  vat__mailbox_take_new(mb, &w->pool);
+  vat__msg *m = f->mark ? f->mark : mb->head;
+  if (m == NULL)
+    return 0;
+  if (f->mark == NULL)
+    f->ahead = 1;
+  vat__msg *next;
+  while ((next = atomic_load_explicit(&m->next, memory_order_relaxed)) !=
+         NULL) {
+    if (f->ahead >= limit) {
+      *exact = false;
+      break;
+    }
+    f->ahead++;
+    m = next;
+  }
+  f->mark = m;
+  return f->ahead;
+}
+
+void vat__flow_recount(vat__vat *v) {
+  vat__vat_ext *x = v->ext;
+  if (x != NULL && x->flow != NULL)
+    x->flow->mark = NULL;
+}
+
+/* A vat that is neither behind nor overloaded yet, with a queue shorter
+ * than this (and than its high mark), is left without a record: most
+ * vats that end a batch with work left have a message or two queued (a
+ * self-send), and 80,000 of them would each carry a record for nothing. */
+enum { QUICK_LOOK = 128 };
+
+/* Whether v's queue is shorter than QUICK_LOOK and its high mark: a walk
+ * of at most that many nodes, which a batch just brought into the cache. */
+static bool queue_is_short(vat__worker *w, vat__vat *v) {
+  vat__flow *f = vat__flow_peek(v);
+  size_t limit = QUICK_LOOK;
+  if (f != NULL && high_of(f) < limit)
+    limit = high_of(f);
+  else if (f == NULL) {
+    vat_overload d;
+    defaults(v->sys, &d);
+    if (d.high < limit)
+      limit = d.high;
+  }
+  vat__mailbox_take_new(&v->mailbox, &w->pool);
+  size_t n = 0;
+  for (vat__msg *m = v->mailbox.head; m != NULL;
+       m = atomic_load_explicit(&m->next, memory_order_relaxed))
+    if (++n >= limit)
+      return false;
+  return true;
+}
+
+void vat__flow_behind(vat__worker *w, vat__vat *v) {
+  uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
+  if (flags & VAT__DEAD)
+    return;
+  if (!(flags & (VAT__BEHIND | VAT__OVERLOADED)) && queue_is_short(w, v))
+    return;
+  vat__flow *f = vat__flow_of(v);
+  bool exact;
+  size_t queued =
+      count_queue(w, v, f, flags & VAT__BEHIND,
+                  flags & VAT__OVERLOADED ? low_of(f) : high_of(f), &exact);
+  /* VAT__QUEUED_PAST: at least `high` (or `low`); a reader counts. */
+  store_queued(f, exact ? queued : VAT__QUEUED_PAST);
+  if (!(flags & VAT__BEHIND))
+    set_flag(v, VAT__BEHIND);
+  uint8_t policy = policy_of(f);
+  if (policy == VAT_OVERLOAD_NONE) {
+    if (flags & VAT__OVERLOADED) /* its policy changed meanwhile */
+      unmute(w, v, f);
+    return;
+  }
+  if (!(flags & VAT__OVERLOADED)) {
+    if (queued < high_of(f))
+      return;
+    if (policy == VAT_OVERLOAD_FAIL) {
+      vat__terminate(w, v, vat_atom_value(vat__atom.overloaded), NULL);
+      return;
+    }
+    set_flag(v, VAT__OVERLOADED);
+  } else if (queued < low_of(f)) {
+    unmute(w, v, f);
+  }
+}
+
+void vat__flow_settle(vat__worker *w, vat__vat *v) {
+  uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
+  if (!(flags & (VAT__BEHIND | VAT__OVERLOADED)))
+    return;
+  vat__flow *f = vat__flow_of(v);
+  store_queued(f, 0);
+  f->mark = NULL; /* a stale link would retain nodes (DESIGN.md) */
+  f->ahead = 0;
+  if (flags & VAT__BEHIND)
+    clear_flag(v, VAT__BEHIND);
+  if (flags & VAT__OVERLOADED)
+    unmute(w, v, f);
+}
+
+void vat__flow_release(vat__worker *w, vat__vat *v) {
+  vat__flow *f = vat__flow_peek(v);
+  if (f != NULL)
+    unmute(w, v, f);
+}
+
+vat__vat *vat__flow_take_muted(vat__vat *v) {
+  vat__flow *f = vat__flow_peek(v);
+  if (f == NULL)
+    return NULL;
+  pthread_mutex_lock(&f->lock);
+  vat__vat *list = f->muted;
+  f->muted = NULL;
+  pthread_mutex_unlock(&f->lock);
+  return list;
+}
+
+/* --- Senders ------------------------------------------------------------- */
+
+bool vat__flow_mute(vat__worker *w, vat__vat *v) {
+  (void)w;
+  uint8_t mine = atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__MUTING,
+                                           memory_order_relaxed);
+  vat__flow *own = vat__flow_of(v);
+  vat__vat *to = own->mute_on;
+  own->mute_on = NULL;
+  /* Never on itself; never while overloaded itself (see flow.h: that is
+   * what keeps mutes from forming a cycle); never once it ended. */
+  if (to == NULL || to == v || (mine & (VAT__OVERLOADED | VAT__DEAD)))
+    return true;
+  vat__flow *f = vat__flow_peek(to);
+  if (f == NULL)
+    return true;
+  pthread_mutex_lock(&f->lock);
+  /* Under the lock: the receiver clears the flag before it takes the
+   * list under this lock (unmute). Acquire: pairs with its release. */
+  uint8_t theirs = atomic_load_explicit(&to->flags, memory_order_acquire);
+  bool wait = (theirs & (VAT__OVERLOADED | VAT__DEAD)) == VAT__OVERLOADED;
+  if (wait) {
+    v->rq_next = f->muted;
+    f->muted = v;
+  }
+  pthread_mutex_unlock(&f->lock);
+  return !wait;
+}
+
+/* Drops the chain's ordinary messages, counted; keeps its signals and
+ * urgent messages, which no policy drops. */
+static vat__msg *drop_ordinary(vat__worker *w, vat__flow *f, vat_system *sys,
+                               vat__msg *first, vat__msg **last) {
+  vat__msg *keep = NULL, *keep_tail = NULL;
+  uint64_t dropped = 0;
+  for (vat__msg *m = first, *next;; m = next) {
+    bool end = m == *last;
+    next = end ? NULL : atomic_load_explicit(&m->next, memory_order_relaxed);
+    if (m->fn == vat__dispatch_signal || m->fn == vat__run_urgent) {
+      atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+      if (keep_tail)
+        atomic_store_explicit(&keep_tail->next, m, memory_order_relaxed);
+      else
+        keep = m;
+      keep_tail = m;
+    } else {
+      dropped++;
+      if (w)
+        vat__msg_free(&w->pool, m);
+    }
+    if (end)
+      break;
+  }
+  /* Relaxed: counts, read in snapshots; nothing is ordered by them. */
+  atomic_fetch_add_explicit(&f->dropped, dropped, memory_order_relaxed);
+  atomic_fetch_add_explicit(&sys->overload_dropped, dropped,
+                            memory_order_relaxed);
+  *last = keep_tail;
+  return keep;
+}
+
+vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
+                            vat__msg **last) {
+  vat__flow *f = vat__flow_peek(to);
+  if (f == NULL)
+    return first;
+  uint8_t policy = policy_of(f);
+  if (policy == VAT_OVERLOAD_DROP)
+    return drop_ordinary(w, f, to->sys, first, last);
+  /* The sender is the vat whose turn is committing on this worker: it
+   * notes the receiver in its own record (its worker's to write) and
+   * flags itself, so that its turn loop stops at the next boundary. */
+  vat_turn *t = vat__current_turn;
+  /* Urgent messages bypass muting: control traffic must get through. */
+  if (policy == VAT_OVERLOAD_MUTE && w != NULL && t != NULL &&
+      first->fn != vat__run_urgent && t->worker == w && t->vat != to &&
+      w->sys == to->sys) {
+    vat__flow_of(t->vat)->mute_on = to;
+    /* Relaxed: only its own worker reads the bit back. */
+    atomic_fetch_or_explicit(&t->vat->flags, VAT__MUTING, memory_order_relaxed);
+  }
+  return first;
+}
+
+bool vat__flow_wait(vat__vat *v, uint64_t deadline_ns) {
+  if (!vat__is_overloaded(v))
+    return true;
+  vat__flow *f = vat__flow_peek(v);
+  if (f == NULL)
+    return true;
+  struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
+                        .tv_nsec = (long)(deadline_ns % 1000000000u)};
+  pthread_mutex_lock(&f->lock);
+  f->waiters++;
+  /* The flag is cleared before unmute takes the lock and broadcasts, so
+   * a waiter that saw it set under the lock is woken. Spurious wake-ups
+   * (the collector's signals among them) just look again. */
+  while (vat__is_overloaded(v) && !vat__is_dead(v) &&
+         vat__system_state(v->sys) == VAT__RUNNING) {
+    if (pthread_cond_timedwait(&f->drained, &f->lock, &ts) == ETIMEDOUT)
+      break;
+  }
+  f->waiters--;
+  /* A vat that ended, or a system that closes, is the send's to report. */
+  bool ok = !vat__is_overloaded(v) || vat__is_dead(v) ||
+            vat__system_state(v->sys) != VAT__RUNNING;
+  pthread_mutex_unlock(&f->lock);
+  return ok;
+}

@@ -1,0 +1,144 @@
+/* Overload: how long a vat's queue is, what happens when it passes its
+ * high mark, and the senders it mutes meanwhile.
+ *
+ * Measuring. The consumer counts its queue at the end of a batch that
+ * left work waiting (a vat that is "behind", Pony's rule), never per
+ * message. A vat with a short queue (a self-send or two) is left at that:
+ * no record, no bit. Otherwise it keeps a cursor into its private list: a
+ * node (`mark`) and how many nodes lie from the head to it (`ahead`). A
+ * batch's end learns how many messages it popped from the vat's turn
+ * counter, so `ahead` drops by that; then it takes what was pushed,
+ * counting it as the take walks it (vat__mailbox_take_counted). Only
+ * nodes that came in another way (a pop's take when the list ran dry, a
+ * self-send) need the cursor to walk over them, counting, up to the mark
+ * that matters (high, or low while overloaded): a longer walk would only
+ * pull into the cache nodes it evicts again before they are handled. The
+ * cursor only moves forward, so each message is walked over once at
+ * most. A batch whose rare paths moved messages (a search for an exit, a
+ * put back, urgent messages moved to the front) counts from the head
+ * again. A vat that goes idle has an empty queue: its count returns to 0
+ * then. VAT__BEHIND says the record holds a count; VAT__OVERLOADED that
+ * it passed the high mark and has not yet drained below the low one.
+ * Both bits are set and cleared by the vat's own worker, between batches;
+ * senders only read them.
+ *
+ * Muting (the default policy). A vat whose turn delivered to an
+ * overloaded vat in its system is taken off the scheduler after that turn:
+ * the delivery notes the receiver in the sender's own record and sets its
+ * VAT__MUTING, which the turn loop tests with the flags it reads anyway;
+ * the batch stops there and its worker parks the sender on the receiver's
+ * muted list instead of queueing it, re-checking under the list's lock
+ * that the receiver is still overloaded. A sender that went idle first is
+ * muted at the start of its next batch.
+ * Its mailbox stays busy, so pushes do not schedule it; the receiver
+ * schedules every vat on its list when it clears VAT__OVERLOADED (below
+ * the low mark, idle, or ended) and shutdown counts what they held.
+ *
+ * Why no set of mutes can deadlock: a vat is never muted on itself, and a
+ * vat is never muted while it is overloaded (checked after its own count
+ * is taken, in the same batch end). A muted vat cannot become overloaded:
+ * only its own batches set the bit, and it runs none. So every muted vat
+ * waits on an overloaded vat, which is not muted, and whose busy mailbox
+ * keeps it scheduled: it runs, drains, and releases its list. A wait is
+ * one edge long, never a chain, so never a cycle. (What it does not
+ * bound: a muted vat's own queue, which grows while it waits, as in Pony.)
+ *
+ * Hot-path cost: the turn loop's per-turn flag test masks the bits that
+ * need action (overloaded vats run at full speed); delivery tests the
+ * target's flags, which it loaded for the dead check anyway, before its
+ * push; going idle tests the flags once more, in a wrapper of try_idle.
+ * callgrind, release builds, against the code before: ring +0.7%,
+ * pingpong +0.6%, selfsend +0.6%, counter +1.9% instructions.
+ */
+#ifndef VAT_CORE_FLOW_H
+#define VAT_CORE_FLOW_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/vat.h"
+
+/* A vat's overload record: made by the vat's own worker on first need (a
+ * batch that ends behind, a policy set at spawn or from a turn), published
+ * in its extension. Others read it only after they saw VAT__OVERLOADED
+ * (acquire), which is set after it is made. */
+/* vat__flow.queued when the count stopped at a mark: a reader counts. */
+#define VAT__QUEUED_PAST SIZE_MAX
+
+typedef struct vat__flow {
+  /* Written by the vat's worker with relaxed stores, so any thread may
+   * read them (vat_ref_queue_len, senders choosing the policy). */
+  _Atomic size_t queued;
+  _Atomic size_t high, low;
+  _Atomic uint8_t policy; /* vat_overload_policy, never DEFAULT */
+  /* The count's cursor: the vat's worker's alone (see the top), with
+   * the vat's turn counter when it was last moved. */
+  vat__msg *mark;
+  size_t ahead;
+  uint32_t turns;
+  /* While VAT__MUTING: the overloaded vat it sent to. Its worker's. */
+  vat__vat *mute_on;
+  /* Ordinary messages dropped by VAT_OVERLOAD_DROP: by senders, rarely. */
+  _Atomic uint64_t dropped;
+  /* Guards `muted` and `waiters`; taken once per mute and per release. */
+  pthread_mutex_t lock;
+  pthread_cond_t drained; /* host senders waiting (vat_host_send_wait) */
+  vat__vat *muted;        /* linked through rq_next */
+  unsigned waiters;
+} vat__flow;
+
+/** v's record, made if needed. v's worker only (its turns, its batch's
+ *  end), or before v can run (spawn). */
+vat__flow *vat__flow_of(vat__vat *v);
+/** v's record or NULL, from any thread. */
+vat__flow *vat__flow_peek(vat__vat *v);
+
+/** VAT_OK when `ov` (NULL: none) is valid settings for a vat of `sys`,
+ *  else VAT_EINVAL. */
+int vat__flow_check(vat_system *sys, const vat_overload *ov);
+/** Sets v's policy and marks from `ov` (zeros: the system's). As
+ *  vat__flow_of. Returns VAT_EINVAL for a bad policy or low > high. */
+int vat__flow_configure(vat__vat *v, const vat_overload *ov);
+
+/** The end of a batch of v that left work waiting: counts its queue, and
+ *  sets or clears VAT__OVERLOADED, or ends v (VAT_OVERLOAD_FAIL). */
+void vat__flow_behind(vat__worker *w, vat__vat *v);
+/** v's queue lost or regained messages other than by pops (a search for
+ *  an exit, a put back): its next count starts from the head. */
+void vat__flow_recount(vat__vat *v);
+/** v is about to try to go idle: if VAT__BEHIND or VAT__OVERLOADED is
+ *  set, its queue is empty; forget the count and release the muted. */
+void vat__flow_settle(vat__worker *w, vat__vat *v);
+/** v ended (or its system stops): releases its muted and host waiters. */
+void vat__flow_release(vat__worker *w, vat__vat *v);
+
+/** The end of a batch of `v` with VAT__MUTING set and work left: clears
+ *  the bit, and parks v on its receiver's muted list when it should wait
+ *  (see the top). Returns whether v still needs queueing. */
+bool vat__flow_mute(vat__worker *w, vat__vat *v);
+
+/** Delivery to `to` whose flags say overloaded: mutes the sender (the
+ *  vat whose turn commits on `w`; w NULL: a host thread, never muted),
+ *  or drops
+ *  the chain's ordinary messages (VAT_OVERLOAD_DROP). Returns the chain
+ *  left to push (first..*last), or NULL when nothing is. */
+vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
+                            vat__msg **last);
+
+/** A stopped system's muted vats: removes and returns v's muted list
+ *  (linked through rq_next). After the workers stopped. */
+vat__vat *vat__flow_take_muted(vat__vat *v);
+
+/** Host thread: waits until `v` is not overloaded or `deadline_ns` (on
+ *  the monotonic clock) passes. Returns whether it is not overloaded. */
+bool vat__flow_wait(vat__vat *v, uint64_t deadline_ns);
+
+static inline bool vat__is_overloaded(const vat__vat *v) {
+  return atomic_load_explicit(&v->flags, memory_order_acquire) &
+         VAT__OVERLOADED;
+}
+
+#endif

@@ -1,0 +1,636 @@
+/* Backpressure: overloaded vats mute their senders (the default), drop
+ * the newest messages or fail, as their policy says; their queue length
+ * is readable from any thread; host senders may wait for them; cyclic
+ * senders under backpressure never deadlock; urgent messages go ahead.
+ *
+ * Bounds are checked by counts, never by durations: a producer reads the
+ * consumer's handled count at each of its turns, and a gate (a turn that
+ * waits for the test) holds a consumer where a test wants it. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "support.h"
+
+/* --- A flood ------------------------------------------------------------- */
+
+typedef struct sink {
+  _Atomic uint64_t handled, sum;
+  _Atomic uint64_t gate_at; /* 0: none; else the message that waits */
+  _Atomic uint64_t entered, open;
+} sink;
+
+static void sink_item(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  sink *s = state;
+  uint64_t n = atomic_load_explicit(&s->handled, memory_order_relaxed) + 1;
+  atomic_fetch_add(&s->sum, (uintptr_t)arg);
+  atomic_store(&s->handled, n);
+  if (n == atomic_load(&s->gate_at)) {
+    atomic_store(&s->entered, 1);
+    while (atomic_load(&s->open) == 0)
+      test_sleep(0.0002);
+  }
+}
+
+typedef struct flooder {
+  vat_ref *to;
+  sink *watched;
+  uint64_t n, sent, per_turn;
+  uint64_t worst;       /* the most sent and not yet handled at a turn */
+  uint64_t overloaded;  /* turns that found the sink overloaded */
+  uint64_t handled_end; /* the sink's count when everything was sent */
+  _Atomic uint64_t done;
+} flooder;
+
+static void flood(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  flooder *p = state;
+  uint64_t handled = atomic_load(&p->watched->handled);
+  if (p->sent - handled > p->worst)
+    p->worst = p->sent - handled;
+  p->overloaded += vat_ref_overloaded(p->to);
+  for (uint64_t i = 0; i < p->per_turn && p->sent < p->n; i++) {
+    p->sent++;
+    expect_vat_ok(vat_send(turn, p->to, sink_item, (void *)(uintptr_t)p->sent));
+  }
+  if (p->sent < p->n) {
+    expect_vat_ok(vat_send(turn, vat_self(turn), flood, NULL));
+    return;
+  }
+  p->handled_end = handled;
+  atomic_store(&p->done, 1);
+}
+
+static vat_ref *spawn_sink(vat_system *sys, const vat_overload *ov,
+                           sink **out) {
+  vat_entity_def def = {.state_size = sizeof(sink), .overload = ov};
+  vat_ref *ref;
+  ck_assert_vat_ok(vat_host_spawn(sys, &def, &ref, (void **)out));
+  return ref;
+}
+
+/* One producer floods one sink of high mark HIGH on `workers` workers:
+ * every message arrives, and the producer is muted. On one worker the
+ * sink's backlog stays within the mark plus what one batch of the
+ * producer sends before the sink measures again: exact, as the two take
+ * turns. On two, the sink measures while the producer runs, so the bound
+ * is as tight unless the system preempts the sink's thread (the producer
+ * then sends until the sink runs again): the test allows a tenth of the
+ * flood more, which a shared machine keeps. Without backpressure the backlog
+ * reached nearly the whole flood. */
+static void check_flood(unsigned workers) {
+  enum { N = 400000 / TEST_SCALE, PER_TURN = 200, HIGH = 2048 / TEST_SCALE };
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = workers;
+  vat_system *sys = NULL;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  sink *s;
+  vat_ref *to = spawn_sink(sys, &(vat_overload){.high = HIGH}, &s);
+  flooder *p;
+  vat_ref *pr = test_spawn(sys, sizeof *p, (void **)&p);
+  *p = (flooder){.to = to, .watched = s, .n = N, .per_turn = PER_TURN};
+  ck_assert_vat_ok(vat_host_send(pr, flood, NULL));
+  ck_assert(test_wait_u64(&s->handled, N, 60));
+  ck_assert_uint_eq(atomic_load(&s->sum), (uint64_t)N * (N + 1) / 2);
+  ck_assert_uint_eq(atomic_load(&p->done), 1);
+  uint64_t bound = HIGH + (uint64_t)(cfg.batch + 1) * PER_TURN;
+  if (workers > 1)
+    bound += N / 10;
+  ck_assert_msg(p->worst <= bound,
+                "%u workers: backlog reached %" PRIu64 " (bound %" PRIu64 ")",
+                workers, p->worst, bound);
+  /* Fair draining: when the producer has sent everything, the consumer
+   * is within that bound of it. */
+  ck_assert_msg(p->handled_end + bound >= N,
+                "%u workers: %" PRIu64 " of %d handled when all were sent",
+                workers, p->handled_end, N);
+  ck_assert_uint_gt(p->overloaded, 0);
+  ck_assert(!vat_ref_overloaded(to));
+  /* The backlogged pair spread over both workers: the overloaded sink
+   * went where the idle worker could steal it (on a quiet machine the
+   * smaller share was 23,000-107,000 of the 402,000 turns). */
+  vat_sys_info info;
+  vat_worker_info w[2];
+  ck_assert_int_eq(vat_system_inspect(sys, &info, w, 2), (int)workers);
+  if (workers == 2 && TEST_SCALE == 1)
+    ck_assert_msg(w[0].turns > 0 && w[1].turns > 0,
+                  "one worker ran everything: %" PRIu64 " and %" PRIu64,
+                  w[0].turns, w[1].turns);
+  test_quiesce(sys);
+}
+
+START_TEST(muting_bounds_a_flood_one_worker) {
+  check_flood(1);
+}
+END_TEST
+
+START_TEST(muting_bounds_a_flood_two_workers) {
+  check_flood(2);
+}
+END_TEST
+
+/* A host-driven system mutes too, and run-until-quiescent releases the
+ * muted producer: all arrive. */
+START_TEST(muting_in_a_host_driven_system) {
+  enum { N = 50000 / TEST_SCALE, PER_TURN = 100, HIGH = 512 / TEST_SCALE };
+  vat_system *sys = test_host_system(false, 0);
+  sink *s;
+  vat_ref *to = spawn_sink(sys, &(vat_overload){.high = HIGH}, &s);
+  flooder *p;
+  vat_ref *pr = test_spawn(sys, sizeof *p, (void **)&p);
+  *p = (flooder){.to = to, .watched = s, .n = N, .per_turn = PER_TURN};
+  ck_assert_vat_ok(vat_host_send(pr, flood, NULL));
+  vat_run_result res;
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &res));
+  ck_assert_uint_eq(atomic_load(&s->handled), N);
+  ck_assert_uint_gt(p->overloaded, 0);
+  ck_assert_uint_le(p->worst, HIGH + 65 * PER_TURN);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* Shutdown with a producer muted: what the muted vat held is counted,
+ * so every message is accounted for. */
+START_TEST(shutdown_counts_a_muted_vat) {
+  enum { N = 100000, PER_TURN = 100, HIGH = 256 };
+  vat_system *sys = test_host_system(false, 0);
+  sink *s;
+  vat_ref *to = spawn_sink(sys, &(vat_overload){.high = HIGH}, &s);
+  flooder *p;
+  vat_ref *pr = test_spawn(sys, sizeof *p, (void **)&p);
+  *p = (flooder){.to = to, .watched = s, .n = N, .per_turn = PER_TURN};
+  ck_assert_vat_ok(vat_host_send(pr, flood, NULL));
+  /* Until the producer has been muted at least once and is muted now. */
+  vat_run_result res;
+  for (int i = 0; i < 100000 && !(p->overloaded > 0 && vat_ref_overloaded(to));
+       i++)
+    ck_assert_vat_ok(vat_system_run(sys, 1, 0, &res));
+  ck_assert(vat_ref_overloaded(to));
+  /* It may run a few turns before its deadline; the counts come after. */
+  int rc = vat_system_shutdown(sys, 0);
+  ck_assert(rc == VAT_OK || rc == VAT_ETIMEDOUT);
+  vat_stats st = test_stats(sys);
+  /* The items, the host's first message, and one continuation per
+   * slice sent (the last slice's, unless it ended the flood). */
+  uint64_t accepted = p->sent + 1 + p->sent / PER_TURN - (p->sent == N);
+  ck_assert_msg(
+      st.delivered + st.dropped_at_shutdown + st.dead_letters == accepted,
+      "delivered %" PRIu64 " + dropped %" PRIu64 " + dead %" PRIu64
+      " != accepted %" PRIu64,
+      st.delivered, st.dropped_at_shutdown, st.dead_letters, accepted);
+  vat_system_destroy(sys);
+}
+END_TEST
+
+/* A kill sent to the consumer mid-flood ends it within one batch of
+ * turns: counted, not timed. The consumer's handled count is read after
+ * the kill was queued and alerted (vat_host_exit returned); it may run
+ * at most the rest of its current batch before its turn loop sees it. */
+START_TEST(kill_mid_flood_ends_within_a_batch) {
+  enum { N = 2000000 / TEST_SCALE, PER_TURN = 1000 };
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 2;
+  cfg.on_crash = NULL;
+  vat_system *sys = NULL;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  sink *s;
+  vat_ref *to = spawn_sink(sys, NULL, &s);
+  flooder *p;
+  vat_ref *pr = test_spawn(sys, sizeof *p, (void **)&p);
+  *p = (flooder){.to = to, .watched = s, .n = N, .per_turn = PER_TURN};
+  ck_assert_vat_ok(vat_host_send(pr, flood, NULL));
+  ck_assert(test_wait_u64(&s->handled, N / 20, 60));
+  ck_assert_vat_ok(vat_host_exit(to, vat_atom_value(vat_atom_killed())));
+  uint64_t at_kill = atomic_load(&s->handled);
+  for (int i = 0; i < 30000 && !vat_ref_is_dead(to); i++)
+    test_sleep(0.001);
+  ck_assert(vat_ref_is_dead(to));
+  uint64_t after = atomic_load(&s->handled) - at_kill;
+  ck_assert_msg(after <= cfg.batch, "%" PRIu64 " turns after the kill", after);
+  ck_assert_uint_lt(atomic_load(&s->handled), N);
+  /* The producer, muted on it or not, finishes: its sends are dead
+   * letters now. */
+  ck_assert(test_wait_u64(&p->done, 1, 60));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Gated sinks: the queue held where the test wants it ----------------- */
+
+static void gate_msg(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  sink *s = state;
+  atomic_store(&s->entered, atomic_load(&s->entered) + 1);
+  while (atomic_load(&s->open) < atomic_load(&s->entered))
+    test_sleep(0.0002);
+}
+
+/* Queues gate, `before` items, gate, `after` items; lets the first gate
+ * go and waits for the second: the batch that ran in between measured
+ * the queue. Returns the sink's state. */
+static void hold_second_gate(vat_ref *ref, sink *s, int before, int after) {
+  ck_assert_vat_ok(vat_host_send(ref, gate_msg, NULL));
+  ck_assert(test_wait_u64(&s->entered, 1, 30));
+  for (int i = 1; i <= before; i++)
+    ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)i));
+  ck_assert_vat_ok(vat_host_send(ref, gate_msg, NULL));
+  for (int i = 1; i <= after; i++)
+    ck_assert_vat_ok(
+        vat_host_send(ref, sink_item, (void *)(uintptr_t)(before + i)));
+  atomic_store(&s->open, 1);
+  ck_assert(test_wait_u64(&s->entered, 2, 30));
+}
+
+START_TEST(queue_len_is_readable_from_any_thread) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_ref *ref = spawn_sink(sys, &(vat_overload){.high = 1000000}, &s);
+  ck_assert_uint_eq(vat_ref_queue_len(ref), 0);
+  ck_assert_uint_eq(vat_ref_queue_len(NULL), 0);
+  ck_assert_vat_ok(vat_host_send(ref, gate_msg, NULL));
+  ck_assert(test_wait_u64(&s->entered, 1, 30));
+  for (int i = 1; i <= 500; i++)
+    ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)i));
+  ck_assert_uint_eq(vat_ref_queue_len(ref), 500);
+  vat_info info;
+  ck_assert_vat_ok(vat_ref_inspect(ref, &info));
+  ck_assert_uint_eq(info.queue_len, 500);
+  /* Behind: the count the vat took at its batch's end. */
+  ck_assert_vat_ok(vat_host_send(ref, gate_msg, NULL));
+  for (int i = 501; i <= 1000; i++)
+    ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)i));
+  atomic_store(&s->open, 1);
+  ck_assert(test_wait_u64(&s->entered, 2, 30));
+  /* As of the end of the batch before the one the gate stopped. */
+  size_t len = vat_ref_queue_len(ref);
+  ck_assert_uint_ge(len, 500);
+  ck_assert_uint_le(len, 501 + 64);
+  atomic_store(&s->open, 2);
+  ck_assert(test_wait_u64(&s->handled, 1000, 30));
+  for (int i = 0; i < 30000 && vat_ref_queue_len(ref) != 0; i++)
+    test_sleep(0.001);
+  ck_assert_uint_eq(vat_ref_queue_len(ref), 0);
+  test_quiesce(sys);
+}
+END_TEST
+
+static void nothing(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)state;
+  (void)arg;
+}
+
+START_TEST(host_send_wait_waits_for_the_low_mark) {
+  enum { HIGH = 50, LOW = 10 };
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_ref *ref = spawn_sink(sys, &(vat_overload){.high = HIGH, .low = LOW}, &s);
+  ck_assert_vat_err(vat_host_send_wait(ref, nothing, NULL, -1), VAT_EINVAL);
+  ck_assert_vat_err(vat_host_send_wait(ref, nothing, NULL, NAN), VAT_EINVAL);
+  ck_assert_vat_err(vat_host_send_wait(ref, NULL, NULL, 1), VAT_EINVAL);
+  ck_assert_vat_err(vat_host_send_wait(NULL, nothing, NULL, 1), VAT_EINVAL);
+  /* The first batch leaves 200 queued behind the second gate. */
+  hold_second_gate(ref, s, 100, 200);
+  ck_assert(vat_ref_overloaded(ref));
+  ck_assert_vat_err(vat_host_send_wait(ref, nothing, NULL, 0), VAT_EAGAIN);
+  ck_assert_vat_err(vat_host_send_wait(ref, nothing, NULL, 0.01),
+                    VAT_ETIMEDOUT);
+  /* The plain send never waits. */
+  ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)301));
+  atomic_store(&s->open, 2);
+  ck_assert_vat_ok(
+      vat_host_send_wait(ref, sink_item, (void *)(uintptr_t)302, 30));
+  /* It sent once the sink was measured below its low mark. */
+  ck_assert_uint_ge(atomic_load(&s->handled) + LOW, 301);
+  ck_assert(test_wait_u64(&s->handled, 302, 30));
+  ck_assert_uint_eq(atomic_load(&s->sum), 302 * 303 / 2);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(drop_policy_drops_the_newest_counted) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_ref *ref = spawn_sink(
+      sys, &(vat_overload){.policy = VAT_OVERLOAD_DROP, .high = 50}, &s);
+  hold_second_gate(ref, s, 100, 200);
+  ck_assert(vat_ref_overloaded(ref));
+  for (int i = 0; i < 500; i++) /* dropped: the sink is over its mark */
+    ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)1000));
+  ck_assert_uint_eq(test_stats(sys).overload_dropped, 500);
+  atomic_store(&s->open, 2);
+  ck_assert(test_wait_u64(&s->handled, 300, 30));
+  ck_assert(!vat_ref_is_dead(ref));
+  /* Below the mark again: queued as usual. */
+  for (int i = 0; i < 30000 && vat_ref_overloaded(ref); i++)
+    test_sleep(0.001);
+  ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)301));
+  ck_assert(test_wait_u64(&s->handled, 301, 30));
+  ck_assert_uint_eq(atomic_load(&s->sum), 301 * 302 / 2);
+  ck_assert_vat_ok(vat_system_shutdown(sys, 30));
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(st.overload_dropped, 500);
+  ck_assert_uint_eq(st.dead_letters, 0);
+  vat_system_destroy(sys);
+}
+END_TEST
+
+START_TEST(fail_policy_ends_the_vat_overloaded) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_ref *ref = spawn_sink(
+      sys, &(vat_overload){.policy = VAT_OVERLOAD_FAIL, .high = 50}, &s);
+  ck_assert_vat_ok(vat_host_send(ref, gate_msg, NULL));
+  ck_assert(test_wait_u64(&s->entered, 1, 30));
+  for (int i = 1; i <= 1000; i++)
+    ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)i));
+  atomic_store(&s->open, 1);
+  for (int i = 0; i < 30000 && !vat_ref_is_dead(ref); i++)
+    test_sleep(0.001);
+  ck_assert(vat_ref_is_dead(ref));
+  ck_assert(vat_is_atom(vat_ref_exit_reason(ref), vat_atom_overloaded()));
+  ck_assert_vat_ok(vat_system_shutdown(sys, 30));
+  vat_stats st = test_stats(sys);
+  /* One batch ran (the gate and what followed it), the rest died. */
+  ck_assert_uint_lt(atomic_load(&s->handled), 1000 - 50);
+  ck_assert_uint_eq(atomic_load(&s->handled) + st.dead_letters, 1000);
+  vat_system_destroy(sys);
+}
+END_TEST
+
+static void become_failing(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_overload_set(
+      turn, &(vat_overload){.policy = VAT_OVERLOAD_FAIL, .high = 20}));
+  vat_overload bad = {.policy = (vat_overload_policy)99};
+  if (vat_overload_set(turn, &bad) != VAT_EINVAL ||
+      vat_overload_set(turn, NULL) != VAT_EINVAL ||
+      vat_overload_set(turn, &(vat_overload){.high = 5, .low = 6}) !=
+          VAT_EINVAL)
+    test_record_bad_call("vat_overload_set(bad)", VAT_OK, __FILE__, __LINE__);
+}
+
+START_TEST(policy_set_from_inside_the_vat) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_ref *ref = spawn_sink(sys, NULL, &s);
+  ck_assert_vat_ok(vat_host_send(ref, become_failing, NULL));
+  ck_assert_vat_ok(vat_host_send(ref, gate_msg, NULL));
+  ck_assert(test_wait_u64(&s->entered, 1, 30));
+  for (int i = 1; i <= 500; i++)
+    ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)i));
+  atomic_store(&s->open, 1);
+  for (int i = 0; i < 30000 && !vat_ref_is_dead(ref); i++)
+    test_sleep(0.001);
+  ck_assert(vat_is_atom(vat_ref_exit_reason(ref), vat_atom_overloaded()));
+  ck_assert_vat_ok(vat_system_shutdown(sys, 30));
+  ck_assert_uint_eq(test_bad_calls(), 0);
+  vat_system_destroy(sys);
+}
+END_TEST
+
+START_TEST(bad_settings_are_refused) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  vat_system *sys = NULL;
+  cfg.overload.policy = (vat_overload_policy)42;
+  ck_assert_vat_err(vat_system_new(&cfg, &sys), VAT_EINVAL);
+  cfg.overload = (vat_overload){.high = 10, .low = 11};
+  ck_assert_vat_err(vat_system_new(&cfg, &sys), VAT_EINVAL);
+  sys = test_system(1);
+  vat_entity_def def = {.overload = &(vat_overload){.high = 3, .low = 4}};
+  vat_ref *ref;
+  ck_assert_vat_err(vat_host_spawn(sys, &def, &ref, NULL), VAT_EINVAL);
+  def.overload = &(vat_overload){.policy = (vat_overload_policy)-1};
+  ck_assert_vat_err(vat_host_spawn(sys, &def, &ref, NULL), VAT_EINVAL);
+  ck_assert_str_eq(vat_err_name(VAT_EAGAIN), "VAT_EAGAIN");
+  ck_assert_str_ne(vat_strerror(VAT_EAGAIN), "unknown error");
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Urgent messages ----------------------------------------------------- */
+
+enum { LOG_MAX = 512 };
+
+typedef struct recorder {
+  _Atomic uint64_t entered, open, count;
+  uint64_t log[LOG_MAX];
+} recorder;
+
+static void rec_gate(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  recorder *r = state;
+  atomic_store(&r->entered, 1);
+  while (atomic_load(&r->open) == 0)
+    test_sleep(0.0002);
+}
+
+static void rec(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  recorder *r = state;
+  uint64_t n = atomic_load(&r->count);
+  if (n < LOG_MAX)
+    r->log[n] = (uintptr_t)arg;
+  atomic_store(&r->count, n + 1);
+}
+
+static void rec_msg(vat_turn *turn, void *state, const vat_atom *selector,
+                    vat_value value) {
+  (void)selector;
+  int64_t i = 0;
+  expect_vat_ok(vat_get_int(value, &i));
+  rec(turn, state, (void *)(uintptr_t)i);
+}
+
+typedef struct urgent_sender {
+  vat_ref *to;
+} urgent_sender;
+
+/* Two ordinary messages, two urgent ones (a function and a dynamic one)
+ * and one more ordinary, in one turn. */
+static void send_mixed(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  urgent_sender *u = state;
+  expect_vat_ok(vat_send(turn, u->to, rec, (void *)(uintptr_t)201));
+  expect_vat_ok(vat_send(turn, u->to, rec, (void *)(uintptr_t)202));
+  expect_vat_ok(vat_send_urgent(turn, u->to, rec, (void *)(uintptr_t)2001));
+  expect_vat_ok(
+      vat_send_msg_urgent(turn, u->to, vat_atom_intern("rec"), vat_int(2002)));
+  expect_vat_ok(vat_send(turn, u->to, rec, (void *)(uintptr_t)203));
+  if (vat_send_urgent(turn, NULL, rec, NULL) != VAT_EINVAL ||
+      vat_send_urgent(turn, u->to, NULL, NULL) != VAT_EINVAL ||
+      vat_send_msg_urgent(turn, u->to, NULL, vat_null()) != VAT_EINVAL)
+    test_record_bad_call("vat_send_urgent(bad)", VAT_OK, __FILE__, __LINE__);
+}
+
+/* Urgent messages go ahead of the ordinary ones queued, in the order they
+ * were sent; the ordinary ones keep theirs. Before: strictly FIFO. */
+START_TEST(urgent_messages_go_ahead) {
+  vat_system *sys = test_system(2);
+  vat_entity_def def = {.state_size = sizeof(recorder), .receive = rec_msg};
+  vat_ref *to;
+  recorder *r;
+  ck_assert_vat_ok(vat_host_spawn(sys, &def, &to, (void **)&r));
+  ck_assert_vat_ok(vat_host_send(to, rec_gate, NULL));
+  ck_assert(test_wait_u64(&r->entered, 1, 30));
+  for (uintptr_t i = 1; i <= 100; i++)
+    ck_assert_vat_ok(vat_host_send(to, rec, (void *)i));
+  for (uintptr_t i = 1001; i <= 1003; i++)
+    ck_assert_vat_ok(vat_host_send_urgent(to, rec, (void *)i));
+  ck_assert_vat_err(vat_host_send_urgent(to, NULL, NULL), VAT_EINVAL);
+  urgent_sender *u;
+  vat_ref *from = test_spawn(sys, sizeof *u, (void **)&u);
+  u->to = to;
+  ck_assert_vat_ok(vat_host_send(from, send_mixed, NULL));
+  /* The sender's turn committed: its five messages are queued. */
+  for (int i = 0; i < 30000 && vat_ref_queue_len(to) < 108; i++)
+    test_sleep(0.001);
+  ck_assert_uint_eq(vat_ref_queue_len(to), 108);
+  atomic_store(&r->open, 1);
+  ck_assert(test_wait_u64(&r->count, 108, 30));
+  static const uint64_t first[] = {1001, 1002, 1003, 2001, 2002};
+  for (int i = 0; i < 5; i++)
+    ck_assert_uint_eq(r->log[i], first[i]);
+  for (int i = 0; i < 100; i++)
+    ck_assert_uint_eq(r->log[5 + i], (uint64_t)i + 1);
+  ck_assert_uint_eq(r->log[105], 201);
+  ck_assert_uint_eq(r->log[106], 202);
+  ck_assert_uint_eq(r->log[107], 203);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* An urgent message to a vat that drops the newest is not dropped. */
+START_TEST(urgent_messages_are_never_dropped) {
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_ref *ref = spawn_sink(
+      sys, &(vat_overload){.policy = VAT_OVERLOAD_DROP, .high = 50}, &s);
+  hold_second_gate(ref, s, 100, 200);
+  ck_assert(vat_ref_overloaded(ref));
+  ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)7));
+  ck_assert_vat_ok(vat_host_send_urgent(ref, sink_item, (void *)(uintptr_t)1));
+  atomic_store(&s->open, 2);
+  ck_assert(test_wait_u64(&s->handled, 301, 30));
+  ck_assert_uint_eq(atomic_load(&s->sum), 300 * 301 / 2 + 1);
+  ck_assert_vat_ok(vat_system_shutdown(sys, 30));
+  ck_assert_uint_eq(test_stats(sys).overload_dropped, 1);
+  vat_system_destroy(sys);
+}
+END_TEST
+
+/* --- Cyclic senders: no deadlock ----------------------------------------- */
+
+#ifdef __SANITIZE_THREAD__
+enum { CYCLE_ROUNDS = 8 };
+#else
+enum { CYCLE_ROUNDS = 40 };
+#endif
+enum { MAX_PEERS = 6 };
+
+typedef struct cycle_shared {
+  _Atomic uint64_t received, expected_done;
+} cycle_shared;
+
+typedef struct peer {
+  vat_ref *peers[MAX_PEERS];
+  unsigned npeers;
+  uint64_t rng, left, per_turn, hops;
+  cycle_shared *shared;
+} peer;
+
+static void hop(vat_turn *turn, void *state, void *arg) {
+  peer *p = state;
+  uint64_t hops = (uintptr_t)arg;
+  atomic_fetch_add_explicit(&p->shared->received, 1, memory_order_relaxed);
+  if (hops > 0) {
+    vat_ref *to = p->peers[test_rand(&p->rng) % p->npeers];
+    expect_vat_ok(vat_send(turn, to, hop, (void *)(uintptr_t)(hops - 1)));
+  }
+}
+
+/* Floods random peers (itself included) with messages that hop on. */
+static void burst(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  peer *p = state;
+  for (uint64_t i = 0; i < p->per_turn && p->left > 0; i++, p->left--) {
+    vat_ref *to = p->peers[test_rand(&p->rng) % p->npeers];
+    expect_vat_ok(vat_send(turn, to, hop, (void *)(uintptr_t)p->hops));
+  }
+  if (p->left > 0)
+    expect_vat_ok(vat_send(turn, vat_self(turn), burst, NULL));
+}
+
+START_TEST(stress_cyclic_senders_never_deadlock) {
+  uint64_t seed = test_seed("stress_cyclic_senders_never_deadlock");
+  for (int round = 0; round < CYCLE_ROUNDS; round++) {
+    vat_config cfg;
+    vat_config_default(&cfg);
+    cfg.workers = 2;
+    cfg.overload.high = test_rand_between(&seed, 4, 300);
+    cfg.overload.low = test_rand_between(&seed, 1, cfg.overload.high);
+    vat_system *sys = NULL;
+    ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+    cycle_shared shared = {0};
+    unsigned n = (unsigned)test_rand_between(&seed, 2, MAX_PEERS);
+    peer *peers[MAX_PEERS];
+    vat_ref *refs[MAX_PEERS];
+    for (unsigned i = 0; i < n; i++)
+      refs[i] = test_spawn(sys, sizeof(peer), (void **)&peers[i]);
+    uint64_t expected = 0;
+    for (unsigned i = 0; i < n; i++) {
+      peer *p = peers[i];
+      p->npeers = n;
+      for (unsigned j = 0; j < n; j++)
+        p->peers[j] = refs[j];
+      p->rng = test_rand(&seed) | 1;
+      p->left = test_rand_between(&seed, 0, 20000 / TEST_SCALE);
+      p->per_turn = test_rand_between(&seed, 1, 400);
+      p->hops = test_rand_between(&seed, 0, 3);
+      p->shared = &shared;
+      expected += p->left * (p->hops + 1);
+    }
+    for (unsigned i = 0; i < n; i++)
+      ck_assert_vat_ok(vat_host_send(refs[i], burst, NULL));
+    ck_assert_msg(test_wait_u64(&shared.received, expected, 120),
+                  "round %d: %" PRIu64 " of %" PRIu64 " arrived (%u peers, "
+                  "high %zu, low %zu)",
+                  round, atomic_load(&shared.received), expected, n,
+                  cfg.overload.high, cfg.overload.low);
+    test_quiesce(sys);
+    ck_assert_uint_eq(atomic_load(&shared.received), expected);
+  }
+}
+END_TEST
+
+Suite *test_backpressure_suite(void) {
+  Suite *s = suite_create("backpressure");
+  TCase *tc = test_case("muting", 300);
+  tcase_add_test(tc, muting_bounds_a_flood_one_worker);
+  tcase_add_test(tc, muting_bounds_a_flood_two_workers);
+  tcase_add_test(tc, muting_in_a_host_driven_system);
+  tcase_add_test(tc, shutdown_counts_a_muted_vat);
+  tcase_add_test(tc, kill_mid_flood_ends_within_a_batch);
+  tcase_add_test(tc, stress_cyclic_senders_never_deadlock);
+  suite_add_tcase(s, tc);
+  tc = test_case("policies", 120);
+  tcase_add_test(tc, queue_len_is_readable_from_any_thread);
+  tcase_add_test(tc, host_send_wait_waits_for_the_low_mark);
+  tcase_add_test(tc, drop_policy_drops_the_newest_counted);
+  tcase_add_test(tc, fail_policy_ends_the_vat_overloaded);
+  tcase_add_test(tc, policy_set_from_inside_the_vat);
+  tcase_add_test(tc, bad_settings_are_refused);
+  suite_add_tcase(s, tc);
+  tc = test_case("urgent", 60);
+  tcase_add_test(tc, urgent_messages_go_ahead);
+  tcase_add_test(tc, urgent_messages_are_never_dropped);
+  suite_add_tcase(s, tc);
+  return s;
+}
