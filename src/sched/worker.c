@@ -32,6 +32,7 @@
 #include "util/cpu.h"
 #include "util/gc.h" /* pthread_create registers the workers */
 #include "util/mem.h"
+#include "util/testpoint.h"
 
 enum {
   /* Look at the shared queue every so often even when busy, so injected
@@ -137,7 +138,11 @@ static void requeue(vat__worker *w, vat__vat *v) {
     enqueue(w, v);
 }
 
-static vat__vat *find_work(vat__worker *w) {
+/* Inlined into worker_main, where it runs once per batch: called from
+ * idle() too, it was left out of line, which cost a ping-pong 22
+ * instructions a message. */
+static inline __attribute__((always_inline)) vat__vat *
+find_work(vat__worker *w) {
   vat__vat *v;
   if (++w->ticks % INJECT_EVERY == 0 &&
       (v = vat__inject_pop(&w->sys->inject)) != NULL)
@@ -196,24 +201,24 @@ static void park(vat__worker *w) {
   atomic_store_explicit(&w->park_since, 0, memory_order_relaxed);
 }
 
-/* Spins, then parks. Returns a vat found meanwhile, or NULL to look again
- * (after a wake-up) or to stop. */
-static vat__vat *idle(vat__worker *w) {
+/* A spinning worker found `v`: it stops spinning. The last spinner to find
+ * work wakes another worker when more is left than the one vat it took
+ * (its run queue holds the rest of a steal, or the shared queue is not
+ * empty): senders wake only one worker at a time (park.c), so a burst
+ * spreads over parked workers this way, one after the other. */
+static vat__vat *found_work(vat__worker *w, vat__vat *v) {
   vat_system *sys = w->sys;
-  if (w->trace != NULL) /* ends the last turn's slice */
-    vat__trace_mark(w->trace, VAT__TR_IDLE);
-  atomic_fetch_add_explicit(&sys->spinning, 1, memory_order_seq_cst);
-  for (unsigned i = 0; i < sys->cfg.spin && !stopping(sys); i++) {
-    vat__vat *v = find_work(w);
-    if (v) {
-      atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst);
-      return v;
-    }
-    if (i % 8 == 7)
-      sched_yield();
-    else
-      vat__cpu_relax();
-  }
+  if (atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst) == 1 &&
+      (vat__runq_size(&w->runq) != 0 || vat__inject_size(&sys->inject) != 0))
+    vat__wake_one(sys);
+  return v;
+}
+
+/* Parks unless there is work or the system stops; called spinning.
+ * Returns whether it parked. */
+static bool park_unless_work(vat__worker *w) {
+  vat_system *sys = w->sys;
+  bool parks = false;
   pthread_mutex_lock(&sys->lock);
   atomic_fetch_add_explicit(&sys->parked, 1, memory_order_seq_cst);
   atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst);
@@ -222,10 +227,49 @@ static vat__vat *idle(vat__worker *w) {
     if (vat__quiescent_locked(sys))
       pthread_cond_broadcast(&sys->quiet_cond);
     park(w);
+    parks = true;
   }
   atomic_fetch_sub_explicit(&sys->parked, 1, memory_order_seq_cst);
   pthread_mutex_unlock(&sys->lock);
-  return NULL;
+  return parks;
+}
+
+/* Spins, then parks; once woken, spins again. Returns a vat found, or NULL
+ * to look again or to stop. */
+static vat__vat *idle(vat__worker *w) {
+  vat_system *sys = w->sys;
+  if (w->trace != NULL) /* ends the last turn's slice */
+    vat__trace_mark(w->trace, VAT__TR_IDLE);
+  /* Whether to look before the first pause: not on entry (worker_main
+   * looked already), but after a wake-up or a park called off because
+   * work showed (with cfg.spin 0, that look is the only one). */
+  bool look_first = false, woken = false;
+  for (;;) {
+    atomic_fetch_add_explicit(&sys->spinning, 1, memory_order_seq_cst);
+    /* Counted spinning first, so that a sender who finds `waking` down
+     * finds this worker spinning (or the vat it took gone). seq_cst: see
+     * vat__wake_one. */
+    if (woken)
+      atomic_store_explicit(&sys->waking, false, memory_order_seq_cst);
+    for (unsigned i = 0; !stopping(sys); i++) {
+      vat__vat *v;
+      if ((look_first || i > 0) && (v = find_work(w)) != NULL)
+        return found_work(w, v);
+      if (i == sys->cfg.spin)
+        break;
+      if (i % 8 == 7)
+        sched_yield();
+      else
+        vat__cpu_relax();
+    }
+    woken = park_unless_work(w);
+    look_first = true;
+    /* A woken worker, its lock let go, before it counts itself spinning:
+     * a sender now finds `waking` up (tests hold a worker here). */
+    VAT__TEST_POINT("sched.idle.woken");
+    if (stopping(sys))
+      return NULL;
+  }
 }
 
 static VAT__HOT void *worker_main(void *arg) {
