@@ -200,6 +200,46 @@ START_TEST(vats_are_whole_cache_lines) {
 }
 END_TEST
 
+static void stop_now(vat_turn *turn, void *state, void *arg);
+
+static void note_stop(void *state, vat_value reason) {
+  (void)reason;
+  *(uint64_t *)state = 0x5eedULL; /* its state, untouched by the extension */
+}
+
+/* A vat with a stop callback gets its extension (where the callback is
+ * kept) in its own allocation, after its state, the whole still whole
+ * cache lines. */
+START_TEST(stop_callback_vat_is_one_object) {
+  vat_system *sys = test_system(1);
+  for (size_t state = 0; state <= 200; state += 8) {
+    vat_ref *ref;
+    void *st;
+    expect_vat_ok(vat_host_spawn(
+        sys, &(vat_entity_def){.state_size = state, .on_stop = note_stop}, &ref,
+        &st));
+    vat__vat *v = ref->vat;
+    vat__vat_ext *x = vat__ext_peek(v);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ptr_eq(GC_base(x), v);
+    ck_assert_uint_ge((uintptr_t)x, (uintptr_t)st + state);
+    ck_assert_uint_eq((uintptr_t)x % 16, 0);
+    ck_assert_uint_le((uintptr_t)(x + 1), (uintptr_t)v + GC_size(v) - 1);
+    ck_assert_uint_eq((uintptr_t)v % VAT__CACHE_LINE, 0);
+    ck_assert_uint_eq(GC_size(v) % VAT__CACHE_LINE, 0);
+  }
+  vat_ref *one;
+  uint64_t *st;
+  expect_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof *st, .on_stop = note_stop},
+      &one, (void **)&st));
+  expect_vat_ok(vat_host_send(one, stop_now, NULL));
+  test_quiesce(sys);
+  ck_assert_uint_eq(*st, 0x5eedULL);
+  ck_assert(vat_is_atom(vat_ref_exit_reason(one), vat_atom_intern("normal")));
+}
+END_TEST
+
 static void stop_now(vat_turn *turn, void *state, void *arg) {
   (void)state;
   (void)arg;
@@ -263,6 +303,7 @@ Suite *test_memory_suite(void) {
   tcase_add_test(tc, message_bursts_leave_the_live_heap_flat);
 #endif
   tcase_add_test(tc, normal_end_allocates_no_extension);
+  tcase_add_test(tc, stop_callback_vat_is_one_object);
   suite_add_tcase(s, tc);
   return s;
 }

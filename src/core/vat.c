@@ -40,12 +40,23 @@ static size_t vat_request_size(size_t bytes) {
   return lines * VAT__CACHE_LINE - 1;
 }
 
+/* Where a vat's extension goes when it is made with the vat: after the
+ * state, 16-byte aligned. */
+static size_t ext_offset(const vat_entity_def *def) {
+  return (sizeof(vat__vat) + def->state_size + 15) & ~(size_t)15;
+}
+
 int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
                  void **state_out) {
   /* One allocation for the vat, its first entity and that entity's state;
-   * the collector zeroes it. */
-  vat__vat *v =
-      vat__gc_alloc(vat_request_size(sizeof(vat__vat) + def->state_size));
+   * the collector zeroes it. A vat with a stop callback needs its
+   * extension from the start (the callback is kept there, see
+   * vat__vat_ext): it comes in the same allocation, one object and one
+   * allocation instead of two per such vat (spawn's million), and one
+   * pointer less to chase from another core when the vat ends there. */
+  size_t bytes = def->on_stop ? ext_offset(def) + sizeof(vat__vat_ext)
+                              : sizeof(vat__vat) + def->state_size;
+  vat__vat *v = vat__gc_alloc(vat_request_size(bytes));
   vat__mailbox_init(&v->mailbox);
   v->sys = sys;
   atomic_init(&v->flags, 0);
@@ -53,8 +64,11 @@ int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
   /* The first entity's stop callback is the core's to keep (see
    * vat__vat_ext): a vat that only wants its end seen costs no module
    * state. */
-  if (def->on_stop)
-    vat__ext_of(v)->first_stop = def->on_stop;
+  if (def->on_stop) {
+    vat__vat_ext *x = (vat__vat_ext *)((char *)v + ext_offset(def));
+    x->first_stop = def->on_stop;
+    vat__ext_publish(v, x);
+  }
   if (def->label)
     vat__label_set(v, def->label);
   *out = v;
