@@ -1,6 +1,7 @@
 /* Memory: vats are garbage once nothing refers to them and they have no
  * work; a million short-lived vats leave the heap bounded. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #define GC_THREADS 1
 #include <gc/gc.h>
@@ -278,6 +279,25 @@ START_TEST(normal_end_allocates_no_extension) {
 }
 END_TEST
 
+/* A system makes room in the heap for its workers' allocations, 4 MiB
+ * each: with one worker's first heap, N spawning workers would collect N
+ * times as often, stopping N threads each time. Capped at 64 MiB. */
+START_TEST(system_makes_heap_room_for_its_workers) {
+  if (getenv("GC_INITIAL_HEAP_SIZE") != NULL)
+    return; /* the user's choice wins: nothing to check */
+  size_t before = GC_get_heap_size();
+  vat_system *sys = test_system(12);
+  ck_assert_uint_ge(GC_get_heap_size(), (size_t)48 << 20);
+  test_quiesce(sys);
+  if (before < ((size_t)64 << 20)) {
+    sys = test_system(20);
+    ck_assert_uint_ge(GC_get_heap_size(), (size_t)64 << 20);
+    ck_assert_uint_lt(GC_get_heap_size(), (size_t)80 << 20);
+    test_quiesce(sys);
+  }
+}
+END_TEST
+
 #if VAT_GC_NO_COLLECT
 START_TEST(the_collector_never_runs_in_this_build) {
   ck_assert(GC_is_disabled());
@@ -304,6 +324,7 @@ Suite *test_memory_suite(void) {
 #endif
   tcase_add_test(tc, normal_end_allocates_no_extension);
   tcase_add_test(tc, stop_callback_vat_is_one_object);
+  tcase_add_test(tc, system_makes_heap_room_for_its_workers);
   suite_add_tcase(s, tc);
   return s;
 }
