@@ -42,6 +42,9 @@ enum {
   /* Runs from the next slot and the busy list in a row before the run queue
    * gets a turn. */
   PRIVATE_STREAK_MAX = 256,
+  /* The most vats a worker takes from the shared queue at once: fewer
+   * than its run queue holds, and a short walk under the queue's lock. */
+  INJECT_BATCH = 32,
   BUSY_MAX = 2,
 };
 
@@ -114,6 +117,29 @@ static vat__vat *steal(vat__worker *w) {
   return NULL;
 }
 
+/* With its run queue empty: a share of the shared queue (its length over
+ * the number of workers, as Go's scheduler takes from its global queue, at
+ * most INJECT_BATCH), one lock for all of it. Runs the oldest; the rest go
+ * to the run queue, in order, where idle workers may steal them. */
+static vat__vat *take_injected(vat__worker *w) {
+  vat_system *sys = w->sys;
+  uint32_t want = vat__inject_size(&sys->inject) / sys->nworkers + 1, n;
+  vat__vat *first = vat__inject_pop_batch(
+      &sys->inject, want < INJECT_BATCH ? want : INJECT_BATCH, &n);
+  if (first == NULL)
+    return NULL;
+  for (vat__vat *v = first->rq_next, *next; v != NULL; v = next) {
+    next = v->rq_next;
+    v->rq_next = NULL; /* a stale link would pin the rest of the chain */
+    if (!vat__runq_push(&w->runq, v))
+      enqueue(w, v); /* not with INJECT_BATCH < VAT__RUNQ_SIZE */
+  }
+  first->rq_next = NULL;
+  if (n > 1) /* they were anyone's to take: let a parked worker see them */
+    vat__wake_one(sys);
+  return first;
+}
+
 /* The next slot, else the busy list's oldest vat. */
 static vat__vat *take_private(vat__worker *w) {
   vat__vat *v = w->next;
@@ -164,7 +190,7 @@ find_work(vat__worker *w) {
   w->private_streak = 0;
   if ((v = vat__runq_pop(&w->runq)) != NULL)
     return v;
-  if ((v = vat__inject_pop(&w->sys->inject)) != NULL)
+  if ((v = take_injected(w)) != NULL)
     return v;
   return steal(w);
 }
@@ -173,8 +199,9 @@ static bool stopping(vat_system *sys) {
   return vat__system_state(sys) >= VAT__STOPPED;
 }
 
-/* Any queue where this worker could find work, looked at under the lock
- * after it counted itself parked. */
+/* Any queue where a worker could find work: looked at under the lock by a
+ * worker that counted itself parked, and without it by the last spinner
+ * to find work (found_work). */
 static bool work_visible(vat_system *sys) {
   if (vat__inject_size(&sys->inject) != 0)
     return true;
@@ -202,14 +229,14 @@ static void park(vat__worker *w) {
 }
 
 /* A spinning worker found `v`: it stops spinning. The last spinner to find
- * work wakes another worker when more is left than the one vat it took
- * (its run queue holds the rest of a steal, or the shared queue is not
- * empty): senders wake only one worker at a time (park.c), so a burst
- * spreads over parked workers this way, one after the other. */
+ * work wakes another worker when it sees more waiting (in any run queue,
+ * or the shared queue): senders wake only one worker at a time (park.c),
+ * so a burst spreads over parked workers this way, one after the other.
+ * The look costs a load per worker, once per idle period, like a steal. */
 static vat__vat *found_work(vat__worker *w, vat__vat *v) {
   vat_system *sys = w->sys;
   if (atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst) == 1 &&
-      (vat__runq_size(&w->runq) != 0 || vat__inject_size(&sys->inject) != 0))
+      work_visible(sys))
     vat__wake_one(sys);
   return v;
 }
