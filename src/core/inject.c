@@ -40,8 +40,8 @@ vat__vat *vat__inject_pop(vat__inject *q) {
 
 /* One lock for several vats: a worker whose run queue ran dry takes a
  * share of the queue, not one vat per lock (skynet's tree overflows the
- * run queues, so most of its million vats pass through here; taken one at
- * a time, two workers fought over this lock per vat). The walk to the cut
+ * run queues, so many of its vats pass through here; taken one at a time,
+ * every worker contends for this lock per vat). The walk to the cut
  * touches each vat's first line, which the taker is about to run. */
 vat__vat *vat__inject_pop_batch(vat__inject *q, uint32_t max, uint32_t *count) {
   *count = 0;

@@ -23,7 +23,7 @@
  * the system's lock to signal again: a spawner making vats took that lock
  * per vat, and with many parked workers a burst woke them all at once, to
  * find one vat each or nothing. The woken worker counts itself spinning,
- * takes `waking` down, and when it finds work with more left over wakes
+ * takes `waking` down, and when it finds work and sees more waiting wakes
  * the next one (worker.c, found_work): wake-ups spread one worker at a
  * time, as fast as there is work for them, the way Go's scheduler passes
  * on its spinning token. */
