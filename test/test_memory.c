@@ -1,10 +1,12 @@
 /* Memory: vats are garbage once nothing refers to them and they have no
  * work; a million short-lived vats leave the heap bounded. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #define GC_THREADS 1
 #include <gc/gc.h>
 
+#include "core/vat.h"
 #include "support.h"
 
 typedef struct tally {
@@ -138,6 +140,166 @@ START_TEST(message_bursts_leave_the_live_heap_flat) {
 }
 END_TEST
 
+/* --- Layout ------------------------------------------------------------- */
+
+enum { SIZES = 6 };
+static const size_t state_sizes[SIZES] = {0, 16, 47, 48, 100, 200};
+
+typedef struct made {
+  vat_ref *refs[SIZES];
+  _Atomic uint64_t done;
+} made;
+
+static void spawn_sizes(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  made *m = arg;
+  for (int i = 0; i < SIZES; i++)
+    expect_vat_ok(vat_spawn(turn,
+                            &(vat_entity_def){.state_size = state_sizes[i]},
+                            &m->refs[i], NULL));
+  atomic_store_explicit(&m->done, 1, memory_order_release);
+}
+
+/* The collector's object for a vat of `state` bytes is whole cache lines,
+ * and begins on a line: two vats never share one (core/vat.c). Unless the
+ * vat fills its lines exactly: then the collector's extra byte costs one
+ * granule, not a line. */
+static void check_vat_layout(vat_ref *ref, size_t state) {
+  vat__vat *v = ref->vat;
+  size_t need = sizeof(vat__vat) + state;
+  ck_assert_ptr_eq(GC_base(v), v);
+  if (need % VAT__CACHE_LINE == 0) {
+    ck_assert_uint_eq(GC_size(v), need + 16);
+    return;
+  }
+  ck_assert_uint_eq((uintptr_t)v % VAT__CACHE_LINE, 0);
+  ck_assert_uint_eq(GC_size(v), (need + VAT__CACHE_LINE - 1) / VAT__CACHE_LINE *
+                                    VAT__CACHE_LINE);
+}
+
+START_TEST(vats_are_whole_cache_lines) {
+  vat_system *sys = test_system(2);
+  /* Spawned by a host thread and by a worker: both allocate from their own
+   * thread-local free lists. Several rounds, so that some come from blocks
+   * carved for earlier vats. */
+  for (int round = 0; round < 50; round++) {
+    for (int i = 0; i < SIZES; i++) {
+      vat_ref *ref;
+      expect_vat_ok(vat_host_spawn(
+          sys, &(vat_entity_def){.state_size = state_sizes[i]}, &ref, NULL));
+      check_vat_layout(ref, state_sizes[i]);
+    }
+    made *m = GC_MALLOC(sizeof *m);
+    vat_ref *spawner = test_spawn(sys, 0, NULL);
+    expect_vat_ok(vat_host_send(spawner, spawn_sizes, m));
+    ck_assert(test_wait_u64(&m->done, 1, 30));
+    for (int i = 0; i < SIZES; i++)
+      check_vat_layout(m->refs[i], state_sizes[i]);
+  }
+  /* A small state costs two lines, not the 144 bytes a 128-byte request
+   * would. */
+  vat_ref *small;
+  expect_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = 16}, &small, NULL));
+  ck_assert_uint_eq(GC_size(small->vat), 2 * VAT__CACHE_LINE);
+  test_quiesce(sys);
+}
+END_TEST
+
+static void stop_now(vat_turn *turn, void *state, void *arg);
+
+static void note_stop(void *state, vat_value reason) {
+  (void)reason;
+  *(uint64_t *)state = 0x5eedULL; /* its state, untouched by the extension */
+}
+
+/* A vat with a stop callback gets its extension (where the callback is
+ * kept) in its own allocation, after its state. */
+START_TEST(stop_callback_vat_is_one_object) {
+  vat_system *sys = test_system(1);
+  for (size_t state = 0; state <= 200; state += 8) {
+    vat_ref *ref;
+    void *st;
+    expect_vat_ok(vat_host_spawn(
+        sys, &(vat_entity_def){.state_size = state, .on_stop = note_stop}, &ref,
+        &st));
+    vat__vat *v = ref->vat;
+    vat__vat_ext *x = vat__ext_peek(v);
+    ck_assert_ptr_nonnull(x);
+    ck_assert_ptr_eq(GC_base(x), v);
+    ck_assert_uint_ge((uintptr_t)x, (uintptr_t)st + state);
+    ck_assert_uint_eq((uintptr_t)x % 16, 0);
+    ck_assert_uint_le((uintptr_t)(x + 1), (uintptr_t)v + GC_size(v) - 1);
+  }
+  vat_ref *one;
+  uint64_t *st;
+  expect_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof *st, .on_stop = note_stop},
+      &one, (void **)&st));
+  expect_vat_ok(vat_host_send(one, stop_now, NULL));
+  test_quiesce(sys);
+  ck_assert_uint_eq(*st, 0x5eedULL);
+  ck_assert(vat_is_atom(vat_ref_exit_reason(one), vat_atom_intern("normal")));
+}
+END_TEST
+
+static void stop_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_stop(turn));
+}
+
+static void fail_now(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(
+      vat_stop_with(turn, vat_error(vat_atom_intern("boom"), vat_null())));
+}
+
+/* A vat with no extension that ends `normal` is given none to hold the
+ * reason; the reason still reads `normal` everywhere. One that ends
+ * otherwise gets one, with its reason. */
+START_TEST(normal_end_allocates_no_extension) {
+  vat_system *sys = test_system(2);
+  vat_ref *plain = test_spawn(sys, 8, NULL);
+  vat_ref *failing = test_spawn(sys, 8, NULL);
+  expect_vat_ok(vat_host_send(plain, stop_now, NULL));
+  expect_vat_ok(vat_host_send(failing, fail_now, NULL));
+  test_quiesce(sys);
+  ck_assert(vat_ref_is_dead(plain));
+  ck_assert_ptr_null(vat__ext_peek(plain->vat));
+  ck_assert(vat_is_atom(vat_ref_exit_reason(plain), vat_atom_intern("normal")));
+  vat_info info;
+  expect_vat_ok(vat_ref_inspect(plain, &info));
+  ck_assert(!info.alive);
+  ck_assert(vat_is_atom(info.exit_reason, vat_atom_intern("normal")));
+  ck_assert(vat_ref_is_dead(failing));
+  ck_assert_ptr_nonnull(vat__ext_peek(failing->vat));
+  vat_value reason = vat_ref_exit_reason(failing);
+  ck_assert_int_eq(vat_type_of(reason), VAT_T_ERROR);
+  ck_assert_ptr_eq(vat_error_code(reason), vat_atom_intern("boom"));
+}
+END_TEST
+
+/* A system makes room in the heap for its workers' allocations, 4 MiB
+ * each: with one worker's first heap, N spawning workers would collect N
+ * times as often, stopping N threads each time. Capped at 64 MiB. */
+START_TEST(system_makes_heap_room_for_its_workers) {
+  if (getenv("GC_INITIAL_HEAP_SIZE") != NULL)
+    return; /* the user's choice wins: nothing to check */
+  size_t before = GC_get_heap_size();
+  vat_system *sys = test_system(12);
+  ck_assert_uint_ge(GC_get_heap_size(), (size_t)48 << 20);
+  test_quiesce(sys);
+  if (before < ((size_t)64 << 20)) {
+    sys = test_system(20);
+    ck_assert_uint_ge(GC_get_heap_size(), (size_t)64 << 20);
+    ck_assert_uint_lt(GC_get_heap_size(), (size_t)80 << 20);
+    test_quiesce(sys);
+  }
+}
+END_TEST
+
 #if VAT_GC_NO_COLLECT
 START_TEST(the_collector_never_runs_in_this_build) {
   ck_assert(GC_is_disabled());
@@ -157,10 +319,14 @@ Suite *test_memory_suite(void) {
    * does not collect is checked instead. */
   tcase_add_test(tc, the_collector_never_runs_in_this_build);
 #else
+  tcase_add_test(tc, vats_are_whole_cache_lines);
   tcase_add_test(tc, million_short_lived_vats_leave_heap_bounded);
   tcase_add_test(tc, unreferenced_idle_vat_is_collected);
   tcase_add_test(tc, message_bursts_leave_the_live_heap_flat);
 #endif
+  tcase_add_test(tc, normal_end_allocates_no_extension);
+  tcase_add_test(tc, stop_callback_vat_is_one_object);
+  tcase_add_test(tc, system_makes_heap_room_for_its_workers);
   suite_add_tcase(s, tc);
   return s;
 }

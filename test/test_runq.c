@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/inject.h"
 #include "core/runq.h"
 #include "core/vat.h"
 #include "suites.h"
@@ -411,6 +412,41 @@ START_TEST(stress_full_queue_and_thieves) {
 }
 END_TEST
 
+/* The shared queue hands out a share in one take: oldest first, linked
+ * through rq_next with the last link cut, the count and size kept. */
+START_TEST(inject_pop_batch_takes_the_oldest_in_order) {
+  enum { N = 10 };
+  vat__vat *v = vats_new(N);
+  vat__inject *q = GC_MALLOC(sizeof *q);
+  vat__inject_init(q);
+  uint32_t n = 99;
+  ck_assert_ptr_null(vat__inject_pop_batch(q, 4, &n));
+  ck_assert_uint_eq(n, 0);
+  for (int i = 0; i < N - 1; i++)
+    v[i].rq_next = &v[i + 1];
+  vat__inject_push(q, &v[0], &v[N - 1], N);
+
+  vat__vat *first = vat__inject_pop_batch(q, 4, &n);
+  ck_assert_uint_eq(n, 4);
+  ck_assert_uint_eq(vat__inject_size(q), N - 4);
+  int i = 0;
+  for (vat__vat *x = first; x != NULL; x = x->rq_next, i++)
+    ck_assert_ptr_eq(x, &v[i]);
+  ck_assert_int_eq(i, 4);
+
+  ck_assert_ptr_eq(vat__inject_pop(q), &v[4]);
+  first = vat__inject_pop_batch(q, 100, &n); /* more than there is */
+  ck_assert_uint_eq(n, N - 5);
+  ck_assert_ptr_eq(first, &v[5]);
+  ck_assert_ptr_null(v[N - 1].rq_next);
+  ck_assert_uint_eq(vat__inject_size(q), 0);
+  ck_assert_ptr_null(vat__inject_pop(q));
+  vat__inject_push(q, &v[0], &v[0], 1); /* the emptied queue takes more */
+  ck_assert_ptr_eq(vat__inject_pop_batch(q, 1, &n), &v[0]);
+  ck_assert_uint_eq(n, 1);
+}
+END_TEST
+
 Suite *test_runq_suite(void) {
   Suite *s = suite_create("runq");
   TCase *tc = test_case("unit", 0);
@@ -421,6 +457,7 @@ Suite *test_runq_suite(void) {
   tcase_add_test(tc, steal_takes_about_half);
   tcase_add_test(tc, steal_from_empty);
   tcase_add_test(tc, steal_after_wraparound);
+  tcase_add_test(tc, inject_pop_batch_takes_the_oldest_in_order);
   suite_add_tcase(s, tc);
 
   TCase *stress = test_case("stress", 240);

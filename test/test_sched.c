@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "core/system.h"
+#include "sched/sched.h"
 #include "support.h"
 
 /* --- Vats kept private do not starve queued ones ------------------------- */
@@ -124,11 +126,129 @@ START_TEST(producer_paused_mid_push_does_not_stall_worker) {
 }
 END_TEST
 
+/* --- A burst wakes one worker at a time, and enough of them -------------
+ *
+ * Host sends to idle vats wake parked workers. While a woken worker has
+ * not yet started looking for work (held at the pause point), the senders
+ * after the first signal nobody: the woken worker will see their vats.
+ * Once it runs, wake-ups pass on from worker to worker: the vats of the
+ * burst, which each wait until all of them are running at once, all get a
+ * worker. */
+
+enum { BURST_WORKERS = 3 };
+
+static _Atomic uint64_t burst_arrived;
+
+static void meet_the_others(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)state;
+  (void)arg;
+  atomic_fetch_add_explicit(&burst_arrived, 1, memory_order_acq_rel);
+  if (!test_wait_u64(&burst_arrived, BURST_WORKERS, 30))
+    test_record_bad_call("the burst's vats never all ran at once",
+                         VAT_ETIMEDOUT, __FILE__, __LINE__);
+}
+
+START_TEST(a_burst_wakes_one_worker_at_a_time_and_enough_of_them) {
+  vat_system *sys = test_system(BURST_WORKERS);
+  atomic_store(&burst_arrived, 0);
+  vat_ref *vats[BURST_WORKERS];
+  for (int i = 0; i < BURST_WORKERS; i++)
+    vats[i] = test_spawn(sys, 0, NULL);
+  ck_assert(vat__wait_quiescent(sys, 30)); /* every worker parked */
+  uint64_t before = atomic_load(&sys->wakes);
+
+  vat__test_point_arm("sched.idle.woken");
+  ck_assert_vat_ok(vat_host_send(vats[0], meet_the_others, NULL));
+  ck_assert_msg(vat__test_point_wait(10), "no worker woke for the first vat");
+  for (int i = 1; i < BURST_WORKERS; i++)
+    ck_assert_vat_ok(vat_host_send(vats[i], meet_the_others, NULL));
+  uint64_t signals = atomic_load(&sys->wakes) - before;
+  ck_assert_msg(signals == 1,
+                "%llu parked workers were signalled for the burst while the "
+                "first one woken had not started looking for work",
+                (unsigned long long)signals);
+
+  vat__test_point_release();
+  ck_assert_msg(test_wait_u64(&burst_arrived, BURST_WORKERS, 30),
+                "only %llu of the burst's vats got a worker",
+                (unsigned long long)atomic_load(&burst_arrived));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- No wake-up is lost ---------------------------------------------------
+ *
+ * Rounds that start from a parked system (spin 0, so every hand-over goes
+ * through park and wake): a host burst to a few vats, each of which fans
+ * out to others from its turn. A wake-up lost between a sender leaving
+ * its vat to a worker in flight and that worker parking again would leave
+ * a round's vats queued with every worker asleep: the round never ends. */
+
+enum { FAN_VATS = 24, FAN_OUT = 4, FAN_ROUNDS = 200 / TEST_SCALE };
+
+typedef struct fan {
+  vat_ref **all;
+  _Atomic uint64_t *turns;
+  unsigned index;
+} fan;
+
+static void fan_leaf(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  fan *f = state;
+  atomic_fetch_add_explicit(f->turns, 1, memory_order_release);
+}
+
+static void fan_root(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  fan *f = state;
+  for (unsigned i = 1; i <= FAN_OUT; i++)
+    expect_vat_ok(
+        vat_send(turn, f->all[(f->index + i) % FAN_VATS], fan_leaf, NULL));
+  atomic_fetch_add_explicit(f->turns, 1, memory_order_release);
+}
+
+START_TEST(no_wake_up_is_lost_between_parked_rounds) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 4;
+  cfg.spin = 0;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  static _Atomic uint64_t turns;
+  atomic_store(&turns, 0);
+  static vat_ref *all[FAN_VATS]; /* a global: the collector scans it */
+  for (unsigned i = 0; i < FAN_VATS; i++) {
+    fan *f;
+    all[i] = test_spawn(sys, sizeof *f, (void **)&f);
+    *f = (fan){.all = all, .turns = &turns, .index = i};
+  }
+  uint64_t seed = test_seed("no_wake_up_is_lost_between_parked_rounds");
+  uint64_t expected = 0;
+  for (unsigned round = 0; round < FAN_ROUNDS; round++) {
+    ck_assert(vat__wait_quiescent(sys, 30)); /* every worker parked */
+    unsigned roots = (unsigned)test_rand_between(&seed, 1, 6);
+    for (unsigned r = 0; r < roots; r++)
+      ck_assert_vat_ok(vat_host_send(
+          all[test_rand_between(&seed, 0, FAN_VATS - 1)], fan_root, NULL));
+    expected += roots * (1 + FAN_OUT);
+    ck_assert_msg(test_wait_u64(&turns, expected, 30),
+                  "round %u: %llu of %llu turns ran", round,
+                  (unsigned long long)atomic_load(&turns),
+                  (unsigned long long)expected);
+  }
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_sched_suite(void) {
   Suite *s = suite_create("sched");
   TCase *tc = test_case("policy", 120);
   tcase_add_test(tc, busy_pair_does_not_starve_queued_vats);
   tcase_add_test(tc, producer_paused_mid_push_does_not_stall_worker);
+  tcase_add_test(tc, a_burst_wakes_one_worker_at_a_time_and_enough_of_them);
+  tcase_add_test(tc, no_wake_up_is_lost_between_parked_rounds);
   suite_add_tcase(s, tc);
   return s;
 }

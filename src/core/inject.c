@@ -37,3 +37,29 @@ vat__vat *vat__inject_pop(vat__inject *q) {
   pthread_mutex_unlock(&q->lock);
   return v;
 }
+
+/* One lock for several vats: a worker whose run queue ran dry takes a
+ * share of the queue, not one vat per lock (skynet's tree overflows the
+ * run queues, so many of its vats pass through here; taken one at a time,
+ * every worker contends for this lock per vat). The walk to the cut
+ * touches each vat's first line, which the taker is about to run. */
+vat__vat *vat__inject_pop_batch(vat__inject *q, uint32_t max, uint32_t *count) {
+  *count = 0;
+  if (vat__inject_size(q) == 0)
+    return NULL;
+  pthread_mutex_lock(&q->lock);
+  vat__vat *first = q->head, *last = NULL;
+  uint32_t n = 0;
+  for (vat__vat *v = first; v != NULL && n < max; v = v->rq_next, n++)
+    last = v;
+  if (last != NULL) {
+    q->head = last->rq_next;
+    if (q->head == NULL)
+      q->tail = NULL;
+    last->rq_next = NULL;
+    atomic_fetch_sub_explicit(&q->size, n, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&q->lock);
+  *count = n;
+  return n ? first : NULL;
+}

@@ -24,6 +24,11 @@ void vat__inject_push(vat__inject *q, struct vat__vat *first,
                       struct vat__vat *last, uint32_t n);
 /** Takes the oldest vat, or NULL. */
 struct vat__vat *vat__inject_pop(vat__inject *q);
+/** Takes up to `max` (at least 1) of the oldest vats, linked oldest first
+ *  through rq_next, the last link NULL; *count gets their number. NULL
+ *  when empty. */
+struct vat__vat *vat__inject_pop_batch(vat__inject *q, uint32_t max,
+                                       uint32_t *count);
 static inline uint32_t vat__inject_size(vat__inject *q) {
   return atomic_load_explicit(&q->size, memory_order_relaxed);
 }

@@ -54,6 +54,10 @@ struct vat_system {
   pthread_cond_t quiet_cond; /* shutdown waits here */
   _Atomic unsigned parked;
   _Atomic unsigned spinning;
+  /* A parked worker was signalled and has not yet counted itself spinning:
+   * senders leave the waking of more to it (sched/park.c). */
+  _Atomic bool waking;
+  _Atomic uint64_t wakes; /* signals sent to parked workers (for tests) */
   _Atomic unsigned host_inflight; /* senders from outside mid-delivery */
 
   /* Time as timers see it: the monotonic clock, or a virtual clock the

@@ -49,7 +49,9 @@ struct vat__promises;
 struct vat__timers;
 struct vat__flow;
 typedef struct vat__vat_ext {
-  vat_value exit_reason; /* set when the vat ends, before `dead` */
+  /* Set when the vat ends, before `dead`; left null by a `normal` end
+   * that found no extension (see vat__exit_reason). */
+  vat_value exit_reason;
   struct vat__exits *exits;
   struct vat__promises *promises;
   struct vat__timers *timers;
@@ -108,7 +110,7 @@ struct vat__vat {
   /* The first entity, made with the vat, so spawning is one allocation.
    * Must stay last: its state follows it. The fields above fill exactly one
    * cache line, so the entity needs no padding before it and a vat with a
-   * small state fits the collector's 112-byte size class. */
+   * state of up to 47 bytes is one 128-byte object (vat__vat_new). */
   struct vat_entity first;
 };
 
@@ -150,5 +152,11 @@ void vat__label_set(vat__vat *v, const char *label);
 static inline bool vat__is_dead(const vat__vat *v) {
   return atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD;
 }
+
+/** A dead vat's exit reason. Any thread, after vat__is_dead(v) was seen
+ *  true (its acquire pairs with the release that set `dead`). A vat that
+ *  ended `normal` with no extension has none to hold the reason
+ *  (vat__terminate), nor a reason in one made after its end. */
+vat_value vat__exit_reason(vat__vat *v);
 
 #endif

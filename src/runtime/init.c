@@ -7,11 +7,16 @@
 #include "core/thread.h"
 #include "exits/exits.h"
 #include "promise/promise.h"
+#include "runtime/heap.h"
 #include "timer/timer.h"
 #include "trace/trace.h"
 #include "util/gc.h"
 
-enum { INITIAL_HEAP_BYTES = 4 << 20 };
+enum {
+  INITIAL_HEAP_BYTES = 4 << 20,
+  /* The most vat_system_new makes room for (see vat__heap_for_workers). */
+  WORKERS_HEAP_BYTES_MAX = 64 << 20,
+};
 
 /* Refs point inside objects: an entity's ref is the address of the entity
  * inside its vat (64 bytes in for the first, anywhere in a state for the
@@ -25,6 +30,29 @@ enum { INITIAL_HEAP_BYTES = 4 << 20 };
  * refuses to start rather than lose vats later. */
 static bool interior_pointers_on(void) {
   return GC_get_all_interior_pointers() != 0;
+}
+
+/* Grows the heap to `bytes` unless it is that large already or the user
+ * chose its first size (an explicit GC_INITIAL_HEAP_SIZE wins). */
+static void heap_at_least(size_t bytes) {
+  if (getenv("GC_INITIAL_HEAP_SIZE") == NULL && GC_get_heap_size() < bytes)
+    GC_expand_hp(bytes - GC_get_heap_size());
+}
+
+/* The collector collects when the heap is used up (with a small live set,
+ * that is every heap's worth of allocation), and each collection stops
+ * every registered thread. Workers that allocate (spawning vats) fill a
+ * heap made for one in 1/N of the time: with the first heap alone, N
+ * workers would collect N times as often, each time stopping N threads,
+ * and the stops would grow as N squared (two workers spawning a million
+ * vats: 54 collections with 4 MiB, 26 with 8). So each system makes room
+ * for INITIAL_HEAP_BYTES per worker, up to WORKERS_HEAP_BYTES_MAX: with
+ * the cap, 64 workers collect no more often per vat than 16 do. The heap
+ * grows as the collector likes after that; it never shrinks for this. */
+void vat__heap_for_workers(unsigned workers) {
+  size_t bytes = (size_t)workers * INITIAL_HEAP_BYTES;
+  heap_at_least(bytes < WORKERS_HEAP_BYTES_MAX ? bytes
+                                               : WORKERS_HEAP_BYTES_MAX);
 }
 
 int vat_init(void) {
@@ -42,9 +70,7 @@ int vat_init(void) {
    * and 0.6 s; with 4 MiB, 52 collections and 0.04 s). Larger is not
    * better: a turn's allocations then spread over more memory and fall out
    * of the cache. An explicit GC_INITIAL_HEAP_SIZE wins. */
-  if (getenv("GC_INITIAL_HEAP_SIZE") == NULL &&
-      GC_get_heap_size() < INITIAL_HEAP_BYTES)
-    GC_expand_hp(INITIAL_HEAP_BYTES - GC_get_heap_size());
+  heap_at_least(INITIAL_HEAP_BYTES);
 #if VAT_GC_NO_COLLECT
   GC_disable();
 #endif

@@ -10,6 +10,7 @@
 #include "core/system.h"
 #include "core/thread.h"
 #include "embed/embed.h"
+#include "runtime/heap.h"
 #include "sched/sched.h"
 #include "trace/trace.h"
 #include "util/clock.h"
@@ -43,6 +44,7 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
     return VAT_EINVAL;
   bool host_driven = cfg->workers == 0;
   unsigned nworkers = host_driven ? 1 : cfg->workers;
+  vat__heap_for_workers(nworkers);
   /* Collector memory: the system lives as long as anything refers to it, so
    * a ref into a destroyed system never dangles. */
   vat_system *sys = GC_MALLOC(sizeof *sys);

@@ -15,7 +15,19 @@
 #include "sched/sched.h"
 #include "util/clock.h"
 
-/* Wakes one parked worker if none is looking for work already. */
+/* Wakes one parked worker if none is looking for work already, and none
+ * was woken that has not started looking yet.
+ *
+ * One wake-up in flight at a time: without `waking`, every sender that
+ * queued a vat while a woken worker was still on its way out of the futex
+ * (tens of microseconds) found `parked` up and `spinning` down, and took
+ * the system's lock to signal again: a spawner making vats took that lock
+ * per vat, and with many parked workers a burst woke them all at once, to
+ * find one vat each or nothing. The woken worker counts itself spinning,
+ * takes `waking` down, and when it finds work and sees more waiting wakes
+ * the next one (worker.c, found_work): wake-ups spread one worker at a
+ * time, as fast as there is work for them, the way Go's scheduler passes
+ * on its spinning token. */
 void vat__wake_one(vat_system *sys) {
   /* seq_cst fence: orders the caller's queue push before these loads, as
    * the parking worker orders its `parked` increment before its last look
@@ -24,8 +36,21 @@ void vat__wake_one(vat_system *sys) {
   if (atomic_load_explicit(&sys->parked, memory_order_relaxed) == 0 ||
       atomic_load_explicit(&sys->spinning, memory_order_relaxed) != 0)
     return;
+  /* seq_cst: a sender that finds `waking` up leaves its vat to the woken
+   * worker, which takes `waking` down (seq_cst) before it looks at the
+   * queues: in the single order of seq_cst operations this sender's push
+   * and load come before that store, so that look sees the push. */
+  if (atomic_exchange_explicit(&sys->waking, true, memory_order_seq_cst))
+    return;
   pthread_mutex_lock(&sys->lock);
-  pthread_cond_signal(&sys->park_cond);
+  /* Under the lock a worker counted parked is waiting on park_cond or
+   * already signalled and on its way back; either takes `waking` down. */
+  if (atomic_load_explicit(&sys->parked, memory_order_relaxed) != 0) {
+    atomic_fetch_add_explicit(&sys->wakes, 1, memory_order_relaxed);
+    pthread_cond_signal(&sys->park_cond);
+  } else {
+    atomic_store_explicit(&sys->waking, false, memory_order_seq_cst);
+  }
   pthread_mutex_unlock(&sys->lock);
 }
 

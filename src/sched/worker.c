@@ -32,6 +32,7 @@
 #include "util/cpu.h"
 #include "util/gc.h" /* pthread_create registers the workers */
 #include "util/mem.h"
+#include "util/testpoint.h"
 
 enum {
   /* Look at the shared queue every so often even when busy, so injected
@@ -41,6 +42,9 @@ enum {
   /* Runs from the next slot and the busy list in a row before the run queue
    * gets a turn. */
   PRIVATE_STREAK_MAX = 256,
+  /* The most vats a worker takes from the shared queue at once: fewer
+   * than its run queue holds, and a short walk under the queue's lock. */
+  INJECT_BATCH = 32,
   BUSY_MAX = 2,
 };
 
@@ -113,6 +117,29 @@ static vat__vat *steal(vat__worker *w) {
   return NULL;
 }
 
+/* With its run queue empty: a share of the shared queue (its length over
+ * the number of workers, as Go's scheduler takes from its global queue, at
+ * most INJECT_BATCH), one lock for all of it. Runs the oldest; the rest go
+ * to the run queue, in order, where idle workers may steal them. */
+static vat__vat *take_injected(vat__worker *w) {
+  vat_system *sys = w->sys;
+  uint32_t want = vat__inject_size(&sys->inject) / sys->nworkers + 1, n;
+  vat__vat *first = vat__inject_pop_batch(
+      &sys->inject, want < INJECT_BATCH ? want : INJECT_BATCH, &n);
+  if (first == NULL)
+    return NULL;
+  for (vat__vat *v = first->rq_next, *next; v != NULL; v = next) {
+    next = v->rq_next;
+    v->rq_next = NULL; /* a stale link would pin the rest of the chain */
+    if (!vat__runq_push(&w->runq, v))
+      enqueue(w, v); /* not with INJECT_BATCH < VAT__RUNQ_SIZE */
+  }
+  first->rq_next = NULL;
+  if (n > 1) /* they were anyone's to take: let a parked worker see them */
+    vat__wake_one(sys);
+  return first;
+}
+
 /* The next slot, else the busy list's oldest vat. */
 static vat__vat *take_private(vat__worker *w) {
   vat__vat *v = w->next;
@@ -142,7 +169,11 @@ static void requeue(vat__worker *w, vat__vat *v) {
     enqueue(w, v);
 }
 
-static vat__vat *find_work(vat__worker *w) {
+/* Inlined into worker_main, where it runs once per batch: called from
+ * idle() too, it was left out of line, which cost a ping-pong 22
+ * instructions a message. */
+static inline __attribute__((always_inline)) vat__vat *
+find_work(vat__worker *w) {
   vat__vat *v;
   if (++w->ticks % INJECT_EVERY == 0 &&
       (v = vat__inject_pop(&w->sys->inject)) != NULL)
@@ -164,7 +195,7 @@ static vat__vat *find_work(vat__worker *w) {
   w->private_streak = 0;
   if ((v = vat__runq_pop(&w->runq)) != NULL)
     return v;
-  if ((v = vat__inject_pop(&w->sys->inject)) != NULL)
+  if ((v = take_injected(w)) != NULL)
     return v;
   return steal(w);
 }
@@ -173,8 +204,9 @@ static bool stopping(vat_system *sys) {
   return vat__system_state(sys) >= VAT__STOPPED;
 }
 
-/* Any queue where this worker could find work, looked at under the lock
- * after it counted itself parked. */
+/* Any queue where a worker could find work: looked at under the lock by a
+ * worker that counted itself parked, and without it by the last spinner
+ * to find work (found_work). */
 static bool work_visible(vat_system *sys) {
   if (vat__inject_size(&sys->inject) != 0)
     return true;
@@ -201,24 +233,24 @@ static void park(vat__worker *w) {
   atomic_store_explicit(&w->park_since, 0, memory_order_relaxed);
 }
 
-/* Spins, then parks. Returns a vat found meanwhile, or NULL to look again
- * (after a wake-up) or to stop. */
-static vat__vat *idle(vat__worker *w) {
+/* A spinning worker found `v`: it stops spinning. The last spinner to find
+ * work wakes another worker when it sees more waiting (in any run queue,
+ * or the shared queue): senders wake only one worker at a time (park.c),
+ * so a burst spreads over parked workers this way, one after the other.
+ * The look costs a load per worker, once per idle period, like a steal. */
+static vat__vat *found_work(vat__worker *w, vat__vat *v) {
   vat_system *sys = w->sys;
-  if (w->trace != NULL) /* ends the last turn's slice */
-    vat__trace_mark(w->trace, VAT__TR_IDLE);
-  atomic_fetch_add_explicit(&sys->spinning, 1, memory_order_seq_cst);
-  for (unsigned i = 0; i < sys->cfg.spin && !stopping(sys); i++) {
-    vat__vat *v = find_work(w);
-    if (v) {
-      atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst);
-      return v;
-    }
-    if (i % 8 == 7)
-      sched_yield();
-    else
-      vat__cpu_relax();
-  }
+  if (atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst) == 1 &&
+      work_visible(sys))
+    vat__wake_one(sys);
+  return v;
+}
+
+/* Parks unless there is work or the system stops; called spinning.
+ * Returns whether it parked. */
+static bool park_unless_work(vat__worker *w) {
+  vat_system *sys = w->sys;
+  bool parks = false;
   pthread_mutex_lock(&sys->lock);
   atomic_fetch_add_explicit(&sys->parked, 1, memory_order_seq_cst);
   atomic_fetch_sub_explicit(&sys->spinning, 1, memory_order_seq_cst);
@@ -227,10 +259,49 @@ static vat__vat *idle(vat__worker *w) {
     if (vat__quiescent_locked(sys))
       pthread_cond_broadcast(&sys->quiet_cond);
     park(w);
+    parks = true;
   }
   atomic_fetch_sub_explicit(&sys->parked, 1, memory_order_seq_cst);
   pthread_mutex_unlock(&sys->lock);
-  return NULL;
+  return parks;
+}
+
+/* Spins, then parks; once woken, spins again. Returns a vat found, or NULL
+ * to look again or to stop. */
+static vat__vat *idle(vat__worker *w) {
+  vat_system *sys = w->sys;
+  if (w->trace != NULL) /* ends the last turn's slice */
+    vat__trace_mark(w->trace, VAT__TR_IDLE);
+  /* Whether to look before the first pause: not on entry (worker_main
+   * looked already), but after a wake-up or a park called off because
+   * work showed (with cfg.spin 0, that look is the only one). */
+  bool look_first = false, woken = false;
+  for (;;) {
+    atomic_fetch_add_explicit(&sys->spinning, 1, memory_order_seq_cst);
+    /* Counted spinning first, so that a sender who finds `waking` down
+     * finds this worker spinning (or the vat it took gone). seq_cst: see
+     * vat__wake_one. */
+    if (woken)
+      atomic_store_explicit(&sys->waking, false, memory_order_seq_cst);
+    for (unsigned i = 0; !stopping(sys); i++) {
+      vat__vat *v;
+      if ((look_first || i > 0) && (v = find_work(w)) != NULL)
+        return found_work(w, v);
+      if (i == sys->cfg.spin)
+        break;
+      if (i % 8 == 7)
+        sched_yield();
+      else
+        vat__cpu_relax();
+    }
+    woken = park_unless_work(w);
+    look_first = true;
+    /* A woken worker, its lock let go, before it counts itself spinning:
+     * a sender now finds `waking` up (tests hold a worker here). */
+    VAT__TEST_POINT("sched.idle.woken");
+    if (stopping(sys))
+      return NULL;
+  }
 }
 
 static VAT__HOT void *worker_main(void *arg) {
