@@ -1,0 +1,165 @@
+/* Imports, exports and proxies: how refs and promises cross a connection.
+ *
+ * Slot names follow CapTP: a sender writes "o+N" for its own export N and
+ * "o-N" for the receiver's export N (its import); the receiver reads them
+ * the other way round. So "o+N" received is the peer's object N (a proxy,
+ * made once and kept: the same slot is the same ref), and "o-N" received
+ * is this side's export N (the original ref: identity survives a round
+ * trip). A proxy sent back to its own side is written "o-N".
+ *
+ * A proxy is an entity of the connection vat: a dynamic message to it
+ * becomes a CTP_CALL, a message-form request one whose answer settles the
+ * request (calls.c). */
+#define GC_THREADS 1
+#include <gc/gc.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct proxy {
+  net_conn *c;
+  uint64_t id; /* the peer's export number */
+} proxy;
+
+typedef net_import_promise import_promise;
+
+/* --- Proxies: messages out ----------------------------------------------- */
+
+static void refuse(vat_turn *turn, vat_ref *reply, const char *code,
+                   const char *detail) {
+  if (reply != NULL)
+    vat_reply_error(turn, reply,
+                    vat_error(vat_atom_intern(code), vat_string(detail)));
+}
+
+static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  proxy *p = state;
+  net_conn *c = p->c;
+  vat_value args = value;
+  vat_ref *reply = NULL;
+  vat_request_parse(value, &args, &reply);
+  if (c->ended) {
+    if (reply != NULL)
+      vat_reply_error(turn, reply, net_disconnected("closed"));
+    return;
+  }
+  if (vat_type_of(args) != VAT_T_LIST)
+    args = vat_list(&args, 1);
+  uint64_t n = c->next_question++;
+  net_question *q = GC_MALLOC(sizeof *q);
+  if (q == NULL || !net_table_put(&c->questions, n, q)) {
+    refuse(turn, reply, "nomem", "out of memory");
+    return;
+  }
+  q->reply = reply;
+  vat_value method[2] = {vat_string(vat_atom_name(selector)), args};
+  vat_captp_msg m = {.type = VAT_CAPTP_CALL,
+                     .id = net_name('q', '-', n),
+                     .target = net_name('o', '-', p->id),
+                     .value = vat_list(method, 2)};
+  vat_captp_error err;
+  int rc = net_send(turn, c, &m, &err);
+  if (rc != VAT_OK) {
+    net_table_take(&c->questions, n);
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s: %s%s%s", vat_strerror(rc),
+             vat_captp_err_text(err.code), err.detail[0] ? ": " : "",
+             err.detail);
+    refuse(turn, reply, "encode", detail);
+  }
+}
+
+static const vat_entity_def proxy_def = {
+    .state_size = sizeof(proxy),
+    .receive = proxy_receive,
+};
+
+/* --- Exporting ----------------------------------------------------------- */
+
+static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
+                       const char **iface) {
+  net_slots_ctx *x = ctx;
+  net_conn *c = x->c;
+  vat_ref *ref = vat_value_ref(v);
+  if (ref == NULL)
+    return VAT_ENOTSUP; /* exporting promises: not supported yet */
+  uint64_t key = (uint64_t)(uintptr_t)ref;
+  uint64_t theirs = (uint64_t)(uintptr_t)net_table_get(&c->import_ids, key);
+  if (theirs != 0) {
+    snprintf(slot, VAT_CAPTP_SLOT_MAX, "o-%llu", (unsigned long long)theirs);
+    return VAT_OK;
+  }
+  uint64_t n = (uint64_t)(uintptr_t)net_table_get(&c->export_ids, key);
+  if (n == 0) {
+    n = c->next_export++;
+    if (!net_table_put(&c->exports, n, ref) ||
+        !net_table_put(&c->export_ids, key, (void *)(uintptr_t)n))
+      return VAT_ENOMEM;
+  }
+  snprintf(slot, VAT_CAPTP_SLOT_MAX, "o+%llu", (unsigned long long)n);
+  *iface = "Alleged: libvat";
+  return VAT_OK;
+}
+
+/* --- Importing ----------------------------------------------------------- */
+
+static int import_object(net_slots_ctx *x, uint64_t n, vat_value *out) {
+  net_conn *c = x->c;
+  vat_ref *ref = net_table_get(&c->imports, n);
+  if (ref == NULL) {
+    proxy *p;
+    int rc = vat_entity_new(x->turn, &proxy_def, &ref, (void **)&p);
+    if (rc != VAT_OK)
+      return rc;
+    p->c = c;
+    p->id = n;
+    if (!net_table_put(&c->imports, n, ref) ||
+        !net_table_put(&c->import_ids, (uint64_t)(uintptr_t)ref,
+                       (void *)(uintptr_t)n))
+      return VAT_ENOMEM;
+  }
+  *out = vat_ref_value(ref);
+  return VAT_OK;
+}
+
+static int import_promise_slot(net_conn *c, uint64_t n, vat_value *out) {
+  import_promise *ip = net_table_get(&c->promises, n);
+  if (ip == NULL) {
+    ip = GC_MALLOC(sizeof *ip);
+    if (ip == NULL || vat_promise_new(&ip->promise, &ip->resolver) != VAT_OK ||
+        !net_table_put(&c->promises, n, ip))
+      return VAT_ENOMEM;
+  }
+  *out = vat_promise_value(ip->promise);
+  return VAT_OK;
+}
+
+static int import_slot(void *ctx, const char *slot, const char *iface,
+                       vat_value *out) {
+  net_slots_ctx *x = ctx;
+  uint64_t n;
+  (void)iface;
+  if ((n = net_parse(slot, 'o', '+')) != 0)
+    return import_object(x, n, out);
+  if ((n = net_parse(slot, 'o', '-')) != 0) {
+    vat_ref *ref = net_table_get(&x->c->exports, n);
+    if (ref == NULL)
+      return VAT_ENOTFOUND; /* not an export of ours: a bad message */
+    *out = vat_ref_value(ref);
+    return VAT_OK;
+  }
+  if ((n = net_parse(slot, 'p', '+')) != 0)
+    return import_promise_slot(x->c, n, out);
+  return VAT_ENOTFOUND; /* "p-N": we export no promises yet */
+}
+
+vat_resolver *net_take_promise(net_conn *c, uint64_t n) {
+  import_promise *ip = net_table_take(&c->promises, n);
+  return ip ? ip->resolver : NULL;
+}
+
+vat_captp_slots net_slots(net_slots_ctx *ctx) {
+  return (vat_captp_slots){ctx, export_slot, import_slot};
+}
