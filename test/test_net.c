@@ -292,10 +292,28 @@ START_TEST(close_breaks_pending_questions) {
   wait_closed(p.b, "closed");
   /* The peer saw the CTP_DISCONNECT (or the end of stream after it). */
   wait_closed(p.a, "disconnected by the peer");
-  /* Later requests to the proxy break; one-way sends are dead letters. */
+  /* Later requests to the proxy break with noconnection, as Erlang
+   * reports a lost node; one-way sends are dead letters. */
   ck_assert_vat_err(ask(p.remote, "add", args, 2, &v), VAT_EBROKEN);
-  assert_disconnected(v, "closed");
+  ck_assert(vat_is_atom(v, vat_atom_noconnection()));
+  uint64_t dead = test_stats(p.sys).dead_letters;
   ck_assert_vat_ok(vat_host_send_msg(p.remote, sel("add"), vat_null()));
+  ck_assert_uint_eq(test_stats(p.sys).dead_letters, dead + 1);
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(monitors_on_proxies_fire_noconnection) {
+  pair p;
+  open_pair(&p);
+  vat_promise *down;
+  ck_assert_vat_ok(vat_host_monitor(p.remote, NULL, &down));
+  ck_assert_vat_err(vat_promise_wait(down, 0, NULL), VAT_ETIMEDOUT);
+  ck_assert_vat_ok(vat_conn_close(p.a)); /* the other side hangs up */
+  vat_value v;
+  ck_assert_vat_ok(vat_promise_wait(down, WAIT_S, &v));
+  ck_assert(vat_is_atom(v, vat_atom_noconnection()));
+  wait_closed(p.b, "disconnected by the peer");
   close_pair(&p);
 }
 END_TEST
@@ -501,6 +519,137 @@ START_TEST(peer_promises_settle_by_resolve) {
 }
 END_TEST
 
+/* A connection to a raw peer, offering nothing. */
+static void raw_open(vat_system *sys, int fd, const vat_conn_options *opt,
+                     vat_conn **c) {
+  ck_assert_vat_ok(vat_conn_open(sys, fd, NULL, opt, c));
+}
+
+/* The raw peer answers the bootstrap question with its object o+1:
+ * returns the proxy. */
+static vat_ref *raw_answer_bootstrap(int raw, vat_conn *c) {
+  raw_frame(raw, "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":"
+                 "{\"body\":\"{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}"
+                 "\",\"slots\":[\"o+1\"]}}");
+  return wait_ref(vat_conn_bootstrap(c));
+}
+
+START_TEST(questions_time_out) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.question_timeout_s = 0.1;
+  vat_conn *c;
+  raw_open(sys, sv[0], &opt, &c);
+  /* Nobody answers the bootstrap question. */
+  vat_value v;
+  ck_assert_vat_err(vat_promise_wait(vat_conn_bootstrap(c), WAIT_S, &v),
+                    VAT_EBROKEN);
+  ck_assert(vat_is_atom(v, vat_atom_timeout()));
+  close(sv[1]);
+  wait_closed(c, "end of stream|read|write");
+
+  /* A call the peer never answers, as Endo does with unknown targets. */
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  raw_open(sys, sv[0], &opt, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  double t0 = test_wall_seconds();
+  ck_assert_vat_err(ask(remote, "anything", NULL, 0, &v), VAT_EBROKEN);
+  ck_assert(vat_is_atom(v, vat_atom_timeout()));
+  ck_assert(test_wall_seconds() - t0 >= 0.1);
+  /* A late answer is ignored; the connection goes on. */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-2\",\"result\":"
+                   "{\"body\":\"1\",\"slots\":[]}}");
+  ck_assert_vat_err(vat_promise_wait(vat_conn_closed(c), 0.05, NULL),
+                    VAT_ETIMEDOUT);
+  vat_conn_close(c);
+  wait_closed(c, "closed");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(question_and_export_limits) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 2;
+  opt.max_exports = 1;
+  vat_conn *c;
+  raw_open(sys, sv[0], &opt, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  /* Two questions wait (the peer never answers); a third is refused. */
+  vat_promise *p1, *p2;
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("a"), vat_list(NULL, 0), 0, &p1));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("b"), vat_list(NULL, 0), 0, &p2));
+  vat_value v;
+  ck_assert_vat_err(ask(remote, "c", NULL, 0, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("limit"));
+  /* Answer one: room for one more, which exports one ref (the limit)... */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-2\",\"result\":"
+                   "{\"body\":\"1\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(p1, WAIT_S, &v));
+  vat_ref *l1, *l2;
+  ck_assert_vat_ok(vat_host_spawn(sys, &pinged_def, &l1, NULL));
+  ck_assert_vat_ok(vat_host_spawn(sys, &pinged_def, &l2, NULL));
+  vat_promise *p3;
+  vat_value r1 = vat_ref_value(l1), r2 = vat_ref_value(l2);
+  ck_assert_vat_ok(vat_host_request(remote, sel("d"), r1, 0, &p3));
+  char buf[4096];
+  raw_read_until(sv[1], buf, sizeof buf, "q-4", WAIT_S);
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-4\",\"result\":"
+                   "{\"body\":\"1\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(p3, WAIT_S, &v));
+  /* ...and a second ref is one export too many. */
+  ck_assert_vat_err(ask(remote, "e", &r2, 1, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("limit"));
+  /* The peer making this side import a second object ends it. */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-3\",\"result\":"
+                   "{\"body\":\"{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}"
+                   "\",\"slots\":[\"o+2\"]}}");
+  wait_closed(c, "limit exceeded: too many imports");
+  ck_assert_vat_err(vat_promise_wait(p2, WAIT_S, &v), VAT_EBROKEN);
+  assert_disconnected(v, "limit exceeded");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(a_peer_asking_too_much_is_cut_off) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 3;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  char buf[4096];
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  for (int i = 2; i <= 5; i++) {
+    char call[256];
+    snprintf(call, sizeof call,
+             "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
+             "\"o-1\",\"method\":{\"body\":\"[\\\"hang\\\",[]]\","
+             "\"slots\":[]}}",
+             i);
+    raw_frame(sv[1], call);
+  }
+  wait_closed(c, "limit exceeded: too many questions");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 /* --- Listen and connect ----------------------------------------------------
  */
 
@@ -595,7 +744,11 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, refs_keep_their_identity);
   tcase_add_test(tc, an_object_called_back_across);
   tcase_add_test(tc, close_breaks_pending_questions);
+  tcase_add_test(tc, monitors_on_proxies_fire_noconnection);
   tcase_add_test(tc, end_of_stream_breaks_pending_questions);
+  tcase_add_test(tc, questions_time_out);
+  tcase_add_test(tc, question_and_export_limits);
+  tcase_add_test(tc, a_peer_asking_too_much_is_cut_off);
   tcase_add_loop_test(tc, a_bad_peer_ends_only_its_connection, 0,
                       (int)(sizeof raw_cases / sizeof raw_cases[0]));
   tcase_add_test(tc, frames_over_the_limit_end_the_connection);

@@ -28,19 +28,21 @@
  *
  * When the connection ends (end of stream, a read or write error, a
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the
- * limit, a message that does not decode, vat_conn_close), every question
- * still waiting on the peer breaks with the error disconnected(cause) (code
- * vat_atom_disconnected(), the payload a string naming the cause), as does
- * the bootstrap promise if it is still pending, and the connection vat
- * ends with that reason: later messages to its proxies are dead letters,
- * and requests sent to them break with it.
+ * limit, a message that does not decode, a limit the peer exceeded,
+ * vat_conn_close), every question still waiting on the peer breaks with
+ * the error disconnected(cause) (code vat_atom_disconnected(), the payload
+ * a string naming the cause), as does the bootstrap promise if it is still
+ * pending, and vat_conn_closed resolves with that error. The connection
+ * vat ends with the reason `noconnection`, as Erlang reports a lost node:
+ * monitors held on its proxies fire with it, later messages to them are
+ * dead letters, and requests sent to them break with it.
  *
  * Not supported yet: pipelining this side's calls on a question (a request
  * to a proxy promise waits for the answer, locally); exporting promises
  * (a value holding a local promise fails to encode: the call breaks, an
  * answer becomes an exception); CTP_DROP (ignored when received, never
- * sent); monitors firing `noconnection`; limits on outstanding questions
- * and exports (frames are limited); running on a host's own libuv loop.
+ * sent, so exports live as long as the connection); running on a host's
+ * own libuv loop.
  * Promises the peer exports (p slots) are imported and settled by its
  * CTP_RESOLVE; calls the peer pipelines on this side's answers (target
  * q-N) are delivered once the answer settles.
@@ -73,7 +75,23 @@ typedef struct vat_conn_options {
   /** Listen and connect: allow an address that is not loopback. Off by
    *  default, so a program does not expose its objects by accident. */
   bool allow_remote;
+  /** Seconds after which a question this side asked breaks with `timeout`
+   *  if the peer has not answered (Endo never answers some calls). 0: no
+   *  limit but the request's own timeout and the connection's end. */
+  double question_timeout_s;
+  /** Questions waiting at once, each way (0: VAT_CONN_MAX_QUESTIONS). One
+   *  more request from this side breaks with the error limit(...); one
+   *  more from the peer ends the connection. */
+  size_t max_questions;
+  /** Refs exported, and proxies imported (0: VAT_CONN_MAX_EXPORTS). A
+   *  value that would export one more fails to go (its call breaks with
+   *  limit(...), an answer becomes an exception); a peer that makes this
+   *  side import one more ends the connection. */
+  size_t max_exports;
 } vat_conn_options;
+
+#define VAT_CONN_MAX_QUESTIONS 100000
+#define VAT_CONN_MAX_EXPORTS 100000
 
 /** Fills `opt` with the defaults. Any thread. */
 void vat_conn_options_default(vat_conn_options *opt);
@@ -94,7 +112,8 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
 vat_promise *vat_conn_bootstrap(vat_conn *conn);
 
 /** A promise resolved, when the connection has ended, with its reason:
- *  the error disconnected(cause). Any thread. NULL for NULL. */
+ *  the error disconnected(cause). A system shut down with the connection
+ *  open leaves it pending. Any thread. NULL for NULL. */
 vat_promise *vat_conn_closed(vat_conn *conn);
 
 /** Ends the connection: sends CTP_DISCONNECT, then closes the socket once
@@ -105,6 +124,8 @@ int vat_conn_close(vat_conn *conn);
 
 /** The code of the reason a connection ended: "disconnected". */
 const vat_atom *vat_atom_disconnected(void);
+/** The exit reason of an ended connection's vat: "noconnection". */
+const vat_atom *vat_atom_noconnection(void);
 
 /* --- Addresses --------------------------------------------------------
  * "tcp:HOST:PORT" (HOST a numeric IPv4 address, or [v6] in brackets;

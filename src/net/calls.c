@@ -49,8 +49,10 @@ static void send_return(vat_turn *turn, net_conn *c, const char *qid,
 
 static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,
                      vat_value value) {
+  net_conn *c = state;
   answer_ctx *a = ctx;
-  send_return(turn, state, a->qid, resolved, value);
+  c->open_answers--;
+  send_return(turn, c, a->qid, resolved, value);
 }
 
 /* Keeps the answer for pipelining and sends it back once settled. */
@@ -63,6 +65,7 @@ static void answer_with(vat_turn *turn, net_conn *c, const char *qid,
   if (a == NULL)
     return;
   a->qid = qid;
+  c->open_answers++;
   vat_when(turn, p, answered, a);
 }
 
@@ -129,6 +132,10 @@ static bool parse_method(vat_value method, const vat_atom **name,
 }
 
 void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
+  if (c->open_answers >= c->max_questions) {
+    net_end(turn, c, "limit exceeded: too many questions from the peer", true);
+    return;
+  }
   const vat_atom *name;
   vat_value args;
   if (!parse_method(m->value, &name, &args)) {
@@ -169,7 +176,7 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
 
 void net_handle_return(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   uint64_t n = net_parse(m->id, 'q', '-');
-  net_question *q = net_table_take(&c->questions, n);
+  net_question *q = net_answered(c, n);
   if (q == NULL)
     return; /* not ours, or answered already: ignored */
   if (c->bootstrap_qid != NULL && strcmp(m->id, c->bootstrap_qid) == 0) {

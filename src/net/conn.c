@@ -27,6 +27,10 @@ const vat_atom *vat_atom_disconnected(void) {
   return vat_atom_intern("disconnected");
 }
 
+const vat_atom *vat_atom_noconnection(void) {
+  return vat_atom_intern("noconnection");
+}
+
 vat_value net_disconnected(const char *cause) {
   return vat_error(vat_atom_disconnected(), vat_string(cause));
 }
@@ -108,10 +112,11 @@ void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer) {
   net_table_each(&c->promises, break_promise, &e);
   if (c->remote_bootstrap != NULL)
     vat_break(turn, c->remote_bootstrap, reason);
+  vat_resolve(turn, c->closed, reason);
   c->questions = c->promises = c->answers = (net_table){0};
   c->exports = c->export_ids = (net_table){0};
   net_io_close(c->io);
-  vat_stop_with(turn, reason);
+  vat_stop_with(turn, vat_atom_value(vat_atom_noconnection()));
 }
 
 static void conn_stop(void *state, vat_value reason) {
@@ -175,6 +180,10 @@ void net_on_frame(vat_turn *turn, void *state, void *arg) {
   vat_captp_msg m;
   vat_captp_error err;
   int rc = vat_captp_decode(f->data, f->len, &slots, &m, &err);
+  if (rc == VAT_EBUSY) {
+    net_end(turn, c, "limit exceeded: too many imports", true);
+    return;
+  }
   if (rc != VAT_OK) {
     char cause[256];
     snprintf(cause, sizeof cause, "bad message: %s%s%s",
@@ -195,14 +204,13 @@ static void start(vat_turn *turn, void *state, void *arg) {
     net_end(turn, c, "the I/O thread did not start", false);
     return;
   }
-  uint64_t n = c->next_question++;
-  c->bootstrap_qid = net_name('q', '-', n);
-  net_question *q = GC_MALLOC(sizeof *q);
-  if (q == NULL || c->bootstrap_qid == NULL) {
+  uint64_t n;
+  if (net_ask(turn, c, NULL, &n) != VAT_OK ||
+      (c->bootstrap_qid = net_name('q', '-', n)) == NULL) {
     net_end(turn, c, "out of memory", false);
     return;
   }
-  net_table_put(&c->questions, n, q);
+  c->bootstrap_q = n;
   vat_captp_msg m = {.type = VAT_CAPTP_BOOTSTRAP, .id = c->bootstrap_qid};
   net_send(turn, c, &m, NULL);
 }
@@ -226,8 +234,9 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
   vat_conn *h = GC_MALLOC(sizeof *h);
   if (h == NULL)
     return VAT_ENOMEM;
-  vat_resolver *boot;
-  if (vat_promise_new(&h->bootstrap, &boot) != VAT_OK)
+  vat_resolver *boot, *closed;
+  if (vat_promise_new(&h->bootstrap, &boot) != VAT_OK ||
+      vat_promise_new(&h->closed, &closed) != VAT_OK)
     return VAT_ENOMEM;
   vat_entity_def def = conn_def;
   if (o.label != NULL)
@@ -236,17 +245,20 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
   int rc = vat_host_spawn(sys, &def, &h->ref, (void **)&c);
   if (rc != VAT_OK)
     return rc;
-  /* The vat's exit reason is the connection's: watching it makes
-   * vat_conn_closed, and keeps its end (an expected one) out of the
-   * crash reports of unwatched vats. */
-  rc = vat_host_monitor(h->ref, NULL, &h->closed);
+  /* Watched: a connection's end is expected, not a crash to report. */
+  vat_promise *down;
+  rc = vat_host_monitor(h->ref, NULL, &down);
   if (rc != VAT_OK) {
     vat_host_send(h->ref, abandon, NULL);
     return rc;
   }
+  c->closed = closed;
   c->bootstrap = bootstrap;
   c->remote_bootstrap = boot;
   c->next_question = c->next_export = 1;
+  c->question_timeout_s = o.question_timeout_s > 0 ? o.question_timeout_s : 0;
+  c->max_questions = o.max_questions ? o.max_questions : VAT_CONN_MAX_QUESTIONS;
+  c->max_exports = o.max_exports ? o.max_exports : VAT_CONN_MAX_EXPORTS;
   /* libvat's own descriptor: libuv closes it with the handle, even when
    * opening fails, and the caller's stays open until we succeed. */
   c->owner = net_io_owner_new();

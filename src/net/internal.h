@@ -73,6 +73,11 @@ struct net_conn {
   vat_resolver *remote_bootstrap; /* the peer's, until answered */
   vat_resolver *closed;           /* settled when the connection ends */
   const char *bootstrap_qid;      /* our CTP_BOOTSTRAP question */
+  uint64_t bootstrap_q;           /* its number */
+  double question_timeout_s;      /* options; 0: none */
+  size_t max_questions;           /* options: each way */
+  size_t max_exports;             /* options: each way */
+  size_t open_answers;            /* the peer's questions not answered yet */
   uint64_t next_question, next_export;
   net_table questions;  /* our question number -> net_question */
   net_table answers;    /* their question number -> vat_promise */
@@ -88,7 +93,16 @@ struct net_conn {
  *  (NULL for a one-way message or the bootstrap). */
 typedef struct net_question {
   vat_ref *reply;
+  struct vat_timer *timer; /* the question timeout's, or NULL */
 } net_question;
+
+/* --- questions.c: this side's questions ---------------------------------- */
+
+/** Registers a question for `reply` and stores its number in *n. Errors:
+ *  VAT_EBUSY (max_questions wait already), VAT_ENOMEM. */
+int net_ask(vat_turn *turn, net_conn *c, vat_ref *reply, uint64_t *n);
+/** Forgets question n (its timeout too) and returns it; NULL if unknown. */
+net_question *net_answered(net_conn *c, uint64_t n);
 
 /** Sends `msg`, encoded with this connection's slots. Inside a turn of the
  *  connection vat. Returns VAT_OK or the encoding's error. */

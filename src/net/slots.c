@@ -47,22 +47,30 @@ static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
   }
   if (vat_type_of(args) != VAT_T_LIST)
     args = vat_list(&args, 1);
-  uint64_t n = c->next_question++;
-  net_question *q = GC_MALLOC(sizeof *q);
-  if (q == NULL || !net_table_put(&c->questions, n, q)) {
+  uint64_t n;
+  int rc = net_ask(turn, c, reply, &n);
+  if (rc == VAT_EBUSY) {
+    refuse(turn, reply, "limit", "too many questions wait on the peer");
+    return;
+  }
+  if (rc != VAT_OK) {
     refuse(turn, reply, "nomem", "out of memory");
     return;
   }
-  q->reply = reply;
   vat_value method[2] = {vat_string(vat_atom_name(selector)), args};
   vat_captp_msg m = {.type = VAT_CAPTP_CALL,
                      .id = net_name('q', '-', n),
                      .target = net_name('o', '-', p->id),
                      .value = vat_list(method, 2)};
   vat_captp_error err;
-  int rc = net_send(turn, c, &m, &err);
+  rc = net_send(turn, c, &m, &err);
+  if (rc == VAT_EBUSY) {
+    net_answered(c, n);
+    refuse(turn, reply, "limit", "too many exports");
+    return;
+  }
   if (rc != VAT_OK) {
-    net_table_take(&c->questions, n);
+    net_answered(c, n);
     char detail[256];
     snprintf(detail, sizeof detail, "%s: %s%s%s", vat_strerror(rc),
              vat_captp_err_text(err.code), err.detail[0] ? ": " : "",
@@ -93,6 +101,8 @@ static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
   }
   uint64_t n = (uint64_t)(uintptr_t)net_table_get(&c->export_ids, key);
   if (n == 0) {
+    if (c->exports.len >= c->max_exports)
+      return VAT_EBUSY; /* the value does not go: its call breaks */
     n = c->next_export++;
     if (!net_table_put(&c->exports, n, ref) ||
         !net_table_put(&c->export_ids, key, (void *)(uintptr_t)n))
@@ -109,6 +119,8 @@ static int import_object(net_slots_ctx *x, uint64_t n, vat_value *out) {
   net_conn *c = x->c;
   vat_ref *ref = net_table_get(&c->imports, n);
   if (ref == NULL) {
+    if (c->imports.len >= c->max_exports)
+      return VAT_EBUSY; /* ends the connection: a bad message */
     proxy *p;
     int rc = vat_entity_new(x->turn, &proxy_def, &ref, (void **)&p);
     if (rc != VAT_OK)
