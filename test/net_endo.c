@@ -1,6 +1,8 @@
 /* libvat against the real Endo: listens on 127.0.0.1, runs
  * test/captp/endo/peer.js (@endo/captp, pinned by its lock file) as the
- * other side, calls its objects, has it call ours, and checks both.
+ * other side, calls its objects, has it call ours, and checks both; then
+ * twice more with a call pending: Endo disconnecting, and the Endo process
+ * killed.
  *
  *   net-endo NODE PEER_DIR
  *
@@ -224,6 +226,89 @@ static bool exited(pid_t pid, int *status, double timeout_s) {
   }
 }
 
+typedef enum scenario {
+  CALLS,   /* everything above, then this side closes */
+  HANG_UP, /* Endo disconnects with a call pending */
+  KILLED,  /* the Endo process dies with a call pending */
+} scenario;
+
+static const char *scenario_name[] = {"calls", "hang up", "killed"};
+
+/* A call Endo never answers, pending when the connection goes. */
+static void check_pending_breaks(vat_ref *endo, vat_conn *conn, pid_t pid,
+                                 scenario sc) {
+  vat_promise *pending;
+  vat_host_request(endo, sel("never"), vat_list(NULL, 0), 0, &pending);
+  vat_value v;
+  /* Answered after "never" reached Endo (one connection is in order). */
+  int rc = ask(endo, "add", (vat_value[]){vat_int(1), vat_int(1)}, 2, 0, &v);
+  CHECK(rc == VAT_OK, "add before the end: %s", vat_err_name(rc));
+  if (sc == HANG_UP) {
+    rc = ask(endo, "hangUp", NULL, 0, 0, &v);
+  } else {
+    kill(pid, SIGKILL);
+  }
+  rc = vat_promise_wait(pending, WAIT_S, &v);
+  const char *cause = vat_type_of(v) == VAT_T_ERROR
+                          ? vat_string_data(vat_error_payload(v))
+                          : NULL;
+  CHECK(rc == VAT_EBROKEN && vat_error_code(v) == vat_atom_disconnected() &&
+            cause != NULL,
+        "%s: the pending call: %s %s", scenario_name[sc], vat_err_name(rc),
+        show(v));
+  if (cause != NULL && sc == HANG_UP)
+    CHECK(strcmp(cause, "disconnected by the peer") == 0, "hang up: %s", cause);
+  if (cause != NULL && sc == KILLED)
+    CHECK(strcmp(cause, "end of stream") == 0 || strncmp(cause, "read", 4) == 0,
+          "killed: %s", cause);
+  rc = vat_promise_wait(vat_conn_closed(conn), WAIT_S, &v);
+  CHECK(rc == VAT_OK, "%s: closed: %s", scenario_name[sc], vat_err_name(rc));
+  /* Later calls to its refs break at once. */
+  rc = ask(endo, "add", (vat_value[]){vat_int(1), vat_int(1)}, 2, 0, &v);
+  CHECK(rc == VAT_EBROKEN && vat_is_atom(v, vat_atom_noconnection()),
+        "%s: a later call: %s %s", scenario_name[sc], vat_err_name(rc),
+        show(v));
+}
+
+static void run_peer(vat_system *sys, vat_listener *l, const char *node,
+                     const char *dir, scenario sc) {
+  char port[16], peer[4096];
+  snprintf(port, sizeof port, "%d", vat_listener_port(l));
+  snprintf(peer, sizeof peer, "%s/peer.js", dir);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(node, node, peer, port, (char *)NULL);
+    _exit(127);
+  }
+  vat_conn *conn;
+  int rc = vat_listener_accept(l, WAIT_S, &conn);
+  CHECK(rc == VAT_OK, "accept: %s", vat_strerror(rc));
+  if (rc == VAT_OK) {
+    vat_value v;
+    rc = vat_promise_wait(vat_conn_bootstrap(conn), WAIT_S, &v);
+    CHECK(rc == VAT_OK && vat_type_of(v) == VAT_T_REF, "bootstrap: %s %s",
+          vat_err_name(rc), show(v));
+    if (rc == VAT_OK && sc == CALLS)
+      check_calls(sys, vat_value_ref(v));
+    if (rc == VAT_OK && sc != CALLS)
+      check_pending_breaks(vat_value_ref(v), conn, pid, sc);
+    vat_conn_close(conn);
+    rc = vat_promise_wait(vat_conn_closed(conn), WAIT_S, &v);
+    CHECK(rc == VAT_OK, "closed: %s", vat_err_name(rc));
+  }
+  int status = 0;
+  if (!exited(pid, &status, WAIT_S)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    CHECK(false, "the Endo peer did not exit");
+  }
+  if (sc == KILLED)
+    CHECK(WIFSIGNALED(status), "the Endo peer was not killed: %d", status);
+  else
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "%s: the Endo peer's status: %d", scenario_name[sc], status);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: net-endo NODE PEER_DIR\n");
@@ -250,36 +335,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "net-endo: listen: %s\n", vat_strerror(rc));
     return 1;
   }
-  char port[16], peer[4096];
-  snprintf(port, sizeof port, "%d", vat_listener_port(l));
-  snprintf(peer, sizeof peer, "%s/peer.js", argv[2]);
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl(argv[1], argv[1], peer, port, (char *)NULL);
-    _exit(127);
-  }
-  vat_conn *conn;
-  rc = vat_listener_accept(l, WAIT_S, &conn);
-  CHECK(rc == VAT_OK, "accept: %s", vat_strerror(rc));
-  if (rc == VAT_OK) {
-    vat_value v;
-    rc = vat_promise_wait(vat_conn_bootstrap(conn), WAIT_S, &v);
-    CHECK(rc == VAT_OK && vat_type_of(v) == VAT_T_REF, "bootstrap: %s %s",
-          vat_err_name(rc), show(v));
-    if (rc == VAT_OK)
-      check_calls(sys, vat_value_ref(v));
-    vat_conn_close(conn);
-    rc = vat_promise_wait(vat_conn_closed(conn), WAIT_S, &v);
-    CHECK(rc == VAT_OK, "closed: %s", vat_err_name(rc));
-  }
-  int status = 0;
-  if (!exited(pid, &status, WAIT_S)) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    CHECK(false, "the Endo peer did not exit");
-  }
-  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-        "the Endo peer's status: %d", status);
+  for (int sc = CALLS; sc <= KILLED; sc++)
+    run_peer(sys, l, argv[1], argv[2], (scenario)sc);
   vat_listener_close(l);
   vat_system_shutdown(sys, 10);
   vat_system_destroy(sys);

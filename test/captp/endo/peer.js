@@ -61,6 +61,11 @@ const makeBootstrap = (getC) =>
     rejectLater: () =>
       new Promise((_, reject) => setTimeout(() => reject(RangeError('rejected later')), 10)),
     never: () => new Promise(() => {}),
+    // Disconnects (CTP_DISCONNECT) once this answer is on its way.
+    hangUp: () => {
+      setTimeout(() => capTP.abort(Error('hanging up')), 10);
+      return 'bye';
+    },
     getCounter: () => theCounter,
     same: x => x,
     callBack: ref => E(ref).ping('from endo'),
