@@ -74,6 +74,16 @@ static void served_receive(vat_turn *turn, void *state,
   } else if (selector == sel("fail")) {
     vat_reply_error(turn, reply,
                     vat_error(sel("RangeError"), vat_string("too big")));
+  } else if (selector == sel("defer") || selector == sel("defer_break")) {
+    vat_promise *later;
+    vat_resolver *r;
+    vat_promise_new(&later, &r);
+    vat_value pv = vat_promise_value(later);
+    vat_reply(turn, reply, vat_list(&pv, 1));
+    if (selector == sel("defer"))
+      vat_resolve(turn, r, vat_at(args, 0));
+    else
+      vat_break(turn, r, vat_error(sel("Error"), vat_at(args, 0)));
   } else if (selector == sel("call_back")) {
     vat_value ping = vat_string("from server");
     vat_promise *p;
@@ -177,6 +187,29 @@ static void check_calls(vat_system *sys, vat_ref *endo) {
   rc = ask(endo, "rejectLater", NULL, 0, 0, &v);
   CHECK(rc == VAT_EBROKEN && vat_error_code(v) == sel("RangeError"),
         "rejectLater: %s %s", vat_err_name(rc), show(v));
+  /* A promise of Endo's inside an answer, settled later. */
+  rc = ask(endo, "pending", NULL, 0, 0, &v);
+  vat_promise *later = vat_value_promise(vat_at(v, 0));
+  CHECK(rc == VAT_OK && later != NULL, "pending: %s %s", vat_err_name(rc),
+        show(v));
+  if (later != NULL) {
+    rc = vat_promise_wait(later, WAIT_S, &v);
+    CHECK(rc == VAT_OK && vat_string_data(v) &&
+              strcmp(vat_string_data(v), "p later") == 0,
+          "pending's promise: %s %s", vat_err_name(rc), show(v));
+  }
+  /* A promise of ours, which Endo awaits; we settle it after sending. */
+  vat_promise *mine;
+  vat_resolver *r;
+  vat_promise_new(&mine, &r);
+  vat_value list = vat_list((vat_value[]){vat_promise_value(mine)}, 1);
+  vat_promise *got;
+  vat_host_request(endo, sel("awaitIt"), vat_list(&list, 1), 0, &got);
+  vat_resolve(NULL, r, vat_string("mine"));
+  rc = vat_promise_wait(got, WAIT_S, &v);
+  CHECK(rc == VAT_OK && vat_string_data(v) &&
+            strcmp(vat_string_data(v), "got mine") == 0,
+        "awaitIt: %s %s", vat_err_name(rc), show(v));
   /* Endo never answers: the request's own timeout settles it. */
   rc = ask(endo, "never", NULL, 0, 0.2, &v);
   CHECK(rc == VAT_EBROKEN && vat_is_atom(v, vat_atom_timeout()), "never: %s %s",

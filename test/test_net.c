@@ -73,6 +73,18 @@ static void server_receive(vat_turn *turn, void *state,
     expect_vat_ok(vat_request(turn, vat_value_ref(vat_at(args, 0)), sel("ping"),
                               vat_list(&ping_args, 1), 0, &p));
     expect_vat_ok(vat_when(turn, p, called_back, cb));
+  } else if (selector == sel("defer") || selector == sel("defer_break")) {
+    /* Answers [promise], settling the promise after the answer. */
+    vat_promise *later;
+    vat_resolver *r;
+    expect_vat_ok(vat_promise_new(&later, &r));
+    vat_value pv = vat_promise_value(later);
+    expect_vat_ok(vat_reply(turn, reply, vat_list(&pv, 1)));
+    if (selector == sel("defer"))
+      expect_vat_ok(vat_resolve(turn, r, vat_at(args, 0)));
+    else
+      expect_vat_ok(
+          vat_break(turn, r, vat_error(sel("Error"), vat_at(args, 0))));
   } else if (selector == sel("hang")) {
     s->hung_reply = reply; /* never answered */
   } else {
@@ -261,6 +273,33 @@ START_TEST(refs_keep_their_identity) {
   vat_value pv = vat_ref_value(p.remote);
   ck_assert_vat_ok(ask(p.remote, "echo", &pv, 1, &v));
   ck_assert_ptr_eq(vat_value_ref(v), p.remote);
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(promises_cross_and_settle_later) {
+  pair p;
+  open_pair(&p);
+  /* The answer holds a promise of the server's: it settles here when the
+   * server's side sends CTP_RESOLVE. */
+  vat_value x = vat_string("soon"), v;
+  ck_assert_vat_ok(ask(p.remote, "defer", &x, 1, &v));
+  vat_promise *later = vat_value_promise(vat_at(v, 0));
+  ck_assert_ptr_nonnull(later);
+  ck_assert_vat_ok(vat_promise_wait(later, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "soon");
+  ck_assert_vat_ok(ask(p.remote, "defer_break", &x, 1, &v));
+  later = vat_value_promise(vat_at(v, 0));
+  ck_assert_vat_err(vat_promise_wait(later, WAIT_S, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("Error"));
+  /* A local promise sent there and back is the same promise, and the far
+   * side sees it settle. */
+  vat_promise *mine;
+  vat_resolver *r;
+  ck_assert_vat_ok(vat_promise_new(&mine, &r));
+  vat_value mv = vat_list((vat_value[]){vat_promise_value(mine)}, 1);
+  ck_assert_vat_ok(ask(p.remote, "echo", &mv, 1, &v));
+  ck_assert_ptr_eq(vat_value_promise(vat_at(v, 0)), mine);
   close_pair(&p);
 }
 END_TEST
@@ -746,6 +785,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, bootstrap_and_calls);
   tcase_add_test(tc, every_value_kind_through_a_call);
   tcase_add_test(tc, refs_keep_their_identity);
+  tcase_add_test(tc, promises_cross_and_settle_later);
   tcase_add_test(tc, an_object_called_back_across);
   tcase_add_test(tc, close_breaks_pending_questions);
   tcase_add_test(tc, monitors_on_proxies_fire_noconnection);

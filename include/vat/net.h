@@ -37,15 +37,16 @@
  * monitors held on its proxies fire with it, later messages to them are
  * dead letters, and requests sent to them break with it.
  *
+ * Promises inside values cross too: a local promise is exported ("p+N")
+ * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
+ * of the peer's arrives as a local promise that its CTP_RESOLVE settles.
+ * Calls the peer pipelines on this side's answers (target q-N) are
+ * delivered once the answer settles.
+ *
  * Not supported yet: pipelining this side's calls on a question (a request
- * to a proxy promise waits for the answer, locally); exporting promises
- * (a value holding a local promise fails to encode: the call breaks, an
- * answer becomes an exception); CTP_DROP (ignored when received, never
- * sent, so exports live as long as the connection); running on a host's
- * own libuv loop.
- * Promises the peer exports (p slots) are imported and settled by its
- * CTP_RESOLVE; calls the peer pipelines on this side's answers (target
- * q-N) are delivered once the answer settles.
+ * to a proxy promise waits for the answer, locally); CTP_DROP (ignored
+ * when received, never sent, so exports live as long as the connection);
+ * running on a host's own libuv loop.
  *
  * Built when the library has CapTP (jansson) and libuv (meson feature
  * option `net`); not included by <vat.h>.

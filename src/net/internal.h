@@ -79,13 +79,15 @@ struct net_conn {
   size_t max_exports;             /* options: each way */
   size_t open_answers;            /* the peer's questions not answered yet */
   uint64_t next_question, next_export;
-  net_table questions;  /* our question number -> net_question */
-  net_table answers;    /* their question number -> vat_promise */
-  net_table exports;    /* our export number -> vat_ref */
-  net_table export_ids; /* vat_ref -> export number (as a pointer) */
-  net_table imports;    /* their export number -> proxy ref */
-  net_table import_ids; /* proxy ref -> their export number */
-  net_table promises;   /* their promise number -> its import */
+  net_table questions;          /* our question number -> net_question */
+  net_table answers;            /* their question number -> vat_promise */
+  net_table exports;            /* our export number -> vat_ref */
+  net_table export_ids;         /* vat_ref -> export number (as a pointer) */
+  net_table imports;            /* their export number -> proxy ref */
+  net_table import_ids;         /* proxy ref -> their export number */
+  net_table promises;           /* their promise number -> its import */
+  net_table import_promise_ids; /* their promise, imported -> its number */
+  net_table export_promises;    /* our export number -> vat_promise */
   bool ended;
 };
 

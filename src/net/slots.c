@@ -86,13 +86,68 @@ static const vat_entity_def proxy_def = {
 
 /* --- Exporting ----------------------------------------------------------- */
 
+/* A promise we exported settled: tell the peer (CTP_RESOLVE), naming it
+ * as the peer does ("p-N" for our p+N). */
+typedef struct exported_promise {
+  net_conn *c; /* the when-callback may run on a proxy's state: not used */
+  uint64_t n;
+} exported_promise;
+
+static void promise_settled(vat_turn *turn, void *state, void *ctx,
+                            bool resolved, vat_value value) {
+  exported_promise *e = ctx;
+  (void)state;
+  vat_captp_msg m = {.type = VAT_CAPTP_RESOLVE,
+                     .id = net_name('p', '-', e->n),
+                     .value = value,
+                     .is_reject = !resolved};
+  int rc = net_send(turn, e->c, &m, NULL);
+  if (rc != VAT_OK && rc != VAT_ECLOSED) {
+    m.value = vat_error(vat_atom_intern("Error"),
+                        vat_string("the value has no CapData form"));
+    m.is_reject = true;
+    net_send(turn, e->c, &m, NULL);
+  }
+}
+
+static int export_promise(net_slots_ctx *x, vat_promise *p,
+                          char slot[VAT_CAPTP_SLOT_MAX]) {
+  net_conn *c = x->c;
+  uint64_t key = (uint64_t)(uintptr_t)p;
+  uint64_t theirs =
+      (uint64_t)(uintptr_t)net_table_get(&c->import_promise_ids, key);
+  if (theirs != 0) { /* the peer's own promise, sent back */
+    snprintf(slot, VAT_CAPTP_SLOT_MAX, "p-%llu", (unsigned long long)theirs);
+    return VAT_OK;
+  }
+  uint64_t n = (uint64_t)(uintptr_t)net_table_get(&c->export_ids, key);
+  if (n == 0) {
+    if (c->exports.len + c->export_promises.len >= c->max_exports)
+      return VAT_EBUSY;
+    exported_promise *e = GC_MALLOC(sizeof *e);
+    if (e == NULL)
+      return VAT_ENOMEM;
+    n = c->next_export++;
+    e->c = c;
+    e->n = n;
+    if (!net_table_put(&c->export_promises, n, p) ||
+        !net_table_put(&c->export_ids, key, (void *)(uintptr_t)n))
+      return VAT_ENOMEM;
+    int rc = vat_when(x->turn, p, promise_settled, e);
+    if (rc != VAT_OK)
+      return rc;
+  }
+  snprintf(slot, VAT_CAPTP_SLOT_MAX, "p+%llu", (unsigned long long)n);
+  return VAT_OK;
+}
+
 static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
                        const char **iface) {
   net_slots_ctx *x = ctx;
   net_conn *c = x->c;
   vat_ref *ref = vat_value_ref(v);
   if (ref == NULL)
-    return VAT_ENOTSUP; /* exporting promises: not supported yet */
+    return export_promise(x, vat_value_promise(v), slot);
   uint64_t key = (uint64_t)(uintptr_t)ref;
   uint64_t theirs = (uint64_t)(uintptr_t)net_table_get(&c->import_ids, key);
   if (theirs != 0) {
@@ -101,7 +156,7 @@ static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
   }
   uint64_t n = (uint64_t)(uintptr_t)net_table_get(&c->export_ids, key);
   if (n == 0) {
-    if (c->exports.len >= c->max_exports)
+    if (c->exports.len + c->export_promises.len >= c->max_exports)
       return VAT_EBUSY; /* the value does not go: its call breaks */
     n = c->next_export++;
     if (!net_table_put(&c->exports, n, ref) ||
@@ -139,9 +194,13 @@ static int import_object(net_slots_ctx *x, uint64_t n, vat_value *out) {
 static int import_promise_slot(net_conn *c, uint64_t n, vat_value *out) {
   import_promise *ip = net_table_get(&c->promises, n);
   if (ip == NULL) {
+    if (c->promises.len >= c->max_exports)
+      return VAT_EBUSY; /* ends the connection */
     ip = GC_MALLOC(sizeof *ip);
     if (ip == NULL || vat_promise_new(&ip->promise, &ip->resolver) != VAT_OK ||
-        !net_table_put(&c->promises, n, ip))
+        !net_table_put(&c->promises, n, ip) ||
+        !net_table_put(&c->import_promise_ids, (uint64_t)(uintptr_t)ip->promise,
+                       (void *)(uintptr_t)n))
       return VAT_ENOMEM;
   }
   *out = vat_promise_value(ip->promise);
@@ -164,12 +223,22 @@ static int import_slot(void *ctx, const char *slot, const char *iface,
   }
   if ((n = net_parse(slot, 'p', '+')) != 0)
     return import_promise_slot(x->c, n, out);
-  return VAT_ENOTFOUND; /* "p-N": we export no promises yet */
+  if ((n = net_parse(slot, 'p', '-')) != 0) {
+    vat_promise *p = net_table_get(&x->c->export_promises, n);
+    if (p == NULL)
+      return VAT_ENOTFOUND;
+    *out = vat_promise_value(p);
+    return VAT_OK;
+  }
+  return VAT_ENOTFOUND;
 }
 
 vat_resolver *net_take_promise(net_conn *c, uint64_t n) {
   import_promise *ip = net_table_take(&c->promises, n);
-  return ip ? ip->resolver : NULL;
+  if (ip == NULL)
+    return NULL;
+  net_table_take(&c->import_promise_ids, (uint64_t)(uintptr_t)ip->promise);
+  return ip->resolver;
 }
 
 vat_captp_slots net_slots(net_slots_ctx *ctx) {

@@ -61,6 +61,11 @@ const makeBootstrap = (getC) =>
     rejectLater: () =>
       new Promise((_, reject) => setTimeout(() => reject(RangeError('rejected later')), 10)),
     never: () => new Promise(() => {}),
+    // A promise inside the answer, settled later: CTP_RESOLVE.
+    pending: () =>
+      harden([new Promise(resolve => setTimeout(() => resolve('p later'), 10))]),
+    // Waits for a promise of the C side's, passed inside a list.
+    awaitIt: async list => `got ${await list[0]}`,
     // Disconnects (CTP_DISCONNECT) once this answer is on its way.
     hangUp: () => {
       setTimeout(() => capTP.abort(Error('hanging up')), 10);
@@ -111,6 +116,11 @@ const makeBootstrap = (getC) =>
         // An Endo object sent to C and back is the same object.
         const mine = Far('Mine', {});
         check('Endo identity', (await E(c).echo(mine)) === mine);
+        // A promise of the C side's, settled after the answer.
+        const [soon] = await E(c).defer('soon');
+        check('defer', (await soon) === 'soon');
+        const [broken] = await E(c).defer_break('no');
+        check('defer_break', (await broken.then(() => null, e => e)) instanceof Error);
         // Pipelined on an unanswered question.
         const sum = await E(E(c).self()).add(2n, 3n);
         check('pipelined', sum === 5n);
