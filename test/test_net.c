@@ -535,6 +535,51 @@ START_TEST(raw_peer_sees_the_wire_format) {
 }
 END_TEST
 
+START_TEST(drops_release_exports) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, NULL, &c));
+  char buf[8192];
+  /* The bootstrap object goes out twice: two references to give back. */
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-2\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "\"answerID\":\"q-2\"", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"slots\":[\"o+1\"]") != NULL, "%s", buf);
+  const char *call =
+      "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":\"o-1\","
+      "\"method\":{\"body\":\"[\\\"echo\\\",[\\\"still %d\\\"]]\","
+      "\"slots\":[]}}";
+  char frame[512], want[64];
+  /* One given back: still exported. */
+  raw_frame(sv[1], "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\",\"decRefs\":1}");
+  snprintf(frame, sizeof frame, call, 3, 3);
+  raw_frame(sv[1], frame);
+  raw_read_until(sv[1], buf, sizeof buf, "still 3", WAIT_S);
+  ck_assert_msg(strstr(buf, "still 3") != NULL, "%s", buf);
+  /* The last one given back: forgotten, a call to it is refused... */
+  raw_frame(sv[1], "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\",\"decRefs\":1}");
+  snprintf(frame, sizeof frame, call, 4, 4);
+  raw_frame(sv[1], frame);
+  snprintf(want, sizeof want, "unknown target");
+  raw_read_until(sv[1], buf, sizeof buf, want, WAIT_S);
+  ck_assert_msg(strstr(buf, "\"answerID\":\"q-4\"") != NULL &&
+                    strstr(buf, "\"exception\"") != NULL,
+                "%s", buf);
+  /* ...and the same ref sent again gets a fresh number. */
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-5\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "\"answerID\":\"q-5\"", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"slots\":[\"o+2\"]") != NULL, "%s", buf);
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 START_TEST(peer_promises_settle_by_resolve) {
   int sv[2];
   ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -798,6 +843,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, frames_over_the_limit_end_the_connection);
   tcase_add_test(tc, raw_peer_sees_the_wire_format);
   tcase_add_test(tc, peer_promises_settle_by_resolve);
+  tcase_add_test(tc, drops_release_exports);
   tcase_add_test(tc, listen_and_connect_on_tcp_loopback);
   tcase_add_test(tc, listen_and_connect_on_a_unix_path);
   tcase_add_test(tc, addresses_are_checked);

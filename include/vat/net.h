@@ -43,10 +43,14 @@
  * Calls the peer pipelines on this side's answers (target q-N) are
  * delivered once the answer settles.
  *
+ * CTP_DROP from the peer gives back references to an export; when all it
+ * was sent are given back the export is forgotten both ways (sent again,
+ * the ref gets a new slot). This side never sends CTP_DROP (Endo's
+ * exporter mishandles them): proxies live as long as the connection.
+ *
  * Not supported yet: pipelining this side's calls on a question (a request
- * to a proxy promise waits for the answer, locally); CTP_DROP (ignored
- * when received, never sent, so exports live as long as the connection);
- * running on a host's own libuv loop.
+ * to a proxy promise waits for the answer, locally); running on a host's
+ * own libuv loop.
  *
  * Built when the library has CapTP (jansson) and libuv (meson feature
  * option `net`); not included by <vat.h>.

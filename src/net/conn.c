@@ -164,7 +164,11 @@ static void handle(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   case VAT_CAPTP_DISCONNECT:
     net_end(turn, c, "disconnected by the peer", false);
     break;
-  case VAT_CAPTP_DROP:    /* not supported yet: exports stay */
+  case VAT_CAPTP_DROP: {
+    uint64_t n = net_parse(m->id, 'o', '-');
+    net_drop(c, n ? n : net_parse(m->id, 'p', '-'), m->dec_refs);
+    break;
+  }
   case VAT_CAPTP_UNKNOWN: /* a newer peer's message: ignored, as Endo does */
     break;
   }

@@ -88,6 +88,7 @@ struct net_conn {
   net_table promises;           /* their promise number -> its import */
   net_table import_promise_ids; /* their promise, imported -> its number */
   net_table export_promises;    /* our export number -> vat_promise */
+  net_table export_counts;      /* our export number -> times sent */
   bool ended;
 };
 
@@ -134,6 +135,8 @@ typedef struct net_slots_ctx {
   net_conn *c;
 } net_slots_ctx;
 vat_captp_slots net_slots(net_slots_ctx *ctx);
+/** The peer's CTP_DROP of our export n, received `dec` times. */
+void net_drop(net_conn *c, uint64_t n, int64_t dec);
 /** The resolver of the peer's promise N, forgotten (NULL if unknown). */
 vat_resolver *net_take_promise(net_conn *c, uint64_t n);
 

@@ -86,6 +86,32 @@ static const vat_entity_def proxy_def = {
 
 /* --- Exporting ----------------------------------------------------------- */
 
+/* How many times export n went out: the peer's CTP_DROP gives back what
+ * it received, and the export is forgotten at zero. A message that fails
+ * to encode may count without going: that export then stays (the safe
+ * side). */
+static bool count_export(net_conn *c, uint64_t n) {
+  uintptr_t sent = (uintptr_t)net_table_get(&c->export_counts, n);
+  return net_table_put(&c->export_counts, n, (void *)(sent + 1));
+}
+
+void net_drop(net_conn *c, uint64_t n, int64_t dec) {
+  uintptr_t sent = (uintptr_t)net_table_get(&c->export_counts, n);
+  if (sent == 0 || dec <= 0)
+    return; /* unknown, or nothing given back */
+  if ((uint64_t)dec < sent) {
+    net_table_put(&c->export_counts, n, (void *)(sent - (uintptr_t)dec));
+    return;
+  }
+  /* At zero, both directions go: sent again, the ref gets a new number. */
+  net_table_take(&c->export_counts, n);
+  void *obj = net_table_take(&c->exports, n);
+  if (obj == NULL)
+    obj = net_table_take(&c->export_promises, n);
+  if (obj != NULL)
+    net_table_take(&c->export_ids, (uint64_t)(uintptr_t)obj);
+}
+
 /* A promise we exported settled: tell the peer (CTP_RESOLVE), naming it
  * as the peer does ("p-N" for our p+N). */
 typedef struct exported_promise {
@@ -137,6 +163,8 @@ static int export_promise(net_slots_ctx *x, vat_promise *p,
     if (rc != VAT_OK)
       return rc;
   }
+  if (!count_export(c, n))
+    return VAT_ENOMEM;
   snprintf(slot, VAT_CAPTP_SLOT_MAX, "p+%llu", (unsigned long long)n);
   return VAT_OK;
 }
@@ -163,6 +191,8 @@ static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
         !net_table_put(&c->export_ids, key, (void *)(uintptr_t)n))
       return VAT_ENOMEM;
   }
+  if (!count_export(c, n))
+    return VAT_ENOMEM;
   snprintf(slot, VAT_CAPTP_SLOT_MAX, "o+%llu", (unsigned long long)n);
   *iface = "Alleged: libvat";
   return VAT_OK;
