@@ -286,7 +286,11 @@ static void *io_main(void *arg) {
 static int open_stream(net_io *io, int fd) {
   if (uv_guess_handle(fd) == UV_TCP) {
     int rc = uv_tcp_init(&io->loop, &io->s.tcp);
-    return rc ? rc : uv_tcp_open(&io->s.tcp, fd);
+    if (rc == 0)
+      rc = uv_tcp_open(&io->s.tcp, fd);
+    /* Frames are whole messages, written at once: Nagle's wait for more
+     * would only add a round trip's delay to every call. */
+    return rc ? rc : uv_tcp_nodelay(&io->s.tcp, 1);
   }
   int rc = uv_pipe_init(&io->loop, &io->s.pipe, 0);
   return rc ? rc : uv_pipe_open(&io->s.pipe, fd);
