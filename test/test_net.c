@@ -580,6 +580,49 @@ START_TEST(drops_release_exports) {
 }
 END_TEST
 
+/* Sends CTP_CALL q-<q> to `target` and waits for its answer. */
+static void raw_call(int fd, int q, const char *target, const char *method,
+                     char *buf, size_t size) {
+  char frame[512], want[32];
+  snprintf(frame, sizeof frame,
+           "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
+           "\"%s\",\"method\":{\"body\":\"[\\\"%s\\\",[]]\","
+           "\"slots\":[]}}",
+           q, target, method);
+  raw_frame(fd, frame);
+  snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", q);
+  raw_read_until(fd, buf, size, want, WAIT_S);
+  ck_assert_msg(strstr(buf, want) != NULL, "no answer to q-%d: %s", q, buf);
+}
+
+START_TEST(only_recent_answers_are_kept) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 3;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
+  char buf[4096];
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  raw_call(sv[1], 2, "o-1", "self", buf, sizeof buf);
+  raw_call(sv[1], 3, "o-1", "self", buf, sizeof buf);
+  /* Kept: q-1..q-3. q-4 pipelines on q-3 and pushes q-1 out. */
+  raw_call(sv[1], 4, "q-3", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
+  raw_call(sv[1], 5, "q-1", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "unknown target q-1") != NULL, "%s", buf);
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 START_TEST(peer_promises_settle_by_resolve) {
   int sv[2];
   ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -844,6 +887,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, raw_peer_sees_the_wire_format);
   tcase_add_test(tc, peer_promises_settle_by_resolve);
   tcase_add_test(tc, drops_release_exports);
+  tcase_add_test(tc, only_recent_answers_are_kept);
   tcase_add_test(tc, listen_and_connect_on_tcp_loopback);
   tcase_add_test(tc, listen_and_connect_on_a_unix_path);
   tcase_add_test(tc, addresses_are_checked);

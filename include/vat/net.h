@@ -41,7 +41,8 @@
  * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
  * of the peer's arrives as a local promise that its CTP_RESOLVE settles.
  * Calls the peer pipelines on this side's answers (target q-N) are
- * delivered once the answer settles.
+ * delivered once the answer settles; the last max_questions answers are
+ * kept for that (Endo keeps all, which a long connection cannot afford).
  *
  * CTP_DROP from the peer gives back references to an export; when all it
  * was sent are given back the export is forgotten both ways (sent again,

@@ -55,12 +55,39 @@ static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,
   send_return(turn, c, a->qid, resolved, value);
 }
 
+/* Keeps the answer for calls the peer pipelines on it: the last
+ * max_questions answers, in a ring of their numbers that grows to that
+ * size (Endo keeps every answer for ever; a long connection would). The
+ * peer pipelines on a question as it asks it, so only recent ones count. */
+static void keep_answer(net_conn *c, uint64_t n, vat_promise *p) {
+  net_answer_ring *r = &c->kept;
+  if (r->len == r->cap && r->cap < c->max_questions) {
+    size_t cap = r->cap ? r->cap * 2 : 64;
+    if (cap > c->max_questions)
+      cap = c->max_questions;
+    uint64_t *ids = GC_MALLOC_ATOMIC(cap * sizeof *ids);
+    if (ids == NULL)
+      return;
+    for (size_t i = 0; i < r->len; i++)
+      ids[i] = r->ids[(r->head + i) % r->cap];
+    *r = (net_answer_ring){ids, cap, 0, r->len};
+  }
+  if (r->len == r->cap) { /* full: the oldest goes */
+    net_table_take(&c->answers, r->ids[r->head]);
+    r->head = (r->head + 1) % r->cap;
+    r->len--;
+  }
+  r->ids[(r->head + r->len) % r->cap] = n;
+  r->len++;
+  net_table_put(&c->answers, n, p);
+}
+
 /* Keeps the answer for pipelining and sends it back once settled. */
 static void answer_with(vat_turn *turn, net_conn *c, const char *qid,
                         vat_promise *p) {
   uint64_t n = net_parse(qid, 'q', '-');
-  if (n != 0)
-    net_table_put(&c->answers, n, p);
+  if (n != 0 && net_table_get(&c->answers, n) == NULL)
+    keep_answer(c, n, p);
   answer_ctx *a = GC_MALLOC(sizeof *a);
   if (a == NULL)
     return;

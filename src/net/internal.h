@@ -65,6 +65,12 @@ typedef struct net_frame {
 void net_on_frame(vat_turn *turn, void *state, void *arg);
 void net_on_lost(vat_turn *turn, void *state, void *arg);
 
+/** The numbers of the answers kept for pipelining, oldest first. */
+typedef struct net_answer_ring {
+  uint64_t *ids;
+  size_t cap, head, len;
+} net_answer_ring;
+
 struct net_conn {
   net_io *io;
   net_io_owner *owner;
@@ -81,6 +87,7 @@ struct net_conn {
   uint64_t next_question, next_export;
   net_table questions;          /* our question number -> net_question */
   net_table answers;            /* their question number -> vat_promise */
+  net_answer_ring kept;         /* which answers are kept, oldest first */
   net_table exports;            /* our export number -> vat_ref */
   net_table export_ids;         /* vat_ref -> export number (as a pointer) */
   net_table imports;            /* their export number -> proxy ref */
