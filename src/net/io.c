@@ -55,6 +55,7 @@ struct net_io {
   bool closed;      /* the async handle is closing: do not wake it */
   bool finishing;   /* loop thread only: the handles are being closed */
   bool shutting;    /* loop thread only: uv_shutdown is under way */
+  char *in; /* loop thread only: the read buffer (malloc'd: never scanned) */
   /* Owners: this thread and the vat. acq_rel so the last owner sees the
    * other's writes to the struct before it frees it. */
   atomic_int owners;
@@ -65,6 +66,7 @@ static void release(net_io *io) {
     return;
   pthread_mutex_destroy(&io->mu);
   vat_netstring_reader_free(io->reader);
+  free(io->in);
   GC_FREE(io);
 }
 
@@ -152,11 +154,14 @@ static void lost(net_io *io, const char *what, const char *detail) {
 
 /* --- Reading ------------------------------------------------------------- */
 
+#define READ_BUFFER (64 * 1024)
+
+/* One read buffer per connection, reused: each read is consumed (framed
+ * and copied) before the next. */
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
-  (void)h;
+  net_io *io = h->data;
   (void)hint;
-  static _Thread_local char space[64 * 1024];
-  *buf = uv_buf_init(space, sizeof space);
+  *buf = uv_buf_init(io->in, READ_BUFFER);
 }
 
 static bool deliver(net_io *io, const char *frame, size_t len) {
@@ -303,9 +308,10 @@ net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame) {
   memset(io, 0, sizeof *io);
   io->conn = conn;
   io->reader = vat_netstring_reader_new(max_frame);
+  io->in = malloc(READ_BUFFER);
   atomic_init(&io->owners, 2);
   pthread_mutex_init(&io->mu, NULL);
-  if (io->reader == NULL || uv_loop_init(&io->loop) != 0)
+  if (io->reader == NULL || io->in == NULL || uv_loop_init(&io->loop) != 0)
     goto fail_loop;
   if (open_stream(io, fd) != 0) {
     close(fd); /* not the handle's: libuv took it only on success */
@@ -332,6 +338,7 @@ fail_handles:
 fail_loop:
   if (fd >= 0)
     close(fd);
+  free(io->in);
   vat_netstring_reader_free(io->reader);
   pthread_mutex_destroy(&io->mu);
   GC_FREE(io);
