@@ -108,6 +108,36 @@ static void pinged_receive(vat_turn *turn, void *state,
   vat_reply(turn, reply, vat_string(text));
 }
 
+/* A vat pipelining getCounter().incr(1n) on Endo, without waiting for
+ * the counter; the answer settles `done`. */
+typedef struct piper {
+  vat_ref *endo;
+  vat_resolver *done;
+} piper;
+
+static void piped(vat_turn *turn, void *state, void *ctx, bool resolved,
+                  vat_value value) {
+  piper *p = state;
+  (void)ctx;
+  if (resolved)
+    vat_resolve(turn, p->done, value);
+  else
+    vat_break(turn, p->done, value);
+}
+
+static void pipe_calls(vat_turn *turn, void *state, void *arg) {
+  piper *p = state;
+  (void)arg;
+  vat_promise *counter, *incr;
+  vat_ref *answer;
+  vat_value one = vat_int(1);
+  if (vat_conn_pipeline(turn, p->endo, sel("getCounter"), vat_list(NULL, 0), 0,
+                        &counter, &answer) == VAT_OK &&
+      vat_request(turn, answer, sel("incr"), vat_list(&one, 1), 0, &incr) ==
+          VAT_OK)
+    vat_when(turn, incr, piped, NULL);
+}
+
 /* --- Calling Endo --------------------------------------------------------- */
 
 static int ask(vat_ref *to, const char *method, vat_value *args, size_t n,
@@ -223,6 +253,18 @@ static void check_calls(vat_system *sys, vat_ref *endo) {
   vat_value by = vat_int(5);
   rc = ask(vat_value_ref(c1), "incr", &by, 1, 0, &v);
   CHECK(rc == VAT_OK && vat_equal(v, vat_int(5)), "incr: %s %s",
+        vat_err_name(rc), show(v));
+  /* Pipelined on Endo's answer before it arrives. */
+  piper *pp;
+  vat_ref *piper_ref;
+  vat_promise *piped_result;
+  vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(piper)},
+                 &piper_ref, (void **)&pp);
+  pp->endo = endo;
+  vat_promise_new(&piped_result, &pp->done);
+  vat_host_send(piper_ref, pipe_calls, NULL);
+  rc = vat_promise_wait(piped_result, WAIT_S, &v);
+  CHECK(rc == VAT_OK && vat_equal(v, vat_int(6)), "pipelined incr: %s %s",
         vat_err_name(rc), show(v));
   vat_ref *pinged;
   vat_entity_def pinged_def = {.receive = pinged_receive};

@@ -304,6 +304,66 @@ START_TEST(promises_cross_and_settle_later) {
 }
 END_TEST
 
+/* A vat that pipelines: method1() on the remote, then method2(args) on
+ * its answer, without waiting. */
+typedef struct driver {
+  vat_ref *remote;
+  const char *method1, *method2;
+  vat_value args;
+  _Atomic uint64_t done;
+  bool resolved;
+  vat_value result;
+} driver;
+
+static void driven(vat_turn *turn, void *state, void *ctx, bool resolved,
+                   vat_value value) {
+  (void)turn;
+  (void)ctx;
+  driver *d = state;
+  d->resolved = resolved;
+  d->result = value;
+  atomic_store_explicit(&d->done, 1, memory_order_release);
+}
+
+static void drive(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  driver *d = state;
+  vat_promise *first, *second;
+  vat_ref *answer;
+  expect_vat_ok(vat_conn_pipeline(turn, d->remote, sel(d->method1),
+                                  vat_list(NULL, 0), 0, &first, &answer));
+  expect_vat_ok(
+      vat_request(turn, answer, sel(d->method2), d->args, 0, &second));
+  expect_vat_ok(vat_when(turn, second, driven, NULL));
+}
+
+static driver *start_driver(vat_system *sys, vat_ref *remote,
+                            const char *method1, const char *method2,
+                            vat_value args) {
+  vat_ref *ref;
+  driver *d;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(driver)}, &ref, (void **)&d));
+  d->remote = remote;
+  d->method1 = method1;
+  d->method2 = method2;
+  d->args = args;
+  ck_assert_vat_ok(vat_host_send(ref, drive, NULL));
+  return d;
+}
+
+START_TEST(pipelined_calls_work_across) {
+  pair p;
+  open_pair(&p);
+  vat_value args[2] = {vat_int(2), vat_int(3)};
+  driver *d = start_driver(p.sys, p.remote, "self", "add", vat_list(args, 2));
+  ck_assert(test_wait_u64(&d->done, 1, WAIT_S));
+  ck_assert(d->resolved);
+  ck_assert(vat_equal(d->result, vat_int(5)));
+  close_pair(&p);
+}
+END_TEST
+
 START_TEST(an_object_called_back_across) {
   pair p;
   open_pair(&p);
@@ -623,6 +683,7 @@ START_TEST(only_recent_answers_are_kept) {
 }
 END_TEST
 
+
 START_TEST(peer_promises_settle_by_resolve) {
   int sv[2];
   ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -664,6 +725,34 @@ static vat_ref *raw_answer_bootstrap(int raw, vat_conn *c) {
                  "\",\"slots\":[\"o+1\"]}}");
   return wait_ref(vat_conn_bootstrap(c));
 }
+
+START_TEST(pipelined_calls_go_out_before_the_answer) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  vat_value hi = vat_string("hi");
+  driver *d = start_driver(sys, remote, "make", "hello", vat_list(&hi, 1));
+  /* Both calls arrive, the second addressed to the first's question,
+   * while the first is still unanswered. */
+  char buf[4096];
+  raw_read_until(sv[1], buf, sizeof buf, "\"target\":\"q-2\"", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"questionID\":\"q-2\",\"target\":\"o-1\"") &&
+                    strstr(buf, "\"questionID\":\"q-3\",\"target\":\"q-2\""),
+                "%s", buf);
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-3\",\"result\":"
+                   "{\"body\":\"\\\"hello, you\\\"\",\"slots\":[]}}");
+  ck_assert(test_wait_u64(&d->done, 1, WAIT_S));
+  ck_assert(d->resolved);
+  ck_assert_str_eq(vat_string_data(d->result), "hello, you");
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
 
 START_TEST(questions_time_out) {
   int sv[2];
@@ -874,6 +963,8 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, every_value_kind_through_a_call);
   tcase_add_test(tc, refs_keep_their_identity);
   tcase_add_test(tc, promises_cross_and_settle_later);
+  tcase_add_test(tc, pipelined_calls_work_across);
+  tcase_add_test(tc, pipelined_calls_go_out_before_the_answer);
   tcase_add_test(tc, an_object_called_back_across);
   tcase_add_test(tc, close_breaks_pending_questions);
   tcase_add_test(tc, monitors_on_proxies_fire_noconnection);

@@ -49,9 +49,7 @@
  * the ref gets a new slot). This side never sends CTP_DROP (Endo's
  * exporter mishandles them): proxies live as long as the connection.
  *
- * Not supported yet: pipelining this side's calls on a question (a request
- * to a proxy promise waits for the answer, locally); running on a host's
- * own libuv loop.
+ * Not supported yet: running on a host's own libuv loop.
  *
  * Built when the library has CapTP (jansson) and libuv (meson feature
  * option `net`); not included by <vat.h>.
@@ -127,6 +125,21 @@ vat_promise *vat_conn_closed(vat_conn *conn);
  *  disconnected("closed"). Ending an ended connection does nothing.
  *  Host thread. Errors: VAT_EINVAL, and those of vat_host_send. */
 int vat_conn_close(vat_conn *conn);
+
+/** Pipelining: sends method(args) to `target`, a ref imported from a
+ *  connection (a proxy), as a request (vat_request: *out is the promise
+ *  for its answer), and makes *answer, a ref standing for that answer:
+ *  messages and requests sent to it go to the peer at once, addressed to
+ *  the unanswered question (CapTP's "q-N" target), so a chain of calls
+ *  costs one round trip. They are sent in order after the call. `target`
+ *  must be a proxy: any other ref receives the record
+ *  captp.pipe(args, answer) as the request's payload. Inside a turn; the
+ *  answer ref is an entity of the calling vat, which forwards what it
+ *  gets. Errors: VAT_EINVAL (NULL target/method/out/answer), and those of
+ *  vat_entity_new and vat_request. */
+int vat_conn_pipeline(vat_turn *turn, vat_ref *target, const vat_atom *method,
+                      vat_value args, double timeout_s, vat_promise **out,
+                      vat_ref **answer);
 
 /** The code of the reason a connection ended: "disconnected". */
 const vat_atom *vat_atom_disconnected(void);

@@ -96,6 +96,7 @@ struct net_conn {
   net_table import_promise_ids; /* their promise, imported -> its number */
   net_table export_promises;    /* our export number -> vat_promise */
   net_table export_counts;      /* our export number -> times sent */
+  net_table pipes;              /* answer ref (pipe.c) -> question number */
   bool ended;
 };
 
@@ -146,6 +147,15 @@ vat_captp_slots net_slots(net_slots_ctx *ctx);
 void net_drop(net_conn *c, uint64_t n, int64_t dec);
 /** The resolver of the peer's promise N, forgotten (NULL if unknown). */
 vat_resolver *net_take_promise(net_conn *c, uint64_t n);
+
+/* --- pipe.c: sends on the answer of an unanswered question ------------ */
+
+/** True when `v` is a message for a pipelined answer: stores the answer's
+ *  ref and the original message value. */
+bool net_pipe_via(vat_value v, vat_ref **answer, vat_value *inner);
+/** True when the payload `v` asks for a pipelined answer: stores the
+ *  arguments and the answer's ref. */
+bool net_pipe_parse(vat_value v, vat_value *args, vat_ref **answer);
 
 /* --- calls.c: questions asked by the peer ------------------------------ */
 

@@ -33,50 +33,77 @@ static void refuse(vat_turn *turn, vat_ref *reply, const char *code,
                     vat_error(vat_atom_intern(code), vat_string(detail)));
 }
 
-static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
-                          vat_value value) {
-  proxy *p = state;
-  net_conn *c = p->c;
-  vat_value args = value;
-  vat_ref *reply = NULL;
-  vat_request_parse(value, &args, &reply);
-  if (c->ended) {
-    if (reply != NULL)
-      vat_reply_error(turn, reply, net_disconnected("closed"));
-    return;
-  }
+/* Sends selector(value) as a CTP_CALL to `target` ("o-N", or "q-N" when
+ * pipelined); returns the question's number, 0 when it did not go (the
+ * request, if any, is answered with why). */
+static uint64_t call_out(vat_turn *turn, net_conn *c, const char *target,
+                         const vat_atom *selector, vat_value args,
+                         vat_ref *reply) {
   if (vat_type_of(args) != VAT_T_LIST)
     args = vat_list(&args, 1);
   uint64_t n;
   int rc = net_ask(turn, c, reply, &n);
   if (rc == VAT_EBUSY) {
     refuse(turn, reply, "limit", "too many questions wait on the peer");
-    return;
+    return 0;
   }
   if (rc != VAT_OK) {
     refuse(turn, reply, "nomem", "out of memory");
-    return;
+    return 0;
   }
   vat_value method[2] = {vat_string(vat_atom_name(selector)), args};
   vat_captp_msg m = {.type = VAT_CAPTP_CALL,
                      .id = net_name('q', '-', n),
-                     .target = net_name('o', '-', p->id),
+                     .target = target,
                      .value = vat_list(method, 2)};
   vat_captp_error err;
   rc = net_send(turn, c, &m, &err);
+  if (rc == VAT_OK)
+    return n;
+  net_answered(c, n);
   if (rc == VAT_EBUSY) {
-    net_answered(c, n);
     refuse(turn, reply, "limit", "too many exports");
+    return 0;
+  }
+  char detail[256];
+  snprintf(detail, sizeof detail, "%s: %s%s%s", vat_strerror(rc),
+           vat_captp_err_text(err.code), err.detail[0] ? ": " : "", err.detail);
+  refuse(turn, reply, "encode", detail);
+  return 0;
+}
+
+static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  proxy *p = state;
+  net_conn *c = p->c;
+  /* A message for the answer of an earlier call (pipe.c) goes to that
+   * question; the call that made it remembers its question. */
+  vat_ref *answer = NULL;
+  bool via = net_pipe_via(value, &answer, &value);
+  vat_value args = value;
+  vat_ref *reply = NULL;
+  vat_request_parse(value, &args, &reply);
+  vat_ref *pipe = NULL;
+  if (!via)
+    net_pipe_parse(args, &args, &pipe);
+  if (c->ended) {
+    if (reply != NULL)
+      vat_reply_error(turn, reply, net_disconnected("closed"));
     return;
   }
-  if (rc != VAT_OK) {
-    net_answered(c, n);
-    char detail[256];
-    snprintf(detail, sizeof detail, "%s: %s%s%s", vat_strerror(rc),
-             vat_captp_err_text(err.code), err.detail[0] ? ": " : "",
-             err.detail);
-    refuse(turn, reply, "encode", detail);
+  const char *target = net_name('o', '-', p->id);
+  if (via) {
+    uint64_t q = (uint64_t)(uintptr_t)net_table_get(
+        &c->pipes, (uint64_t)(uintptr_t)answer);
+    if (q == 0) { /* the call it follows never went out */
+      refuse(turn, reply, "Error", "the call this one follows failed");
+      return;
+    }
+    target = net_name('q', '-', q);
   }
+  uint64_t n = call_out(turn, c, target, selector, args, reply);
+  if (n != 0 && pipe != NULL)
+    net_table_put(&c->pipes, (uint64_t)(uintptr_t)pipe, (void *)(uintptr_t)n);
 }
 
 static const vat_entity_def proxy_def = {
