@@ -2,8 +2,8 @@
 # Checks the layering of src/ (see src/README.md) from its #include lines:
 #  - no cycle between the subsystem folders (util, value, core, sched,
 #    timer, promise, exits, trace, embed, runtime);
-#  - src/lib/ includes public headers (vat.h, vat/...), system headers and
-#    its own files only: it is built on the public API;
+#  - src/lib/ and src/net/ include public headers (vat.h, vat/...), system
+#    headers and their own files only: they are built on the public API;
 #  - src/captp/ (CapTP's wire format) includes only value/, util/ and its
 #    own headers: it needs no runtime, so it stays testable and fuzzable
 #    alone.
@@ -30,8 +30,8 @@ if ! printf '%s\n' "$edges" | tsort >/dev/null 2>tsort.err.$$; then
 fi
 rm -f tsort.err.$$
 
-# lib/: only public or same-folder headers.
-for f in $(find lib -name '*.[ch]'); do
+# lib/ and net/: only public or same-folder headers.
+for f in $(find lib $( [ -d net ] && echo net) -name '*.[ch]'); do
   dir=$(dirname "$f")
   grep -o '^#include "[^"]*"' "$f" | sed 's/^#include "//; s/"$//' |
     while read -r h; do

@@ -11,6 +11,13 @@
 #define VAT__CAPTP_SUITE(X)
 #endif
 
+/* The net suite exists when the library was built with connections. */
+#if VAT_TEST_NET
+#define VAT__NET_SUITE(X) X(net)
+#else
+#define VAT__NET_SUITE(X)
+#endif
+
 #define VAT_TEST_SUITES(X)                                                     \
   X(error)                                                                     \
   X(value)                                                                     \
@@ -34,7 +41,8 @@
   X(overload)                                                                  \
   X(backpressure)                                                              \
   X(observe)                                                                   \
-  VAT__CAPTP_SUITE(X)
+  VAT__CAPTP_SUITE(X)                                                          \
+  VAT__NET_SUITE(X)
 
 #define VAT__DECLARE_SUITE(name) Suite *test_##name##_suite(void);
 VAT_TEST_SUITES(VAT__DECLARE_SUITE)

@@ -1,0 +1,186 @@
+/* libvat — CapTP connections: refs across processes.
+ *
+ * A connection speaks CapTP as Endo (`@endo/captp` 4.5) does, over a
+ * connected byte stream (TCP or a Unix socket), to another libvat process
+ * or to a JavaScript program. Each side offers one bootstrap ref; the other
+ * side gets a promise for it and, from there, refs to whatever objects the
+ * calls return.
+ *
+ * The connection is a vat. Refs imported from the peer ("proxies") are
+ * ordinary refs to entities of that vat: a dynamic message sent to one
+ * (vat_send_msg) becomes a CTP_CALL whose answer is ignored; a request in
+ * message form (vat_request, vat/caps.h) becomes a CTP_CALL whose
+ * CTP_RETURN settles the caller's promise. The selector is the method
+ * name; the payload is the argument list (a payload that is not a list is
+ * sent as the one argument). A call from the peer to a ref this side
+ * exported arrives as vat_request(ref, method, args-list) and its answer,
+ * once settled, goes back as CTP_RETURN (an error or a broken promise as
+ * the exception). Refs inside values are exported as needed: the same ref
+ * sent twice keeps its slot, the same slot received twice is the same
+ * proxy, and a proxy sent back to its own side arrives as the original
+ * ref. A function message (vat_send, vat_call) sent to a proxy runs on the
+ * proxy's state and is not forwarded: use selectors.
+ *
+ * The I/O runs on a libuv loop on a thread of the library's own, one per
+ * connection; frames become turns of the connection vat, and what its
+ * turns send is queued for that thread, so no worker ever blocks on the
+ * network.
+ *
+ * When the connection ends (end of stream, a read or write error, a
+ * CTP_DISCONNECT from the peer, a frame that is malformed or over the
+ * limit, a message that does not decode, a limit the peer exceeded,
+ * vat_conn_close), every question still waiting on the peer breaks with
+ * the error disconnected(cause) (code vat_atom_disconnected(), the payload
+ * a string naming the cause), as does the bootstrap promise if it is still
+ * pending, and vat_conn_closed resolves with that error. The connection
+ * vat ends with the reason `noconnection`, as Erlang reports a lost node:
+ * monitors held on its proxies fire with it, later messages to them are
+ * dead letters, and requests sent to them break with it.
+ *
+ * Promises inside values cross too: a local promise is exported ("p+N")
+ * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
+ * of the peer's arrives as a local promise that its CTP_RESOLVE settles.
+ * Calls the peer pipelines on this side's answers (target q-N) are
+ * delivered once the answer settles; the last max_questions answers are
+ * kept for that (Endo keeps all, which a long connection cannot afford).
+ *
+ * CTP_DROP from the peer gives back references to an export; when all it
+ * was sent are given back the export is forgotten both ways (sent again,
+ * the ref gets a new slot). This side never sends CTP_DROP (Endo's
+ * exporter mishandles them): proxies live as long as the connection.
+ *
+ * Not supported yet: running on a host's own libuv loop.
+ *
+ * Built when the library has CapTP (jansson) and libuv (meson feature
+ * option `net`); not included by <vat.h>.
+ */
+#ifndef VAT_NET_H
+#define VAT_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vat/core.h"
+#include "vat/promise.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vat_conn vat_conn;
+typedef struct vat_listener vat_listener;
+
+typedef struct vat_conn_options {
+  /** Largest frame accepted from the peer, in payload bytes. A larger one
+   *  ends the connection. 0: VAT_NETSTRING_DEFAULT_MAX (1 MiB). */
+  size_t max_frame;
+  /** The connection vat's label (vat/observe.h); NULL: "captp". */
+  const char *label;
+  /** Listen and connect: allow an address that is not loopback. Off by
+   *  default, so a program does not expose its objects by accident. */
+  bool allow_remote;
+  /** Seconds after which a question this side asked breaks with `timeout`
+   *  if the peer has not answered (Endo never answers some calls). 0: no
+   *  limit but the request's own timeout and the connection's end. */
+  double question_timeout_s;
+  /** Questions waiting at once, each way (0: VAT_CONN_MAX_QUESTIONS). One
+   *  more request from this side breaks with the error limit(...); one
+   *  more from the peer ends the connection. */
+  size_t max_questions;
+  /** Refs exported, and proxies imported (0: VAT_CONN_MAX_EXPORTS). A
+   *  value that would export one more fails to go (its call breaks with
+   *  limit(...), an answer becomes an exception); a peer that makes this
+   *  side import one more ends the connection. */
+  size_t max_exports;
+} vat_conn_options;
+
+#define VAT_CONN_MAX_QUESTIONS 100000
+#define VAT_CONN_MAX_EXPORTS 100000
+
+/** Fills `opt` with the defaults. Any thread. */
+void vat_conn_options_default(vat_conn_options *opt);
+
+/** Starts a connection over `fd`, a connected stream socket, offering
+ *  `bootstrap` (NULL: none; the peer's bootstrap question is then answered
+ *  with an exception) to the peer. On success the connection owns `fd`
+ *  (it closes it when it ends) and *out is its handle, a collector object.
+ *  Host thread. Errors: VAT_EINVAL (NULL sys/out, fd < 0), VAT_ENOMEM,
+ *  VAT_EIO (libuv refused the descriptor or the thread did not start), and
+ *  those of vat_host_spawn. On error `fd` is left open. */
+int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
+                  const vat_conn_options *opt, vat_conn **out);
+
+/** A promise for the peer's bootstrap ref (a proxy). It breaks with
+ *  disconnected(cause) if the connection ends first. The same promise on
+ *  every call. Any thread. NULL for a NULL connection. */
+vat_promise *vat_conn_bootstrap(vat_conn *conn);
+
+/** A promise resolved, when the connection has ended, with its reason:
+ *  the error disconnected(cause). A system shut down with the connection
+ *  open leaves it pending. Any thread. NULL for NULL. */
+vat_promise *vat_conn_closed(vat_conn *conn);
+
+/** Ends the connection: sends CTP_DISCONNECT, then closes the socket once
+ *  what was queued before it is written. Pending questions break with
+ *  disconnected("closed"). Ending an ended connection does nothing.
+ *  Host thread. Errors: VAT_EINVAL, and those of vat_host_send. */
+int vat_conn_close(vat_conn *conn);
+
+/** Pipelining: sends method(args) to `target`, a ref imported from a
+ *  connection (a proxy), as a request (vat_request: *out is the promise
+ *  for its answer), and makes *answer, a ref standing for that answer:
+ *  messages and requests sent to it go to the peer at once, addressed to
+ *  the unanswered question (CapTP's "q-N" target), so a chain of calls
+ *  costs one round trip. They are sent in order after the call. `target`
+ *  must be a proxy: any other ref receives the record
+ *  captp.pipe(args, answer) as the request's payload. Inside a turn; the
+ *  answer ref is an entity of the calling vat, which forwards what it
+ *  gets. Errors: VAT_EINVAL (NULL target/method/out/answer), and those of
+ *  vat_entity_new and vat_request. */
+int vat_conn_pipeline(vat_turn *turn, vat_ref *target, const vat_atom *method,
+                      vat_value args, double timeout_s, vat_promise **out,
+                      vat_ref **answer);
+
+/** The code of the reason a connection ended: "disconnected". */
+const vat_atom *vat_atom_disconnected(void);
+/** The exit reason of an ended connection's vat: "noconnection". */
+const vat_atom *vat_atom_noconnection(void);
+
+/* --- Addresses --------------------------------------------------------
+ * "tcp:HOST:PORT" (HOST a numeric IPv4 address, or [v6] in brackets;
+ * PORT 0 in vat_listen asks the kernel for one) or "unix:PATH". A TCP
+ * address must be loopback unless options allow_remote is set
+ * (VAT_EINVAL). */
+
+/** Connects to `address` (blocking, on the calling thread) and opens a
+ *  connection on it. Host thread. Errors: VAT_EINVAL (bad address, remote
+ *  without allow_remote), VAT_EIO (connect failed: errno says why), and
+ *  those of vat_conn_open. */
+int vat_connect(vat_system *sys, const char *address, vat_ref *bootstrap,
+                const vat_conn_options *opt, vat_conn **out);
+
+/** Listens on `address`; every connection accepted offers `bootstrap`.
+ *  Host thread. Errors: VAT_EINVAL, VAT_EIO (socket, bind or listen
+ *  failed: errno says why), VAT_ENOMEM. */
+int vat_listen(vat_system *sys, const char *address, vat_ref *bootstrap,
+               const vat_conn_options *opt, vat_listener **out);
+
+/** The TCP port the listener is bound to (the kernel's pick for port 0);
+ *  0 for a Unix socket or NULL. Any thread. */
+int vat_listener_port(vat_listener *l);
+
+/** Waits up to `timeout_s` seconds (negative: for ever) for the next
+ *  connection and opens it. Host thread. Errors: VAT_EINVAL, VAT_ETIMEDOUT,
+ *  VAT_ECLOSED (listener closed), VAT_EIO, and those of vat_conn_open. */
+int vat_listener_accept(vat_listener *l, double timeout_s, vat_conn **out);
+
+/** Stops listening and closes the socket (a Unix socket's path is
+ *  removed). Connections already accepted go on. Host thread.
+ *  Errors: VAT_EINVAL. */
+int vat_listener_close(vat_listener *l);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,233 @@
+/* Questions in both directions.
+ *
+ * The peer's questions (CTP_BOOTSTRAP, CTP_CALL) become requests in message
+ * form to the local ref, and each answer goes back as CTP_RETURN once its
+ * promise settled: a promise that follows another is followed, never sent.
+ * Each answer's promise is kept under the question's number, so a call the
+ * peer pipelines on it (target "q-N") is delivered to what it resolves to.
+ *
+ * Our questions (made by proxies, slots.c, and the bootstrap question) are
+ * settled here by the peer's CTP_RETURN. */
+#define GC_THREADS 1
+#include <gc/gc.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct answer_ctx {
+  const char *qid;
+} answer_ctx;
+
+/* A broken promise's reason as an exception: errors pass unchanged; an
+ * atom becomes the error of that code; anything else an Error carrying it. */
+static vat_value as_exception(vat_value reason) {
+  if (vat_type_of(reason) == VAT_T_ERROR)
+    return reason;
+  if (vat_type_of(reason) == VAT_T_ATOM)
+    return vat_error(reason.as.atom, vat_string(vat_atom_name(reason.as.atom)));
+  return vat_error(vat_atom_intern("Error"), reason);
+}
+
+static void send_return(vat_turn *turn, net_conn *c, const char *qid,
+                        bool resolved, vat_value value) {
+  vat_captp_msg m = {.type = VAT_CAPTP_RETURN,
+                     .id = qid,
+                     .value = resolved ? value : as_exception(value),
+                     .is_reject = !resolved};
+  vat_captp_error err;
+  int rc = net_send(turn, c, &m, &err);
+  if (rc == VAT_OK || rc == VAT_ECLOSED)
+    return;
+  char detail[256];
+  snprintf(detail, sizeof detail, "the answer has no CapData form: %s%s%s",
+           vat_captp_err_text(err.code), err.detail[0] ? ": " : "", err.detail);
+  m.value = vat_error(vat_atom_intern("Error"), vat_string(detail));
+  m.is_reject = true;
+  net_send(turn, c, &m, NULL);
+}
+
+static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,
+                     vat_value value) {
+  net_conn *c = state;
+  answer_ctx *a = ctx;
+  c->open_answers--;
+  send_return(turn, c, a->qid, resolved, value);
+}
+
+/* Keeps the answer for calls the peer pipelines on it: the last
+ * max_questions answers, in a ring of their numbers that grows to that
+ * size (Endo keeps every answer for ever; a long connection would). The
+ * peer pipelines on a question as it asks it, so only recent ones count. */
+static void keep_answer(net_conn *c, uint64_t n, vat_promise *p) {
+  net_answer_ring *r = &c->kept;
+  if (r->len == r->cap && r->cap < c->max_questions) {
+    size_t cap = r->cap ? r->cap * 2 : 64;
+    if (cap > c->max_questions)
+      cap = c->max_questions;
+    uint64_t *ids = GC_MALLOC_ATOMIC(cap * sizeof *ids);
+    if (ids == NULL)
+      return;
+    for (size_t i = 0; i < r->len; i++)
+      ids[i] = r->ids[(r->head + i) % r->cap];
+    *r = (net_answer_ring){ids, cap, 0, r->len};
+  }
+  if (r->len == r->cap) { /* full: the oldest goes */
+    net_table_take(&c->answers, r->ids[r->head]);
+    r->head = (r->head + 1) % r->cap;
+    r->len--;
+  }
+  r->ids[(r->head + r->len) % r->cap] = n;
+  r->len++;
+  net_table_put(&c->answers, n, p);
+}
+
+/* Keeps the answer for pipelining and sends it back once settled. */
+static void answer_with(vat_turn *turn, net_conn *c, const char *qid,
+                        vat_promise *p) {
+  uint64_t n = net_parse(qid, 'q', '-');
+  if (n != 0 && net_table_get(&c->answers, n) == NULL)
+    keep_answer(c, n, p);
+  answer_ctx *a = GC_MALLOC(sizeof *a);
+  if (a == NULL)
+    return;
+  a->qid = qid;
+  c->open_answers++;
+  vat_when(turn, p, answered, a);
+}
+
+static void answer_now(vat_turn *turn, net_conn *c, const char *qid,
+                       bool resolved, vat_value value) {
+  vat_promise *p;
+  vat_resolver *r;
+  if (vat_promise_new(&p, &r) != VAT_OK)
+    return;
+  if (resolved)
+    vat_resolve(turn, r, value);
+  else
+    vat_break(turn, r, value);
+  answer_with(turn, c, qid, p);
+}
+
+static vat_value error_text(const char *code, const char *text) {
+  return vat_error(vat_atom_intern(code), vat_string(text));
+}
+
+void net_handle_bootstrap(vat_turn *turn, net_conn *c, const char *qid) {
+  if (c->bootstrap == NULL)
+    answer_now(turn, c, qid, false, error_text("Error", "no bootstrap object"));
+  else
+    answer_now(turn, c, qid, true, vat_ref_value(c->bootstrap));
+}
+
+/* --- Calls from the peer ------------------------------------------------- */
+
+typedef struct pipelined {
+  const vat_atom *method;
+  vat_value args;
+  vat_resolver *answer;
+} pipelined;
+
+/* The pipelined call's target settled: deliver, or break the answer. */
+static void target_settled(vat_turn *turn, void *state, void *ctx,
+                           bool resolved, vat_value value) {
+  pipelined *pc = ctx;
+  (void)state;
+  vat_ref *ref = vat_value_ref(value);
+  if (!resolved || ref == NULL) {
+    vat_break(turn, pc->answer,
+              resolved ? vat_atom_value(vat_atom_not_a_ref()) : value);
+    return;
+  }
+  vat_promise *p;
+  if (vat_request(turn, ref, pc->method, pc->args, 0, &p) != VAT_OK)
+    vat_break(turn, pc->answer, error_text("Error", "cannot send the call"));
+  else
+    vat_resolve(turn, pc->answer, vat_promise_value(p));
+}
+
+static bool parse_method(vat_value method, const vat_atom **name,
+                         vat_value *args) {
+  if (vat_type_of(method) != VAT_T_LIST || vat_len(method) != 2)
+    return false;
+  vat_value n = vat_at(method, 0);
+  *args = vat_at(method, 1);
+  if (vat_type_of(n) != VAT_T_STRING || vat_type_of(*args) != VAT_T_LIST)
+    return false;
+  *name = vat_atom_intern_n(vat_string_data(n), vat_string_len(n));
+  return *name != NULL;
+}
+
+void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
+  if (c->open_answers >= c->max_questions) {
+    net_end(turn, c, "limit exceeded: too many questions from the peer", true);
+    return;
+  }
+  const vat_atom *name;
+  vat_value args;
+  if (!parse_method(m->value, &name, &args)) {
+    answer_now(turn, c, m->id, false,
+               error_text("TypeError", "method is not [name, args]"));
+    return;
+  }
+  uint64_t n;
+  vat_ref *target = NULL;
+  vat_promise *answer = NULL;
+  if ((n = net_parse(m->target, 'o', '-')) != 0)
+    target = net_table_get(&c->exports, n);
+  else if ((n = net_parse(m->target, 'q', '-')) != 0)
+    answer = net_table_get(&c->answers, n);
+  if (target != NULL) {
+    vat_promise *p;
+    if (vat_request(turn, target, name, args, 0, &p) == VAT_OK)
+      answer_with(turn, c, m->id, p);
+    return;
+  }
+  if (answer == NULL) {
+    char text[96];
+    snprintf(text, sizeof text, "unknown target %.40s", m->target);
+    answer_now(turn, c, m->id, false, error_text("Error", text));
+    return;
+  }
+  pipelined *pc = GC_MALLOC(sizeof *pc);
+  vat_promise *p;
+  if (pc == NULL || vat_promise_new(&p, &pc->answer) != VAT_OK)
+    return;
+  pc->method = name;
+  pc->args = args;
+  vat_when(turn, answer, target_settled, pc);
+  answer_with(turn, c, m->id, p);
+}
+
+/* --- Answers to our questions --------------------------------------------- */
+
+void net_handle_return(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
+  uint64_t n = net_parse(m->id, 'q', '-');
+  net_question *q = net_answered(c, n);
+  if (q == NULL)
+    return; /* not ours, or answered already: ignored */
+  if (c->bootstrap_qid != NULL && strcmp(m->id, c->bootstrap_qid) == 0) {
+    if (m->is_reject)
+      vat_break(turn, c->remote_bootstrap, m->value);
+    else
+      vat_resolve(turn, c->remote_bootstrap, m->value);
+    c->remote_bootstrap = NULL;
+    return;
+  }
+  if (q->reply == NULL)
+    return; /* a one-way message's answer */
+  if (m->is_reject)
+    vat_reply_error(turn, q->reply, m->value);
+  else
+    vat_reply(turn, q->reply, m->value);
+}
+
+void net_handle_resolve(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
+  vat_resolver *r = net_take_promise(c, net_parse(m->id, 'p', '-'));
+  if (r == NULL)
+    return;
+  if (m->is_reject)
+    vat_break(turn, r, m->value);
+  else
+    vat_resolve(turn, r, m->value);
+}

@@ -1,0 +1,300 @@
+/* The connection vat: its life cycle, its frames in and out, its end.
+ *
+ * The vat's first entity (the state below) receives what the I/O thread
+ * sends: net_on_frame for each frame, net_on_lost once. Proxies of the
+ * peer's objects are more entities of the same vat (slots.c), so all the
+ * connection's tables are touched by one vat's turns only, with no lock.
+ * Ending the connection breaks what waits on the peer and ends the vat,
+ * which makes the proxies dead letters (vat/net.h). */
+#define GC_THREADS 1
+#include <gc/gc.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "vat/observe.h"
+
+struct vat_conn {
+  vat_ref *ref;
+  vat_promise *bootstrap;
+  vat_promise *closed;
+};
+
+const vat_atom *vat_atom_disconnected(void) {
+  return vat_atom_intern("disconnected");
+}
+
+const vat_atom *vat_atom_noconnection(void) {
+  return vat_atom_intern("noconnection");
+}
+
+vat_value net_disconnected(const char *cause) {
+  return vat_error(vat_atom_disconnected(), vat_string(cause));
+}
+
+void vat_conn_options_default(vat_conn_options *opt) {
+  if (opt != NULL)
+    *opt = (vat_conn_options){0};
+}
+
+const char *net_name(char kind, char sign, uint64_t n) {
+  char buf[VAT_CAPTP_SLOT_MAX];
+  int len = snprintf(buf, sizeof buf, "%c%c%" PRIu64, kind, sign, n);
+  char *s = GC_MALLOC_ATOMIC((size_t)len + 1);
+  if (s != NULL)
+    memcpy(s, buf, (size_t)len + 1);
+  return s;
+}
+
+uint64_t net_parse(const char *s, char kind, char sign) {
+  if (s == NULL || s[0] != kind || s[1] != sign || s[2] < '1' || s[2] > '9')
+    return 0;
+  uint64_t n = 0;
+  for (const char *p = s + 2; *p; p++) {
+    if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10)
+      return 0;
+    n = n * 10 + (uint64_t)(*p - '0');
+  }
+  return n;
+}
+
+/* --- Sending ------------------------------------------------------------- */
+
+int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
+             vat_captp_error *err) {
+  if (c->ended || c->io == NULL)
+    return VAT_ECLOSED;
+  net_slots_ctx ctx = {turn, c};
+  vat_captp_slots slots = net_slots(&ctx);
+  char *frame;
+  size_t len;
+  int rc = vat_captp_encode_frame(msg, &slots, &frame, &len, err);
+  if (rc == VAT_OK)
+    net_io_write(c->io, frame, len);
+  return rc;
+}
+
+/* --- Ending -------------------------------------------------------------- */
+
+typedef struct end_ctx {
+  vat_turn *turn;
+  vat_value reason;
+} end_ctx;
+
+static void break_question(void *ctx, void *val) {
+  end_ctx *e = ctx;
+  net_question *q = val;
+  if (q->reply != NULL)
+    vat_reply_error(e->turn, q->reply, e->reason);
+}
+
+static void break_promise(void *ctx, void *val) {
+  end_ctx *e = ctx;
+  net_import_promise *ip = val;
+  vat_break(e->turn, ip->resolver, e->reason);
+}
+
+void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer) {
+  if (c->ended)
+    return;
+  vat_value reason = net_disconnected(cause);
+  if (tell_peer) {
+    vat_captp_msg m = {.type = VAT_CAPTP_DISCONNECT,
+                       .reason_json = "{\"message\":\"closed\"}"};
+    net_send(turn, c, &m, NULL);
+  }
+  c->ended = true;
+  end_ctx e = {turn, reason};
+  net_table_each(&c->questions, break_question, &e);
+  net_table_each(&c->promises, break_promise, &e);
+  if (c->remote_bootstrap != NULL)
+    vat_break(turn, c->remote_bootstrap, reason);
+  vat_resolve(turn, c->closed, reason);
+  c->questions = c->promises = c->answers = (net_table){0};
+  c->exports = c->export_ids = (net_table){0};
+  net_io_close(c->io);
+  vat_stop_with(turn, vat_atom_value(vat_atom_noconnection()));
+}
+
+static void conn_stop(void *state, vat_value reason) {
+  net_conn *c = state;
+  (void)reason;
+  if (c->io == NULL)
+    return;
+  net_io_close(c->io);
+  net_io_release(c->owner);
+  c->io = NULL;
+  c->ended = true;
+}
+
+void net_on_lost(vat_turn *turn, void *state, void *arg) {
+  net_end(turn, state, arg, false);
+}
+
+static void do_close(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  net_end(turn, state, "closed", true);
+}
+
+static void abandon(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  vat_stop(turn);
+}
+
+/* --- Receiving ----------------------------------------------------------- */
+
+static void handle(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
+  switch (m->type) {
+  case VAT_CAPTP_BOOTSTRAP:
+    net_handle_bootstrap(turn, c, m->id);
+    break;
+  case VAT_CAPTP_CALL:
+    net_handle_call(turn, c, m);
+    break;
+  case VAT_CAPTP_RETURN:
+    net_handle_return(turn, c, m);
+    break;
+  case VAT_CAPTP_RESOLVE:
+    net_handle_resolve(turn, c, m);
+    break;
+  case VAT_CAPTP_DISCONNECT:
+    net_end(turn, c, "disconnected by the peer", false);
+    break;
+  case VAT_CAPTP_DROP: {
+    uint64_t n = net_parse(m->id, 'o', '-');
+    net_drop(c, n ? n : net_parse(m->id, 'p', '-'), m->dec_refs);
+    break;
+  }
+  case VAT_CAPTP_UNKNOWN: /* a newer peer's message: ignored, as Endo does */
+    break;
+  }
+}
+
+void net_on_frame(vat_turn *turn, void *state, void *arg) {
+  net_conn *c = state;
+  net_frame *f = arg;
+  if (c->ended)
+    return;
+  net_slots_ctx ctx = {turn, c};
+  vat_captp_slots slots = net_slots(&ctx);
+  vat_captp_msg m;
+  vat_captp_error err;
+  int rc = vat_captp_decode(f->data, f->len, &slots, &m, &err);
+  if (rc == VAT_EBUSY) {
+    net_end(turn, c, "limit exceeded: too many imports", true);
+    return;
+  }
+  if (rc != VAT_OK) {
+    char cause[256];
+    snprintf(cause, sizeof cause, "bad message: %s%s%s",
+             vat_captp_err_text(err.code), err.detail[0] ? ": " : "",
+             err.detail);
+    net_end(turn, c, cause, true);
+    return;
+  }
+  handle(turn, c, &m);
+}
+
+/* The first turn: ask for the peer's bootstrap. */
+static void start(vat_turn *turn, void *state, void *arg) {
+  net_conn *c = state;
+  (void)arg;
+  c->self = vat_self(turn);
+  if (!net_io_run(c->io)) {
+    net_end(turn, c, "the I/O thread did not start", false);
+    return;
+  }
+  uint64_t n;
+  if (net_ask(turn, c, NULL, &n) != VAT_OK ||
+      (c->bootstrap_qid = net_name('q', '-', n)) == NULL) {
+    net_end(turn, c, "out of memory", false);
+    return;
+  }
+  c->bootstrap_q = n;
+  vat_captp_msg m = {.type = VAT_CAPTP_BOOTSTRAP, .id = c->bootstrap_qid};
+  net_send(turn, c, &m, NULL);
+}
+
+/* --- Opening ------------------------------------------------------------- */
+
+static const vat_entity_def conn_def = {
+    .state_size = sizeof(net_conn),
+    .on_stop = conn_stop,
+    .label = "captp",
+};
+
+int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
+                  const vat_conn_options *opt, vat_conn **out) {
+  if (sys == NULL || out == NULL || fd < 0)
+    return VAT_EINVAL;
+  vat_conn_options o;
+  vat_conn_options_default(&o);
+  if (opt != NULL)
+    o = *opt;
+  vat_conn *h = GC_MALLOC(sizeof *h);
+  if (h == NULL)
+    return VAT_ENOMEM;
+  vat_resolver *boot, *closed;
+  if (vat_promise_new(&h->bootstrap, &boot) != VAT_OK ||
+      vat_promise_new(&h->closed, &closed) != VAT_OK)
+    return VAT_ENOMEM;
+  vat_entity_def def = conn_def;
+  if (o.label != NULL)
+    def.label = o.label;
+  net_conn *c;
+  int rc = vat_host_spawn(sys, &def, &h->ref, (void **)&c);
+  if (rc != VAT_OK)
+    return rc;
+  /* Watched: a connection's end is expected, not a crash to report. */
+  vat_promise *down;
+  rc = vat_host_monitor(h->ref, NULL, &down);
+  if (rc != VAT_OK) {
+    vat_host_send(h->ref, abandon, NULL);
+    return rc;
+  }
+  c->closed = closed;
+  c->bootstrap = bootstrap;
+  c->remote_bootstrap = boot;
+  c->next_question = c->next_export = 1;
+  c->question_timeout_s = o.question_timeout_s > 0 ? o.question_timeout_s : 0;
+  c->max_questions = o.max_questions ? o.max_questions : VAT_CONN_MAX_QUESTIONS;
+  c->max_exports = o.max_exports ? o.max_exports : VAT_CONN_MAX_EXPORTS;
+  /* libvat's own descriptor: libuv closes it with the handle, even when
+   * opening fails, and the caller's stays open until we succeed. */
+  c->owner = net_io_owner_new();
+  if (c->owner == NULL) {
+    vat_host_send(h->ref, abandon, NULL);
+    return VAT_ENOMEM;
+  }
+  int mine = dup(fd);
+  if (mine < 0 || (c->io = net_io_new(mine, h->ref, o.max_frame)) == NULL) {
+    c->ended = true;
+    vat_host_send(h->ref, abandon, NULL);
+    return VAT_EIO;
+  }
+  net_io_owner_set(c->owner, c->io);
+  close(fd);
+  rc = vat_host_send(h->ref, start, NULL);
+  if (rc != VAT_OK)
+    return rc;
+  *out = h;
+  return VAT_OK;
+}
+
+vat_promise *vat_conn_bootstrap(vat_conn *conn) {
+  return conn ? conn->bootstrap : NULL;
+}
+
+vat_promise *vat_conn_closed(vat_conn *conn) {
+  return conn ? conn->closed : NULL;
+}
+
+int vat_conn_close(vat_conn *conn) {
+  if (conn == NULL)
+    return VAT_EINVAL;
+  return vat_host_send(conn->ref, do_close, NULL);
+}

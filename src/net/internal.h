@@ -1,0 +1,168 @@
+/* The connection's parts, shared by the files of net/ (see README.md). */
+#ifndef VAT_NET_INTERNAL_H
+#define VAT_NET_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vat/caps.h"
+#include "vat/captp.h"
+#include "vat/net.h"
+
+/* --- table.c: uint64 keys to pointers, in collector memory ------------- */
+
+typedef struct net_table {
+  uint64_t *keys; /* 0 marks an empty slot; keys are never 0 */
+  void **vals;
+  size_t cap, len;
+} net_table;
+
+void *net_table_get(const net_table *t, uint64_t key);
+/** Adds or replaces; false when memory is exhausted. */
+bool net_table_put(net_table *t, uint64_t key, void *val);
+/** Removes `key` and returns its value (NULL when absent). */
+void *net_table_take(net_table *t, uint64_t key);
+/** Calls fn on every entry (the table must not change meanwhile). */
+void net_table_each(const net_table *t, void (*fn)(void *ctx, void *val),
+                    void *ctx);
+
+/* --- io.c: the socket, on a libuv loop of its own ---------------------- */
+
+typedef struct net_io net_io;
+
+/** Prepares the I/O of `fd`, which it owns from now on (closed on
+ *  failure too); frames will go to `conn` as net_on_frame messages, the
+ *  end as one net_on_lost message. NULL on failure. */
+net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame);
+/** Starts the I/O thread: called by the connection vat's first turn, so
+ *  no frame arrives before the vat is set up. false when no thread could
+ *  be made (the socket is closed then, and the thread's share let go). */
+bool net_io_run(net_io *io);
+/** Queues bytes (copied) for writing; dropped once the socket closed.
+ *  Never blocks for I/O. Any thread. */
+void net_io_write(net_io *io, const char *data, size_t len);
+/** Closes the socket once what was queued is written. Any thread. */
+void net_io_close(net_io *io);
+/** The connection vat's share of `io`: released by net_io_release, or
+ *  when collected (a vat whose system stopped with it alive). */
+typedef struct net_io_owner net_io_owner;
+net_io_owner *net_io_owner_new(void);
+void net_io_owner_set(net_io_owner *o, net_io *io);
+/** The connection vat is done with its io (it may be freed). */
+void net_io_release(net_io_owner *o);
+
+/* --- conn.c: the connection vat ---------------------------------------- */
+
+typedef struct net_conn net_conn; /* the connection entity's state */
+
+/** Messages the I/O thread sends the connection vat. `arg` is a net_frame
+ *  or, for net_on_lost, a NUL-terminated cause (collector memory). */
+typedef struct net_frame {
+  size_t len;
+  char data[]; /* NUL-terminated */
+} net_frame;
+void net_on_frame(vat_turn *turn, void *state, void *arg);
+void net_on_lost(vat_turn *turn, void *state, void *arg);
+
+/** The numbers of the answers kept for pipelining, oldest first. */
+typedef struct net_answer_ring {
+  uint64_t *ids;
+  size_t cap, head, len;
+} net_answer_ring;
+
+struct net_conn {
+  net_io *io;
+  net_io_owner *owner;
+  vat_ref *self;
+  vat_ref *bootstrap;             /* offered to the peer; may be NULL */
+  vat_resolver *remote_bootstrap; /* the peer's, until answered */
+  vat_resolver *closed;           /* settled when the connection ends */
+  const char *bootstrap_qid;      /* our CTP_BOOTSTRAP question */
+  uint64_t bootstrap_q;           /* its number */
+  double question_timeout_s;      /* options; 0: none */
+  size_t max_questions;           /* options: each way */
+  size_t max_exports;             /* options: each way */
+  size_t open_answers;            /* the peer's questions not answered yet */
+  uint64_t next_question, next_export;
+  net_table questions;          /* our question number -> net_question */
+  net_table answers;            /* their question number -> vat_promise */
+  net_answer_ring kept;         /* which answers are kept, oldest first */
+  net_table exports;            /* our export number -> vat_ref */
+  net_table export_ids;         /* vat_ref -> export number (as a pointer) */
+  net_table imports;            /* their export number -> proxy ref */
+  net_table import_ids;         /* proxy ref -> their export number */
+  net_table promises;           /* their promise number -> its import */
+  net_table import_promise_ids; /* their promise, imported -> its number */
+  net_table export_promises;    /* our export number -> vat_promise */
+  net_table export_counts;      /* our export number -> times sent */
+  net_table pipes;              /* answer ref (pipe.c) -> question number */
+  bool ended;
+};
+
+/** A question this side asked: the reply ref of the request it came from
+ *  (NULL for a one-way message or the bootstrap). */
+typedef struct net_question {
+  vat_ref *reply;
+  struct vat_timer *timer; /* the question timeout's, or NULL */
+} net_question;
+
+/* --- questions.c: this side's questions ---------------------------------- */
+
+/** Registers a question for `reply` and stores its number in *n. Errors:
+ *  VAT_EBUSY (max_questions wait already), VAT_ENOMEM. */
+int net_ask(vat_turn *turn, net_conn *c, vat_ref *reply, uint64_t *n);
+/** Forgets question n (its timeout too) and returns it; NULL if unknown. */
+net_question *net_answered(net_conn *c, uint64_t n);
+
+/** Sends `msg`, encoded with this connection's slots. Inside a turn of the
+ *  connection vat. Returns VAT_OK or the encoding's error. */
+int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
+             vat_captp_error *err);
+/** Ends the connection with disconnected(cause); `tell_peer` sends a
+ *  CTP_DISCONNECT first. */
+void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer);
+/** "q-12", "o+3": a slot or question name in collector memory. */
+const char *net_name(char kind, char sign, uint64_t n);
+/** Parses "q-12" etc.: the number, or 0 when `s` is not kind+sign+digits. */
+uint64_t net_parse(const char *s, char kind, char sign);
+/** disconnected(cause) */
+vat_value net_disconnected(const char *cause);
+
+/* --- slots.c: imports, exports and proxies ------------------------------ */
+
+/** One of the peer's promises, imported. */
+typedef struct net_import_promise {
+  vat_promise *promise;
+  vat_resolver *resolver;
+} net_import_promise;
+
+/** The slot table for values crossing `c`, inside `turn`. */
+typedef struct net_slots_ctx {
+  vat_turn *turn;
+  net_conn *c;
+} net_slots_ctx;
+vat_captp_slots net_slots(net_slots_ctx *ctx);
+/** The peer's CTP_DROP of our export n, received `dec` times. */
+void net_drop(net_conn *c, uint64_t n, int64_t dec);
+/** The resolver of the peer's promise N, forgotten (NULL if unknown). */
+vat_resolver *net_take_promise(net_conn *c, uint64_t n);
+
+/* --- pipe.c: sends on the answer of an unanswered question ------------ */
+
+/** True when `v` is a message for a pipelined answer: stores the answer's
+ *  ref and the original message value. */
+bool net_pipe_via(vat_value v, vat_ref **answer, vat_value *inner);
+/** True when the payload `v` asks for a pipelined answer: stores the
+ *  arguments and the answer's ref. */
+bool net_pipe_parse(vat_value v, vat_value *args, vat_ref **answer);
+
+/* --- calls.c: questions asked by the peer ------------------------------ */
+
+void net_handle_bootstrap(vat_turn *turn, net_conn *c, const char *qid);
+void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m);
+/** Our question answered: settles whoever asked it. */
+void net_handle_return(vat_turn *turn, net_conn *c, const vat_captp_msg *m);
+void net_handle_resolve(vat_turn *turn, net_conn *c, const vat_captp_msg *m);
+
+#endif

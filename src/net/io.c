@@ -1,0 +1,377 @@
+/* The socket side of a connection: one thread running a libuv loop.
+ *
+ * Reads: bytes go through a netstring reader; each complete frame is
+ * copied into collector memory and sent to the connection vat as a
+ * net_on_frame message (vat_host_send: this thread is registered, being
+ * made by the collector's pthread_create). The first failure (end of
+ * stream, read or write error, bad frame) sends one net_on_lost and
+ * closes the socket.
+ *
+ * Writes: the connection vat's turns append frames to a queue under a
+ * mutex held only to link a node, and wake the loop with uv_async_send
+ * (a write to an eventfd, never blocking); the loop writes them in order.
+ * A close request shuts the stream down after the queued writes.
+ *
+ * Lifetime: the struct is uncollectable collector memory (scanned, so the
+ * conn ref in it keeps the vat reachable while the thread runs) with two
+ * owners, this thread and the connection vat; the last to let go frees
+ * it. The vat lets go when it ends (its on_stop) or, when its system
+ * stopped with it alive and on_stop never runs, when it is collected: its
+ * state holds a small finalized object, the net_io_owner. */
+#define GC_THREADS 1
+#include <gc/gc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "internal.h"
+
+typedef struct out_buf {
+  struct out_buf *next;
+  uv_write_t req;
+  size_t len;
+  char data[];
+} out_buf;
+
+struct net_io {
+  uv_loop_t loop;
+  union {
+    uv_stream_t stream;
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  } s;
+  uv_async_t wake;
+  uv_shutdown_t shutdown_req;
+  vat_ref *conn;
+  vat_netstring_reader *reader;
+  pthread_mutex_t mu; /* guards head, tail, close_asked, closed */
+  out_buf *head, *tail;
+  bool close_asked; /* the vat asked for a close after the queued writes */
+  bool closed;      /* the async handle is closing: do not wake it */
+  bool finishing;   /* loop thread only: the handles are being closed */
+  bool shutting;    /* loop thread only: uv_shutdown is under way */
+  char *in; /* loop thread only: the read buffer (malloc'd: never scanned) */
+  /* Owners: this thread and the vat. acq_rel so the last owner sees the
+   * other's writes to the struct before it frees it. */
+  atomic_int owners;
+};
+
+static void release(net_io *io) {
+  if (atomic_fetch_sub_explicit(&io->owners, 1, memory_order_acq_rel) != 1)
+    return;
+  pthread_mutex_destroy(&io->mu);
+  vat_netstring_reader_free(io->reader);
+  free(io->in);
+  GC_FREE(io);
+}
+
+struct net_io_owner {
+  net_io *io; /* NULL once released */
+};
+
+static void owner_finalize(void *obj, void *data) {
+  (void)data;
+  net_io_release(obj);
+}
+
+net_io_owner *net_io_owner_new(void) {
+  net_io_owner *o = GC_MALLOC_ATOMIC(sizeof *o);
+  if (o == NULL)
+    return NULL;
+  o->io = NULL;
+  GC_REGISTER_FINALIZER(o, owner_finalize, NULL, NULL, NULL);
+  return o;
+}
+
+void net_io_owner_set(net_io_owner *o, net_io *io) {
+  o->io = io;
+}
+
+void net_io_release(net_io_owner *o) {
+  /* The vat's on_stop and the finalizer never run at once: the finalizer
+   * runs only once the vat, and so its state, is unreachable. */
+  net_io *io = o->io;
+  o->io = NULL;
+  if (io != NULL)
+    release(io);
+}
+
+/* --- Ending -------------------------------------------------------------- */
+
+static void free_queue(out_buf *b) {
+  while (b != NULL) {
+    out_buf *next = b->next;
+    free(b);
+    b = next;
+  }
+}
+
+static void on_closed(uv_handle_t *h) {
+  (void)h; /* uv_run returns once both handles are closed */
+}
+
+/* Closes both handles; the loop then runs out of work and the thread
+ * ends. Writes still queued are dropped. */
+static void finish(net_io *io) {
+  if (io->finishing)
+    return;
+  io->finishing = true;
+  pthread_mutex_lock(&io->mu);
+  io->closed = true;
+  out_buf *rest = io->head;
+  io->head = io->tail = NULL;
+  pthread_mutex_unlock(&io->mu);
+  free_queue(rest);
+  uv_close((uv_handle_t *)&io->s.stream, on_closed);
+  uv_close((uv_handle_t *)&io->wake, on_closed);
+}
+
+/* Tells the vat why the connection ended, once, then closes. A vat that
+ * asked for the close knows already. */
+static void lost(net_io *io, const char *what, const char *detail) {
+  if (io->finishing)
+    return;
+  bool asked;
+  pthread_mutex_lock(&io->mu);
+  asked = io->close_asked;
+  pthread_mutex_unlock(&io->mu);
+  if (!asked) {
+    size_t n = strlen(what) + (detail ? strlen(detail) + 2 : 0) + 1;
+    char *cause = GC_MALLOC_ATOMIC(n);
+    if (cause != NULL) {
+      snprintf(cause, n, "%s%s%s", what, detail ? ": " : "",
+               detail ? detail : "");
+      vat_host_send(io->conn, net_on_lost, cause);
+    }
+  }
+  finish(io);
+}
+
+/* --- Reading ------------------------------------------------------------- */
+
+#define READ_BUFFER (64 * 1024)
+
+/* One read buffer per connection, reused: each read is consumed (framed
+ * and copied) before the next. */
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  net_io *io = h->data;
+  (void)hint;
+  *buf = uv_buf_init(io->in, READ_BUFFER);
+}
+
+static bool deliver(net_io *io, const char *frame, size_t len) {
+  net_frame *f = GC_MALLOC_ATOMIC(sizeof *f + len + 1);
+  if (f == NULL)
+    return false;
+  f->len = len;
+  memcpy(f->data, frame, len);
+  f->data[len] = '\0';
+  /* Fails only once the system is closing: nobody is left to tell. */
+  return vat_host_send(io->conn, net_on_frame, f) == VAT_OK;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  net_io *io = s->data;
+  if (n == UV_EOF) {
+    lost(io, "end of stream", NULL);
+    return;
+  }
+  if (n < 0) {
+    lost(io, "read", uv_strerror((int)n));
+    return;
+  }
+  const char *p = buf->base;
+  size_t left = (size_t)n;
+  while (left > 0 && !io->finishing) {
+    size_t used = 0, len = 0;
+    const char *frame = NULL;
+    vat_captp_error err;
+    int rc = vat_netstring_read(io->reader, p, left, &used, &frame, &len, &err);
+    if (rc < 0) {
+      char detail[200];
+      snprintf(detail, sizeof detail, "%s at byte %zu",
+               vat_captp_err_text(err.code), err.offset);
+      lost(io, rc == VAT_EFRAMESIZE ? "frame too large" : "bad frame", detail);
+      return;
+    }
+    p += used;
+    left -= used;
+    if (rc == 1 && !deliver(io, frame, len)) {
+      lost(io, "system closed", NULL);
+      return;
+    }
+  }
+}
+
+/* --- Writing ------------------------------------------------------------- */
+
+static void on_shutdown(uv_shutdown_t *req, int status) {
+  (void)status;
+  finish(req->handle->data);
+}
+
+static void on_write(uv_write_t *req, int status) {
+  out_buf *b = req->data;
+  net_io *io = req->handle->data;
+  free(b);
+  if (status < 0 && status != UV_ECANCELED)
+    lost(io, "write", uv_strerror(status));
+}
+
+static void on_wake(uv_async_t *h) {
+  net_io *io = h->data;
+  pthread_mutex_lock(&io->mu);
+  out_buf *b = io->head;
+  bool close = io->close_asked;
+  io->head = io->tail = NULL;
+  pthread_mutex_unlock(&io->mu);
+  while (b != NULL) {
+    out_buf *next = b->next;
+    b->req.data = b;
+    uv_buf_t ub = uv_buf_init(b->data, (unsigned)b->len);
+    if (io->finishing || uv_write(&b->req, &io->s.stream, &ub, 1, on_write))
+      free(b);
+    b = next;
+  }
+  if (close && !io->shutting && !io->finishing) {
+    io->shutting = true;
+    uv_read_stop(&io->s.stream);
+    if (uv_shutdown(&io->shutdown_req, &io->s.stream, on_shutdown) != 0)
+      finish(io);
+  }
+}
+
+void net_io_write(net_io *io, const char *data, size_t len) {
+  out_buf *b = malloc(sizeof *b + len);
+  if (b == NULL)
+    return;
+  b->next = NULL;
+  b->len = len;
+  memcpy(b->data, data, len);
+  pthread_mutex_lock(&io->mu);
+  if (io->closed || io->close_asked) {
+    pthread_mutex_unlock(&io->mu);
+    free(b);
+    return;
+  }
+  if (io->tail)
+    io->tail->next = b;
+  else
+    io->head = b;
+  io->tail = b;
+  uv_async_send(&io->wake); /* under the mutex: the handle is still open */
+  pthread_mutex_unlock(&io->mu);
+}
+
+void net_io_close(net_io *io) {
+  pthread_mutex_lock(&io->mu);
+  if (!io->closed && !io->close_asked) {
+    io->close_asked = true;
+    uv_async_send(&io->wake);
+  }
+  pthread_mutex_unlock(&io->mu);
+}
+
+/* --- The thread ---------------------------------------------------------- */
+
+static void *io_main(void *arg) {
+  net_io *io = arg;
+  uv_run(&io->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&io->loop);
+  io->conn = NULL; /* lets the vat become garbage (see net_io_owner) */
+  release(io);
+  return NULL;
+}
+
+static int open_stream(net_io *io, int fd) {
+  if (uv_guess_handle(fd) == UV_TCP) {
+    int rc = uv_tcp_init(&io->loop, &io->s.tcp);
+    if (rc == 0)
+      rc = uv_tcp_open(&io->s.tcp, fd);
+    /* Frames are whole messages, written at once: Nagle's wait for more
+     * would only add a round trip's delay to every call. */
+    return rc ? rc : uv_tcp_nodelay(&io->s.tcp, 1);
+  }
+  int rc = uv_pipe_init(&io->loop, &io->s.pipe, 0);
+  return rc ? rc : uv_pipe_open(&io->s.pipe, fd);
+}
+
+net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame) {
+  net_io *io = GC_MALLOC_UNCOLLECTABLE(sizeof *io);
+  if (io == NULL)
+    return NULL;
+  memset(io, 0, sizeof *io);
+  io->conn = conn;
+  io->reader = vat_netstring_reader_new(max_frame);
+  io->in = malloc(READ_BUFFER);
+  atomic_init(&io->owners, 2);
+  pthread_mutex_init(&io->mu, NULL);
+  if (io->reader == NULL || io->in == NULL || uv_loop_init(&io->loop) != 0)
+    goto fail_loop;
+  if (open_stream(io, fd) != 0) {
+    close(fd); /* not the handle's: libuv took it only on success */
+    uv_close((uv_handle_t *)&io->s.stream, NULL);
+    goto fail_handles;
+  }
+  io->s.stream.data = io;
+  if (uv_async_init(&io->loop, &io->wake, on_wake) != 0) {
+    uv_close((uv_handle_t *)&io->s.stream, NULL);
+    goto fail_handles;
+  }
+  io->wake.data = io;
+  if (uv_read_start(&io->s.stream, on_alloc, on_read) != 0)
+    goto fail_both;
+  return io;
+fail_both:
+  uv_close((uv_handle_t *)&io->s.stream, NULL);
+  uv_close((uv_handle_t *)&io->wake, NULL);
+fail_handles:
+  /* Runs the loop only to finish closing the handles. */
+  uv_run(&io->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&io->loop);
+  fd = -1;
+fail_loop:
+  if (fd >= 0)
+    close(fd);
+  free(io->in);
+  vat_netstring_reader_free(io->reader);
+  pthread_mutex_destroy(&io->mu);
+  GC_FREE(io);
+  return NULL;
+}
+
+bool net_io_run(net_io *io) {
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  /* The thread starts with SIGPIPE blocked: a write to a socket the peer
+   * closed then fails with EPIPE instead of killing the process, without
+   * touching the process's signal dispositions. */
+  sigset_t pipe, old;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, &old);
+  int rc = pthread_create(&t, &attr, io_main, io);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (rc == 0)
+    return true;
+  /* No thread: close here, on the calling thread, and let go of the
+   * thread's share. */
+  pthread_mutex_lock(&io->mu);
+  io->closed = true;
+  pthread_mutex_unlock(&io->mu);
+  uv_close((uv_handle_t *)&io->s.stream, NULL);
+  uv_close((uv_handle_t *)&io->wake, NULL);
+  uv_run(&io->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&io->loop);
+  io->conn = NULL;
+  release(io);
+  return false;
+}

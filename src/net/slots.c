@@ -1,0 +1,303 @@
+/* Imports, exports and proxies: how refs and promises cross a connection.
+ *
+ * Slot names follow CapTP: a sender writes "o+N" for its own export N and
+ * "o-N" for the receiver's export N (its import); the receiver reads them
+ * the other way round. So "o+N" received is the peer's object N (a proxy,
+ * made once and kept: the same slot is the same ref), and "o-N" received
+ * is this side's export N (the original ref: identity survives a round
+ * trip). A proxy sent back to its own side is written "o-N".
+ *
+ * A proxy is an entity of the connection vat: a dynamic message to it
+ * becomes a CTP_CALL, a message-form request one whose answer settles the
+ * request (calls.c). */
+#define GC_THREADS 1
+#include <gc/gc.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+typedef struct proxy {
+  net_conn *c;
+  uint64_t id; /* the peer's export number */
+} proxy;
+
+typedef net_import_promise import_promise;
+
+/* --- Proxies: messages out ----------------------------------------------- */
+
+static void refuse(vat_turn *turn, vat_ref *reply, const char *code,
+                   const char *detail) {
+  if (reply != NULL)
+    vat_reply_error(turn, reply,
+                    vat_error(vat_atom_intern(code), vat_string(detail)));
+}
+
+/* Sends selector(value) as a CTP_CALL to `target` ("o-N", or "q-N" when
+ * pipelined); returns the question's number, 0 when it did not go (the
+ * request, if any, is answered with why). */
+static uint64_t call_out(vat_turn *turn, net_conn *c, const char *target,
+                         const vat_atom *selector, vat_value args,
+                         vat_ref *reply) {
+  if (vat_type_of(args) != VAT_T_LIST)
+    args = vat_list(&args, 1);
+  uint64_t n;
+  int rc = net_ask(turn, c, reply, &n);
+  if (rc == VAT_EBUSY) {
+    refuse(turn, reply, "limit", "too many questions wait on the peer");
+    return 0;
+  }
+  if (rc != VAT_OK) {
+    refuse(turn, reply, "nomem", "out of memory");
+    return 0;
+  }
+  vat_value method[2] = {vat_string(vat_atom_name(selector)), args};
+  vat_captp_msg m = {.type = VAT_CAPTP_CALL,
+                     .id = net_name('q', '-', n),
+                     .target = target,
+                     .value = vat_list(method, 2)};
+  vat_captp_error err;
+  rc = net_send(turn, c, &m, &err);
+  if (rc == VAT_OK)
+    return n;
+  net_answered(c, n);
+  if (rc == VAT_EBUSY) {
+    refuse(turn, reply, "limit", "too many exports");
+    return 0;
+  }
+  char detail[256];
+  snprintf(detail, sizeof detail, "%s: %s%s%s", vat_strerror(rc),
+           vat_captp_err_text(err.code), err.detail[0] ? ": " : "", err.detail);
+  refuse(turn, reply, "encode", detail);
+  return 0;
+}
+
+static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  proxy *p = state;
+  net_conn *c = p->c;
+  /* A message for the answer of an earlier call (pipe.c) goes to that
+   * question; the call that made it remembers its question. */
+  vat_ref *answer = NULL;
+  bool via = net_pipe_via(value, &answer, &value);
+  vat_value args = value;
+  vat_ref *reply = NULL;
+  vat_request_parse(value, &args, &reply);
+  vat_ref *pipe = NULL;
+  if (!via)
+    net_pipe_parse(args, &args, &pipe);
+  if (c->ended) {
+    if (reply != NULL)
+      vat_reply_error(turn, reply, net_disconnected("closed"));
+    return;
+  }
+  const char *target = net_name('o', '-', p->id);
+  if (via) {
+    uint64_t q = (uint64_t)(uintptr_t)net_table_get(
+        &c->pipes, (uint64_t)(uintptr_t)answer);
+    if (q == 0) { /* the call it follows never went out */
+      refuse(turn, reply, "Error", "the call this one follows failed");
+      return;
+    }
+    target = net_name('q', '-', q);
+  }
+  uint64_t n = call_out(turn, c, target, selector, args, reply);
+  if (n != 0 && pipe != NULL)
+    net_table_put(&c->pipes, (uint64_t)(uintptr_t)pipe, (void *)(uintptr_t)n);
+}
+
+static const vat_entity_def proxy_def = {
+    .state_size = sizeof(proxy),
+    .receive = proxy_receive,
+};
+
+/* --- Exporting ----------------------------------------------------------- */
+
+/* How many times export n went out: the peer's CTP_DROP gives back what
+ * it received, and the export is forgotten at zero. A message that fails
+ * to encode may count without going: that export then stays (the safe
+ * side). */
+static bool count_export(net_conn *c, uint64_t n) {
+  uintptr_t sent = (uintptr_t)net_table_get(&c->export_counts, n);
+  return net_table_put(&c->export_counts, n, (void *)(sent + 1));
+}
+
+void net_drop(net_conn *c, uint64_t n, int64_t dec) {
+  uintptr_t sent = (uintptr_t)net_table_get(&c->export_counts, n);
+  if (sent == 0 || dec <= 0)
+    return; /* unknown, or nothing given back */
+  if ((uint64_t)dec < sent) {
+    net_table_put(&c->export_counts, n, (void *)(sent - (uintptr_t)dec));
+    return;
+  }
+  /* At zero, both directions go: sent again, the ref gets a new number. */
+  net_table_take(&c->export_counts, n);
+  void *obj = net_table_take(&c->exports, n);
+  if (obj == NULL)
+    obj = net_table_take(&c->export_promises, n);
+  if (obj != NULL)
+    net_table_take(&c->export_ids, (uint64_t)(uintptr_t)obj);
+}
+
+/* A promise we exported settled: tell the peer (CTP_RESOLVE), naming it
+ * as the peer does ("p-N" for our p+N). */
+typedef struct exported_promise {
+  net_conn *c; /* the when-callback may run on a proxy's state: not used */
+  uint64_t n;
+} exported_promise;
+
+static void promise_settled(vat_turn *turn, void *state, void *ctx,
+                            bool resolved, vat_value value) {
+  exported_promise *e = ctx;
+  (void)state;
+  vat_captp_msg m = {.type = VAT_CAPTP_RESOLVE,
+                     .id = net_name('p', '-', e->n),
+                     .value = value,
+                     .is_reject = !resolved};
+  int rc = net_send(turn, e->c, &m, NULL);
+  if (rc != VAT_OK && rc != VAT_ECLOSED) {
+    m.value = vat_error(vat_atom_intern("Error"),
+                        vat_string("the value has no CapData form"));
+    m.is_reject = true;
+    net_send(turn, e->c, &m, NULL);
+  }
+}
+
+static int export_promise(net_slots_ctx *x, vat_promise *p,
+                          char slot[VAT_CAPTP_SLOT_MAX]) {
+  net_conn *c = x->c;
+  uint64_t key = (uint64_t)(uintptr_t)p;
+  uint64_t theirs =
+      (uint64_t)(uintptr_t)net_table_get(&c->import_promise_ids, key);
+  if (theirs != 0) { /* the peer's own promise, sent back */
+    snprintf(slot, VAT_CAPTP_SLOT_MAX, "p-%llu", (unsigned long long)theirs);
+    return VAT_OK;
+  }
+  uint64_t n = (uint64_t)(uintptr_t)net_table_get(&c->export_ids, key);
+  if (n == 0) {
+    if (c->exports.len + c->export_promises.len >= c->max_exports)
+      return VAT_EBUSY;
+    exported_promise *e = GC_MALLOC(sizeof *e);
+    if (e == NULL)
+      return VAT_ENOMEM;
+    n = c->next_export++;
+    e->c = c;
+    e->n = n;
+    if (!net_table_put(&c->export_promises, n, p) ||
+        !net_table_put(&c->export_ids, key, (void *)(uintptr_t)n))
+      return VAT_ENOMEM;
+    int rc = vat_when(x->turn, p, promise_settled, e);
+    if (rc != VAT_OK)
+      return rc;
+  }
+  if (!count_export(c, n))
+    return VAT_ENOMEM;
+  snprintf(slot, VAT_CAPTP_SLOT_MAX, "p+%llu", (unsigned long long)n);
+  return VAT_OK;
+}
+
+static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
+                       const char **iface) {
+  net_slots_ctx *x = ctx;
+  net_conn *c = x->c;
+  vat_ref *ref = vat_value_ref(v);
+  if (ref == NULL)
+    return export_promise(x, vat_value_promise(v), slot);
+  uint64_t key = (uint64_t)(uintptr_t)ref;
+  uint64_t theirs = (uint64_t)(uintptr_t)net_table_get(&c->import_ids, key);
+  if (theirs != 0) {
+    snprintf(slot, VAT_CAPTP_SLOT_MAX, "o-%llu", (unsigned long long)theirs);
+    return VAT_OK;
+  }
+  uint64_t n = (uint64_t)(uintptr_t)net_table_get(&c->export_ids, key);
+  if (n == 0) {
+    if (c->exports.len + c->export_promises.len >= c->max_exports)
+      return VAT_EBUSY; /* the value does not go: its call breaks */
+    n = c->next_export++;
+    if (!net_table_put(&c->exports, n, ref) ||
+        !net_table_put(&c->export_ids, key, (void *)(uintptr_t)n))
+      return VAT_ENOMEM;
+  }
+  if (!count_export(c, n))
+    return VAT_ENOMEM;
+  snprintf(slot, VAT_CAPTP_SLOT_MAX, "o+%llu", (unsigned long long)n);
+  *iface = "Alleged: libvat";
+  return VAT_OK;
+}
+
+/* --- Importing ----------------------------------------------------------- */
+
+static int import_object(net_slots_ctx *x, uint64_t n, vat_value *out) {
+  net_conn *c = x->c;
+  vat_ref *ref = net_table_get(&c->imports, n);
+  if (ref == NULL) {
+    if (c->imports.len >= c->max_exports)
+      return VAT_EBUSY; /* ends the connection: a bad message */
+    proxy *p;
+    int rc = vat_entity_new(x->turn, &proxy_def, &ref, (void **)&p);
+    if (rc != VAT_OK)
+      return rc;
+    p->c = c;
+    p->id = n;
+    if (!net_table_put(&c->imports, n, ref) ||
+        !net_table_put(&c->import_ids, (uint64_t)(uintptr_t)ref,
+                       (void *)(uintptr_t)n))
+      return VAT_ENOMEM;
+  }
+  *out = vat_ref_value(ref);
+  return VAT_OK;
+}
+
+static int import_promise_slot(net_conn *c, uint64_t n, vat_value *out) {
+  import_promise *ip = net_table_get(&c->promises, n);
+  if (ip == NULL) {
+    if (c->promises.len >= c->max_exports)
+      return VAT_EBUSY; /* ends the connection */
+    ip = GC_MALLOC(sizeof *ip);
+    if (ip == NULL || vat_promise_new(&ip->promise, &ip->resolver) != VAT_OK ||
+        !net_table_put(&c->promises, n, ip) ||
+        !net_table_put(&c->import_promise_ids, (uint64_t)(uintptr_t)ip->promise,
+                       (void *)(uintptr_t)n))
+      return VAT_ENOMEM;
+  }
+  *out = vat_promise_value(ip->promise);
+  return VAT_OK;
+}
+
+static int import_slot(void *ctx, const char *slot, const char *iface,
+                       vat_value *out) {
+  net_slots_ctx *x = ctx;
+  uint64_t n;
+  (void)iface;
+  if ((n = net_parse(slot, 'o', '+')) != 0)
+    return import_object(x, n, out);
+  if ((n = net_parse(slot, 'o', '-')) != 0) {
+    vat_ref *ref = net_table_get(&x->c->exports, n);
+    if (ref == NULL)
+      return VAT_ENOTFOUND; /* not an export of ours: a bad message */
+    *out = vat_ref_value(ref);
+    return VAT_OK;
+  }
+  if ((n = net_parse(slot, 'p', '+')) != 0)
+    return import_promise_slot(x->c, n, out);
+  if ((n = net_parse(slot, 'p', '-')) != 0) {
+    vat_promise *p = net_table_get(&x->c->export_promises, n);
+    if (p == NULL)
+      return VAT_ENOTFOUND;
+    *out = vat_promise_value(p);
+    return VAT_OK;
+  }
+  return VAT_ENOTFOUND;
+}
+
+vat_resolver *net_take_promise(net_conn *c, uint64_t n) {
+  import_promise *ip = net_table_take(&c->promises, n);
+  if (ip == NULL)
+    return NULL;
+  net_table_take(&c->import_promise_ids, (uint64_t)(uintptr_t)ip->promise);
+  return ip->resolver;
+}
+
+vat_captp_slots net_slots(net_slots_ctx *ctx) {
+  return (vat_captp_slots){ctx, export_slot, import_slot};
+}

@@ -1,0 +1,146 @@
+// An Endo CapTP peer for libvat's interop test (test/net_endo.c).
+//
+//   node peer.js PORT
+//
+// Connects to a libvat listener on 127.0.0.1:PORT and speaks CapTP through
+// @endo/captp (the version package-lock.json pins), netstring-framed as
+// Endo's own writer frames it. It offers a bootstrap object the C side
+// calls, and when the C side asks (runChecks) it calls the C side's
+// bootstrap the other way and answers with what went wrong ([] when
+// nothing did). It exits 0 once the C side disconnects, and 1 after 20 s
+// whatever happens.
+import 'ses';
+import net from 'node:net';
+
+lockdown({ errorTaming: 'unsafe', overrideTaming: 'severe', consoleTaming: 'unsafe' });
+
+await import('@endo/eventual-send/shim.js');
+const { makeCapTP } = await import('@endo/captp');
+const { E, Far } = await import('@endo/far');
+
+const port = Number(process.argv[2]);
+setTimeout(() => {
+  console.error('peer.js: not finished after 20 s');
+  process.exit(1);
+}, 20_000).unref();
+
+const readNetstrings = (socket, onFrame) => {
+  let buf = Buffer.alloc(0);
+  socket.on('data', chunk => {
+    buf = Buffer.concat([buf, chunk]);
+    for (;;) {
+      const colon = buf.indexOf(0x3a);
+      if (colon < 0) return;
+      const len = Number(buf.subarray(0, colon).toString('ascii'));
+      const end = colon + 1 + len;
+      if (buf.length < end + 1) return;
+      const json = buf.subarray(colon + 1, end).toString('utf8');
+      buf = buf.subarray(end + 1);
+      onFrame(JSON.parse(json));
+    }
+  });
+};
+
+const writeNetstring = (socket, obj) => {
+  const json = Buffer.from(JSON.stringify(obj), 'utf8');
+  socket.write(Buffer.concat([Buffer.from(`${json.length}:`), json, Buffer.from(',')]));
+};
+
+let count = 0n;
+const theCounter = Far('Counter', { incr: by => (count += by) });
+
+// The C side's calls to Endo, answered the ways Endo answers.
+const makeBootstrap = (getC) =>
+  Far('EndoBootstrap', {
+    add: (a, b) => a + b,
+    echo: x => x,
+    fail: () => {
+      throw TypeError('bad thing');
+    },
+    later: () => new Promise(resolve => setTimeout(() => resolve('later'), 10)),
+    rejectLater: () =>
+      new Promise((_, reject) => setTimeout(() => reject(RangeError('rejected later')), 10)),
+    never: () => new Promise(() => {}),
+    // A promise inside the answer, settled later: CTP_RESOLVE.
+    pending: () =>
+      harden([new Promise(resolve => setTimeout(() => resolve('p later'), 10))]),
+    // Waits for a promise of the C side's, passed inside a list.
+    awaitIt: async list => `got ${await list[0]}`,
+    // Disconnects (CTP_DISCONNECT) once this answer is on its way.
+    hangUp: () => {
+      setTimeout(() => capTP.abort(Error('hanging up')), 10);
+      return 'bye';
+    },
+    getCounter: () => theCounter,
+    same: x => x,
+    callBack: ref => E(ref).ping('from endo'),
+    // Endo calls the C side, and reports what went wrong.
+    runChecks: async () => {
+      const c = getC();
+      const problems = [];
+      const check = (what, ok) => {
+        if (!ok) problems.push(what);
+      };
+      try {
+        check('add', (await E(c).add(40n, 2n)) === 42n);
+        const kinds = harden({
+          nul: null,
+          yes: true,
+          int: 7n,
+          big: -12345678901234567890n,
+          float: 1.5,
+          str: 'héllo ✓ 𝄞',
+          list: [1, 'two', [3n]],
+          sym: Symbol.for('sym'),
+          undef: undefined,
+        });
+        const back = await E(c).echo(kinds);
+        check(`echo ${JSON.stringify(back, (k, v) => (typeof v === 'bigint' ? `${v}n` : typeof v === 'symbol' ? String(v) : v))}`,
+          back.nul === null && back.yes === true && back.int === 7n &&
+          back.big === -12345678901234567890n && back.float === 1.5 &&
+          back.str === kinds.str && back.list[2][0] === 3n &&
+          back.sym === Symbol.for('sym') && back.undef === undefined &&
+          'undef' in back);
+        // Errors thrown on the C side arrive as rejections.
+        const err = await E(c).fail().then(() => null, e => e);
+        check(`fail: ${err}`, err && err.name === 'RangeError' && err.message === 'too big');
+        // A C object passed back and forth keeps its identity.
+        const self1 = await E(c).self();
+        const self2 = await E(c).self();
+        check('self identity', self1 === self2);
+        const again = await E(c).echo(self1);
+        check('echo of the C object', again === self1);
+        // An Endo object called back from C.
+        const pong = await E(c).call_back(Far('Pinged', { ping: s => `pong: ${s}` }));
+        check(`call_back: ${pong}`, pong === 'pong: from server');
+        // An Endo object sent to C and back is the same object.
+        const mine = Far('Mine', {});
+        check('Endo identity', (await E(c).echo(mine)) === mine);
+        // A promise of the C side's, settled after the answer.
+        const [soon] = await E(c).defer('soon');
+        check('defer', (await soon) === 'soon');
+        const [broken] = await E(c).defer_break('no');
+        check('defer_break', (await broken.then(() => null, e => e)) instanceof Error);
+        // Pipelined on an unanswered question.
+        const sum = await E(E(c).self()).add(2n, 3n);
+        check('pipelined', sum === 5n);
+      } catch (e) {
+        problems.push(`threw: ${e}`);
+      }
+      return harden(problems);
+    },
+  });
+
+const socket = net.connect(port, '127.0.0.1');
+await new Promise((resolve, reject) => {
+  socket.on('connect', resolve);
+  socket.on('error', reject);
+});
+let capTP;
+const bootstrap = makeBootstrap(() => capTP.getBootstrap());
+capTP = makeCapTP('endo', obj => writeNetstring(socket, obj), bootstrap, {
+  onReject: () => {},
+});
+readNetstrings(socket, obj => capTP.dispatch(obj));
+socket.on('error', () => {});
+socket.on('close', () => process.exit(0));

@@ -1,0 +1,987 @@
+/* CapTP connections (vat/net.h): two libvat connections over a socketpair,
+ * listen and connect on loopback, and a raw peer writing bytes of its own
+ * (bad frames, huge lengths, unknown slots). */
+#define GC_THREADS 1
+#include <gc/gc.h>
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "support.h"
+#include "vat/caps.h"
+#include "vat/net.h"
+
+#define WAIT_S 20.0
+
+static const vat_atom *sel(const char *name) {
+  return vat_atom_intern(name);
+}
+
+/* --- The objects served ------------------------------------------------ */
+
+typedef struct server {
+  vat_ref *self;
+  vat_resolver *hung; /* "hang": answered never (until the test ends) */
+  vat_ref *hung_reply;
+} server;
+
+typedef struct callback_ctx {
+  vat_ref *reply;
+} callback_ctx;
+
+static void called_back(vat_turn *turn, void *state, void *ctx, bool resolved,
+                        vat_value value) {
+  (void)state;
+  callback_ctx *cb = ctx;
+  if (resolved)
+    expect_vat_ok(vat_reply(turn, cb->reply, value));
+  else
+    expect_vat_ok(vat_reply_error(turn, cb->reply, value));
+}
+
+static void server_receive(vat_turn *turn, void *state,
+                           const vat_atom *selector, vat_value value) {
+  server *s = state;
+  vat_value args = vat_null();
+  vat_ref *reply = NULL;
+  if (!vat_request_parse(value, &args, &reply))
+    return;
+  if (selector == sel("add")) {
+    int64_t a = 0, b = 0;
+    vat_get_int(vat_at(args, 0), &a);
+    vat_get_int(vat_at(args, 1), &b);
+    expect_vat_ok(vat_reply(turn, reply, vat_int(a + b)));
+  } else if (selector == sel("echo")) {
+    expect_vat_ok(vat_reply(turn, reply, vat_at(args, 0)));
+  } else if (selector == sel("self")) {
+    expect_vat_ok(vat_reply(turn, reply, vat_ref_value(vat_self(turn))));
+  } else if (selector == sel("fail")) {
+    expect_vat_ok(vat_reply_error(
+        turn, reply, vat_error(sel("RangeError"), vat_string("too big"))));
+  } else if (selector == sel("call_back")) {
+    /* args: [ref]; calls ref.ping("from server") and answers with that. */
+    callback_ctx *cb = GC_MALLOC(sizeof *cb);
+    cb->reply = reply;
+    vat_promise *p;
+    vat_value ping_args = vat_string("from server");
+    expect_vat_ok(vat_request(turn, vat_value_ref(vat_at(args, 0)), sel("ping"),
+                              vat_list(&ping_args, 1), 0, &p));
+    expect_vat_ok(vat_when(turn, p, called_back, cb));
+  } else if (selector == sel("defer") || selector == sel("defer_break")) {
+    /* Answers [promise], settling the promise after the answer. */
+    vat_promise *later;
+    vat_resolver *r;
+    expect_vat_ok(vat_promise_new(&later, &r));
+    vat_value pv = vat_promise_value(later);
+    expect_vat_ok(vat_reply(turn, reply, vat_list(&pv, 1)));
+    if (selector == sel("defer"))
+      expect_vat_ok(vat_resolve(turn, r, vat_at(args, 0)));
+    else
+      expect_vat_ok(
+          vat_break(turn, r, vat_error(sel("Error"), vat_at(args, 0))));
+  } else if (selector == sel("hang")) {
+    s->hung_reply = reply; /* never answered */
+  } else {
+    expect_vat_ok(vat_reply_error(turn, reply,
+                                  vat_error(sel("Error"), vat_string("no"))));
+  }
+}
+
+static const vat_entity_def server_def = {.state_size = sizeof(server),
+                                          .receive = server_receive};
+
+static void pinged_receive(vat_turn *turn, void *state,
+                           const vat_atom *selector, vat_value value) {
+  (void)state;
+  vat_value args;
+  vat_ref *reply;
+  if (!vat_request_parse(value, &args, &reply) || selector != sel("ping"))
+    return;
+  char text[128];
+  snprintf(text, sizeof text, "pong: %s", vat_string_data(vat_at(args, 0)));
+  expect_vat_ok(vat_reply(turn, reply, vat_string(text)));
+}
+
+static const vat_entity_def pinged_def = {.receive = pinged_receive};
+
+/* --- Helpers -------------------------------------------------------------- */
+
+typedef struct pair {
+  vat_system *sys;
+  vat_ref *served; /* A's bootstrap */
+  vat_ref *client; /* B's bootstrap */
+  vat_conn *a, *b; /* a serves `served`, b serves `client` */
+  vat_ref *remote; /* B's proxy for `served` */
+} pair;
+
+static vat_ref *wait_ref(vat_promise *p) {
+  vat_value v;
+  int rc = vat_promise_wait(p, WAIT_S, &v);
+  ck_assert_msg(rc == VAT_OK, "wait: %s", vat_err_name(rc));
+  ck_assert_int_eq(vat_type_of(v), VAT_T_REF);
+  return vat_value_ref(v);
+}
+
+static void open_pair(pair *p) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  p->sys = test_system(2);
+  ck_assert_vat_ok(vat_host_spawn(p->sys, &server_def, &p->served, NULL));
+  ck_assert_vat_ok(vat_host_spawn(p->sys, &pinged_def, &p->client, NULL));
+  ck_assert_vat_ok(vat_conn_open(p->sys, sv[0], p->served, NULL, &p->a));
+  ck_assert_vat_ok(vat_conn_open(p->sys, sv[1], p->client, NULL, &p->b));
+  p->remote = wait_ref(vat_conn_bootstrap(p->b));
+}
+
+/* A request from the host; returns the rc of the wait, the value in *out. */
+static int ask(vat_ref *to, const char *method, vat_value *args, size_t n,
+               vat_value *out) {
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_request(to, sel(method), vat_list(args, n), 0, &p));
+  return vat_promise_wait(p, WAIT_S, out);
+}
+
+/* Asserts `reason` is disconnected(cause) with a cause starting with one
+ * of the '|'-separated prefixes. */
+static void assert_disconnected(vat_value reason, const char *prefixes) {
+  char buf[256];
+  vat_format(reason, buf, sizeof buf);
+  ck_assert_msg(vat_type_of(reason) == VAT_T_ERROR &&
+                    vat_error_code(reason) == vat_atom_disconnected(),
+                "not disconnected(...): %s", buf);
+  const char *cause = vat_string_data(vat_error_payload(reason));
+  ck_assert_ptr_nonnull(cause);
+  for (const char *p = prefixes; *p;) {
+    size_t n = strcspn(p, "|");
+    if (strncmp(cause, p, n) == 0)
+      return;
+    p += n + (p[n] == '|');
+  }
+  ck_abort_msg("cause: %s, expected %s...", buf, prefixes);
+}
+
+static void wait_closed(vat_conn *c, const char *cause_prefix) {
+  vat_value reason;
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_closed(c), WAIT_S, &reason));
+  assert_disconnected(reason, cause_prefix);
+}
+
+static void close_pair(pair *p) {
+  vat_conn_close(p->a);
+  vat_conn_close(p->b);
+  vat_promise_wait(vat_conn_closed(p->a), WAIT_S, NULL);
+  vat_promise_wait(vat_conn_closed(p->b), WAIT_S, NULL);
+  test_quiesce(p->sys);
+}
+
+/* --- Tests ---------------------------------------------------------------- */
+
+START_TEST(bootstrap_and_calls) {
+  pair p;
+  open_pair(&p);
+  vat_value args[2] = {vat_int(40), vat_int(2)}, v;
+  ck_assert_vat_ok(ask(p.remote, "add", args, 2, &v));
+  ck_assert(vat_equal(v, vat_int(42)));
+  /* Errors come back as the caller's broken promise. */
+  ck_assert_vat_err(ask(p.remote, "fail", NULL, 0, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR);
+  ck_assert(vat_error_code(v) == sel("RangeError"));
+  ck_assert_str_eq(vat_string_data(vat_error_payload(v)), "too big");
+  /* The other way: A's side has a proxy for B's bootstrap too. */
+  vat_ref *back = wait_ref(vat_conn_bootstrap(p.a));
+  vat_value hi = vat_string("hi");
+  ck_assert_vat_ok(ask(back, "ping", &hi, 1, &v));
+  ck_assert_str_eq(vat_string_data(v), "pong: hi");
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(every_value_kind_through_a_call) {
+  pair p;
+  open_pair(&p);
+  vat_value bytes_fields[2] = {vat_int(1), vat_string("two")};
+  vat_value keys[2] = {vat_atom_named("x"), vat_atom_named("y")};
+  vat_value vals[2] = {vat_int(-7), vat_float(1.5)};
+  vat_value mkeys[2] = {vat_int(3), vat_string("k")};
+  vat_value kinds[] = {
+      vat_null(),
+      vat_bool(true),
+      vat_bool(false),
+      vat_int(0),
+      vat_int(INT64_MIN),
+      vat_int(INT64_MAX),
+      vat_float(3.25),
+      vat_float(-1e300),
+      vat_float(INFINITY),
+      vat_atom_named("undefined"),
+      vat_atom_named("sym"),
+      vat_string(""),
+      vat_string("héllo ✓ 𝄞"),
+      vat_bytes("\0\1\2\377", 4),
+      vat_list(bytes_fields, 2),
+      vat_list(NULL, 0),
+      vat_record(sel("point"), vals, 2),
+      vat_map(keys, vals, 2),
+      vat_map(mkeys, vals, 2),
+      vat_error(sel("TypeError"), vat_string("bad thing")),
+  };
+  size_t n = sizeof kinds / sizeof kinds[0];
+  for (size_t i = 0; i < n; i++) {
+    vat_value v;
+    ck_assert_vat_ok(ask(p.remote, "echo", &kinds[i], 1, &v));
+    char want[256], got[256];
+    vat_format(kinds[i], want, sizeof want);
+    vat_format(v, got, sizeof got);
+    ck_assert_msg(vat_equal(v, kinds[i]), "kind %zu: sent %s, got %s", i, want,
+                  got);
+  }
+  /* All of them in one value. */
+  vat_value all = vat_list(kinds, n), v;
+  ck_assert_vat_ok(ask(p.remote, "echo", &all, 1, &v));
+  ck_assert(vat_equal(v, all));
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(refs_keep_their_identity) {
+  pair p;
+  open_pair(&p);
+  /* A local ref sent there and back is the same ref. */
+  vat_ref *local;
+  ck_assert_vat_ok(vat_host_spawn(p.sys, &pinged_def, &local, NULL));
+  vat_value lv = vat_ref_value(local), v;
+  ck_assert_vat_ok(ask(p.remote, "echo", &lv, 1, &v));
+  ck_assert_ptr_eq(vat_value_ref(v), local);
+  /* Sent twice in one value: one slot, the same ref twice. */
+  vat_value twice[2] = {lv, lv};
+  vat_value tv = vat_list(twice, 2);
+  ck_assert_vat_ok(ask(p.remote, "echo", &tv, 1, &v));
+  ck_assert_ptr_eq(vat_value_ref(vat_at(v, 0)), local);
+  ck_assert_ptr_eq(vat_value_ref(vat_at(v, 1)), local);
+  /* The same remote object received again is the same proxy. */
+  ck_assert_vat_ok(ask(p.remote, "self", NULL, 0, &v));
+  ck_assert_ptr_eq(vat_value_ref(v), p.remote);
+  ck_assert_vat_ok(ask(p.remote, "self", NULL, 0, &v));
+  ck_assert_ptr_eq(vat_value_ref(v), p.remote);
+  /* A proxy passed back to its own side is the original there. */
+  vat_value pv = vat_ref_value(p.remote);
+  ck_assert_vat_ok(ask(p.remote, "echo", &pv, 1, &v));
+  ck_assert_ptr_eq(vat_value_ref(v), p.remote);
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(promises_cross_and_settle_later) {
+  pair p;
+  open_pair(&p);
+  /* The answer holds a promise of the server's: it settles here when the
+   * server's side sends CTP_RESOLVE. */
+  vat_value x = vat_string("soon"), v;
+  ck_assert_vat_ok(ask(p.remote, "defer", &x, 1, &v));
+  vat_promise *later = vat_value_promise(vat_at(v, 0));
+  ck_assert_ptr_nonnull(later);
+  ck_assert_vat_ok(vat_promise_wait(later, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "soon");
+  ck_assert_vat_ok(ask(p.remote, "defer_break", &x, 1, &v));
+  later = vat_value_promise(vat_at(v, 0));
+  ck_assert_vat_err(vat_promise_wait(later, WAIT_S, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("Error"));
+  /* A local promise sent there and back is the same promise, and the far
+   * side sees it settle. */
+  vat_promise *mine;
+  vat_resolver *r;
+  ck_assert_vat_ok(vat_promise_new(&mine, &r));
+  vat_value mv = vat_list((vat_value[]){vat_promise_value(mine)}, 1);
+  ck_assert_vat_ok(ask(p.remote, "echo", &mv, 1, &v));
+  ck_assert_ptr_eq(vat_value_promise(vat_at(v, 0)), mine);
+  close_pair(&p);
+}
+END_TEST
+
+/* A vat that pipelines: method1() on the remote, then method2(args) on
+ * its answer, without waiting. */
+typedef struct driver {
+  vat_ref *remote;
+  const char *method1, *method2;
+  vat_value args;
+  _Atomic uint64_t done;
+  bool resolved;
+  vat_value result;
+} driver;
+
+static void driven(vat_turn *turn, void *state, void *ctx, bool resolved,
+                   vat_value value) {
+  (void)turn;
+  (void)ctx;
+  driver *d = state;
+  d->resolved = resolved;
+  d->result = value;
+  atomic_store_explicit(&d->done, 1, memory_order_release);
+}
+
+static void drive(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  driver *d = state;
+  vat_promise *first, *second;
+  vat_ref *answer;
+  expect_vat_ok(vat_conn_pipeline(turn, d->remote, sel(d->method1),
+                                  vat_list(NULL, 0), 0, &first, &answer));
+  expect_vat_ok(
+      vat_request(turn, answer, sel(d->method2), d->args, 0, &second));
+  expect_vat_ok(vat_when(turn, second, driven, NULL));
+}
+
+static driver *start_driver(vat_system *sys, vat_ref *remote,
+                            const char *method1, const char *method2,
+                            vat_value args) {
+  vat_ref *ref;
+  driver *d;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(driver)}, &ref, (void **)&d));
+  d->remote = remote;
+  d->method1 = method1;
+  d->method2 = method2;
+  d->args = args;
+  ck_assert_vat_ok(vat_host_send(ref, drive, NULL));
+  return d;
+}
+
+START_TEST(pipelined_calls_work_across) {
+  pair p;
+  open_pair(&p);
+  vat_value args[2] = {vat_int(2), vat_int(3)};
+  driver *d = start_driver(p.sys, p.remote, "self", "add", vat_list(args, 2));
+  ck_assert(test_wait_u64(&d->done, 1, WAIT_S));
+  ck_assert(d->resolved);
+  ck_assert(vat_equal(d->result, vat_int(5)));
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(an_object_called_back_across) {
+  pair p;
+  open_pair(&p);
+  vat_ref *local;
+  ck_assert_vat_ok(vat_host_spawn(p.sys, &pinged_def, &local, NULL));
+  vat_value lv = vat_ref_value(local), v;
+  ck_assert_vat_ok(ask(p.remote, "call_back", &lv, 1, &v));
+  ck_assert_str_eq(vat_string_data(v), "pong: from server");
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(close_breaks_pending_questions) {
+  pair p;
+  open_pair(&p);
+  vat_promise *pending;
+  ck_assert_vat_ok(
+      vat_host_request(p.remote, sel("hang"), vat_list(NULL, 0), 0, &pending));
+  /* One answered call after it: the hang reached the server first. */
+  vat_value args[2] = {vat_int(1), vat_int(2)}, v;
+  ck_assert_vat_ok(ask(p.remote, "add", args, 2, &v));
+  ck_assert_vat_ok(vat_conn_close(p.b));
+  ck_assert_vat_err(vat_promise_wait(pending, WAIT_S, &v), VAT_EBROKEN);
+  assert_disconnected(v, "closed");
+  wait_closed(p.b, "closed");
+  /* The peer saw the CTP_DISCONNECT (or the end of stream after it). */
+  wait_closed(p.a, "disconnected by the peer");
+  /* Later requests to the proxy break with noconnection, as Erlang
+   * reports a lost node; one-way sends are dead letters. */
+  ck_assert_vat_err(ask(p.remote, "add", args, 2, &v), VAT_EBROKEN);
+  ck_assert(vat_is_atom(v, vat_atom_noconnection()));
+  uint64_t dead = test_stats(p.sys).dead_letters;
+  ck_assert_vat_ok(vat_host_send_msg(p.remote, sel("add"), vat_null()));
+  ck_assert_uint_eq(test_stats(p.sys).dead_letters, dead + 1);
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(monitors_on_proxies_fire_noconnection) {
+  pair p;
+  open_pair(&p);
+  vat_promise *down;
+  ck_assert_vat_ok(vat_host_monitor(p.remote, NULL, &down));
+  ck_assert_vat_err(vat_promise_wait(down, 0, NULL), VAT_ETIMEDOUT);
+  ck_assert_vat_ok(vat_conn_close(p.a)); /* the other side hangs up */
+  vat_value v;
+  ck_assert_vat_ok(vat_promise_wait(down, WAIT_S, &v));
+  ck_assert(vat_is_atom(v, vat_atom_noconnection()));
+  wait_closed(p.b, "disconnected by the peer");
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(end_of_stream_breaks_pending_questions) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], NULL, NULL, &c));
+  close(sv[1]);
+  vat_value v;
+  ck_assert_vat_err(vat_promise_wait(vat_conn_bootstrap(c), WAIT_S, &v),
+                    VAT_EBROKEN);
+  /* The bootstrap question's write may fail first: either ends it. */
+  assert_disconnected(v, "end of stream|write");
+  wait_closed(c, "end of stream|write");
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- A raw peer ------------------------------------------------------------
+ */
+
+/* Writes all of `s`, or stops when the connection closed its end (it may
+ * well have, having read enough to refuse what comes). */
+static void raw_write(int fd, const char *s) {
+  size_t n = strlen(s);
+  while (n > 0) {
+    ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0 && (errno == EPIPE || errno == ECONNRESET))
+      return;
+    ck_assert_int_gt(w, 0);
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+static void raw_frame(int fd, const char *json) {
+  char head[24];
+  snprintf(head, sizeof head, "%zu:", strlen(json));
+  raw_write(fd, head);
+  raw_write(fd, json);
+  raw_write(fd, ",");
+}
+
+/* Reads what arrives within `seconds` (or until EOF) into buf. */
+static size_t raw_read_until(int fd, char *buf, size_t size, const char *want,
+                             double seconds) {
+  size_t got = 0;
+  double end = test_wall_seconds() + seconds;
+  buf[0] = '\0';
+  while (got + 1 < size && strstr(buf, want) == NULL) {
+    double left = end - test_wall_seconds();
+    if (left <= 0)
+      break;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, (int)(left * 1000) + 1) <= 0)
+      continue;
+    ssize_t r = read(fd, buf + got, size - 1 - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      break;
+    got += (size_t)r;
+    buf[got] = '\0';
+  }
+  return got;
+}
+
+typedef struct raw_case {
+  const char *name;
+  const char *bytes; /* written as they are; JSON ('{...') framed */
+  const char *cause; /* the start of the connection's cause */
+} raw_case;
+
+static const raw_case raw_cases[] = {
+    {"bad netstring", "12x:", "bad frame"},
+    {"missing comma", "2:{};", "bad frame"},
+    {"huge length", "999999999:", "frame too large"},
+    {"bad json", "5:{nope,", "bad message"},
+    {"not a message", "2:[],", "bad message"},
+    {"unknown slot",
+     "{\"type\":\"CTP_CALL\",\"questionID\":\"q-1\",\"target\":\"o-1\","
+     "\"method\":{\"body\":\"[\\\"x\\\",[{\\\"@qclass\\\":"
+     "\\\"slot\\\",\\\"index\\\":0}]]\",\"slots\":[\"o-9\"]}}",
+     "bad message"},
+};
+
+START_TEST(a_bad_peer_ends_only_its_connection) {
+  const raw_case *rc = &raw_cases[_i];
+  pair good;
+  open_pair(&good);
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_conn *bad;
+  ck_assert_vat_ok(vat_conn_open(good.sys, sv[0], good.served, NULL, &bad));
+  if (rc->bytes[0] == '{')
+    raw_frame(sv[1], rc->bytes); /* a well-framed message */
+  else
+    raw_write(sv[1], rc->bytes);
+  vat_value reason;
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_closed(bad), WAIT_S, &reason));
+  assert_disconnected(reason, rc->cause);
+  ck_assert_vat_err(vat_promise_wait(vat_conn_bootstrap(bad), 0, &reason),
+                    VAT_EBROKEN);
+  /* The other connection goes on. */
+  vat_value args[2] = {vat_int(2), vat_int(3)}, v;
+  ck_assert_vat_ok(ask(good.remote, "add", args, 2, &v));
+  ck_assert(vat_equal(v, vat_int(5)));
+  close(sv[1]);
+  close_pair(&good);
+}
+END_TEST
+
+START_TEST(frames_over_the_limit_end_the_connection) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_frame = 64;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], NULL, &opt, &c));
+  char big[200];
+  memset(big, ' ', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  big[0] = '{';
+  big[sizeof big - 2] = '}';
+  raw_frame(sv[1], big);
+  wait_closed(c, "frame too large");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(raw_peer_sees_the_wire_format) {
+  /* What a libvat side writes, as an Endo peer reads it. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, NULL, &c));
+  char buf[4096];
+  raw_read_until(sv[1], buf, sizeof buf, "q-1\"}", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"type\":\"CTP_BOOTSTRAP\"") != NULL, "%s", buf);
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"answerID\":\"q-1\"") != NULL &&
+                    strstr(buf, "\"slots\":[\"o+1\"]") != NULL,
+                "%s", buf);
+  /* A call, and one pipelined on the bootstrap's answer. */
+  raw_frame(sv[1],
+            "{\"type\":\"CTP_CALL\",\"questionID\":\"q-2\",\"target\":"
+            "\"o-1\",\"method\":{\"body\":\"[\\\"add\\\",[{\\\"@qclass\\\":"
+            "\\\"bigint\\\",\\\"digits\\\":\\\"2\\\"},{\\\"@qclass\\\":"
+            "\\\"bigint\\\",\\\"digits\\\":\\\"3\\\"}]]\",\"slots\":[]}}");
+  raw_read_until(sv[1], buf, sizeof buf, "q-2", WAIT_S);
+  ck_assert_msg(strstr(buf, "\\\"digits\\\":\\\"5\\\"") != NULL, "%s", buf);
+  raw_frame(sv[1], "{\"type\":\"CTP_CALL\",\"questionID\":\"q-3\",\"target\":"
+                   "\"q-1\",\"method\":{\"body\":\"[\\\"echo\\\",[\\\"via "
+                   "q-1\\\"]]\",\"slots\":[]}}");
+  raw_read_until(sv[1], buf, sizeof buf, "via q-1", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"answerID\":\"q-3\"") != NULL, "%s", buf);
+  /* An unknown target is answered with an exception. */
+  raw_frame(sv[1], "{\"type\":\"CTP_CALL\",\"questionID\":\"q-4\",\"target\":"
+                   "\"o-77\",\"method\":{\"body\":\"[\\\"x\\\",[]]\","
+                   "\"slots\":[]}}");
+  raw_read_until(sv[1], buf, sizeof buf, "unknown target", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"exception\"") != NULL, "%s", buf);
+  /* The peer's disconnect ends it. */
+  raw_frame(sv[1], "{\"type\":\"CTP_DISCONNECT\",\"reason\":{}}");
+  wait_closed(c, "disconnected by the peer");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(drops_release_exports) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, NULL, &c));
+  char buf[8192];
+  /* The bootstrap object goes out twice: two references to give back. */
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-2\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "\"answerID\":\"q-2\"", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"slots\":[\"o+1\"]") != NULL, "%s", buf);
+  const char *call =
+      "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":\"o-1\","
+      "\"method\":{\"body\":\"[\\\"echo\\\",[\\\"still %d\\\"]]\","
+      "\"slots\":[]}}";
+  char frame[512], want[64];
+  /* One given back: still exported. */
+  raw_frame(sv[1], "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\",\"decRefs\":1}");
+  snprintf(frame, sizeof frame, call, 3, 3);
+  raw_frame(sv[1], frame);
+  raw_read_until(sv[1], buf, sizeof buf, "still 3", WAIT_S);
+  ck_assert_msg(strstr(buf, "still 3") != NULL, "%s", buf);
+  /* The last one given back: forgotten, a call to it is refused... */
+  raw_frame(sv[1], "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\",\"decRefs\":1}");
+  snprintf(frame, sizeof frame, call, 4, 4);
+  raw_frame(sv[1], frame);
+  snprintf(want, sizeof want, "unknown target");
+  raw_read_until(sv[1], buf, sizeof buf, want, WAIT_S);
+  ck_assert_msg(strstr(buf, "\"answerID\":\"q-4\"") != NULL &&
+                    strstr(buf, "\"exception\"") != NULL,
+                "%s", buf);
+  /* ...and the same ref sent again gets a fresh number. */
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-5\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "\"answerID\":\"q-5\"", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"slots\":[\"o+2\"]") != NULL, "%s", buf);
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* Sends CTP_CALL q-<q> to `target` and waits for its answer. */
+static void raw_call(int fd, int q, const char *target, const char *method,
+                     char *buf, size_t size) {
+  char frame[512], want[32];
+  snprintf(frame, sizeof frame,
+           "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
+           "\"%s\",\"method\":{\"body\":\"[\\\"%s\\\",[]]\","
+           "\"slots\":[]}}",
+           q, target, method);
+  raw_frame(fd, frame);
+  snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", q);
+  raw_read_until(fd, buf, size, want, WAIT_S);
+  ck_assert_msg(strstr(buf, want) != NULL, "no answer to q-%d: %s", q, buf);
+}
+
+START_TEST(only_recent_answers_are_kept) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 3;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
+  char buf[4096];
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  raw_call(sv[1], 2, "o-1", "self", buf, sizeof buf);
+  raw_call(sv[1], 3, "o-1", "self", buf, sizeof buf);
+  /* Kept: q-1..q-3. q-4 pipelines on q-3 and pushes q-1 out. */
+  raw_call(sv[1], 4, "q-3", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
+  raw_call(sv[1], 5, "q-1", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "unknown target q-1") != NULL, "%s", buf);
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+
+START_TEST(peer_promises_settle_by_resolve) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], NULL, NULL, &c));
+  /* The bootstrap answer is a list holding one of the peer's promises (a
+   * promise alone would be followed). */
+  raw_frame(sv[1],
+            "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":"
+            "{\"body\":\"[{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}]"
+            "\",\"slots\":[\"p+1\"]}}");
+  vat_value v;
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_bootstrap(c), WAIT_S, &v));
+  vat_promise *later = vat_value_promise(vat_at(v, 0));
+  ck_assert_ptr_nonnull(later);
+  raw_frame(sv[1], "{\"type\":\"CTP_RESOLVE\",\"promiseID\":\"p-1\",\"res\":"
+                   "{\"body\":\"\\\"done\\\"\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(later, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "done");
+  shutdown(sv[1], SHUT_WR); /* an end of stream, not a reset */
+  wait_closed(c, "end of stream");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* A connection to a raw peer, offering nothing. */
+static void raw_open(vat_system *sys, int fd, const vat_conn_options *opt,
+                     vat_conn **c) {
+  ck_assert_vat_ok(vat_conn_open(sys, fd, NULL, opt, c));
+}
+
+/* The raw peer answers the bootstrap question with its object o+1:
+ * returns the proxy. */
+static vat_ref *raw_answer_bootstrap(int raw, vat_conn *c) {
+  raw_frame(raw, "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":"
+                 "{\"body\":\"{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}"
+                 "\",\"slots\":[\"o+1\"]}}");
+  return wait_ref(vat_conn_bootstrap(c));
+}
+
+START_TEST(pipelined_calls_go_out_before_the_answer) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  vat_value hi = vat_string("hi");
+  driver *d = start_driver(sys, remote, "make", "hello", vat_list(&hi, 1));
+  /* Both calls arrive, the second addressed to the first's question,
+   * while the first is still unanswered. */
+  char buf[4096];
+  raw_read_until(sv[1], buf, sizeof buf, "\"target\":\"q-2\"", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"questionID\":\"q-2\",\"target\":\"o-1\"") &&
+                    strstr(buf, "\"questionID\":\"q-3\",\"target\":\"q-2\""),
+                "%s", buf);
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-3\",\"result\":"
+                   "{\"body\":\"\\\"hello, you\\\"\",\"slots\":[]}}");
+  ck_assert(test_wait_u64(&d->done, 1, WAIT_S));
+  ck_assert(d->resolved);
+  ck_assert_str_eq(vat_string_data(d->result), "hello, you");
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(questions_time_out) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.question_timeout_s = 0.1;
+  vat_conn *c;
+  raw_open(sys, sv[0], &opt, &c);
+  /* Nobody answers the bootstrap question. */
+  vat_value v;
+  ck_assert_vat_err(vat_promise_wait(vat_conn_bootstrap(c), WAIT_S, &v),
+                    VAT_EBROKEN);
+  ck_assert(vat_is_atom(v, vat_atom_timeout()));
+  close(sv[1]);
+  wait_closed(c, "end of stream|read|write");
+
+  /* A call the peer never answers, as Endo does with unknown targets. */
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  raw_open(sys, sv[0], &opt, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  double t0 = test_wall_seconds();
+  ck_assert_vat_err(ask(remote, "anything", NULL, 0, &v), VAT_EBROKEN);
+  ck_assert(vat_is_atom(v, vat_atom_timeout()));
+  ck_assert(test_wall_seconds() - t0 >= 0.1);
+  /* A late answer is ignored; the connection goes on. */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-2\",\"result\":"
+                   "{\"body\":\"1\",\"slots\":[]}}");
+  ck_assert_vat_err(vat_promise_wait(vat_conn_closed(c), 0.05, NULL),
+                    VAT_ETIMEDOUT);
+  vat_conn_close(c);
+  wait_closed(c, "closed");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(question_and_export_limits) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 2;
+  opt.max_exports = 1;
+  vat_conn *c;
+  raw_open(sys, sv[0], &opt, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  /* Two questions wait (the peer never answers); a third is refused. */
+  vat_promise *p1, *p2;
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("a"), vat_list(NULL, 0), 0, &p1));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("b"), vat_list(NULL, 0), 0, &p2));
+  vat_value v;
+  ck_assert_vat_err(ask(remote, "c", NULL, 0, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("limit"));
+  /* Answer one: room for one more, which exports one ref (the limit)... */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-2\",\"result\":"
+                   "{\"body\":\"1\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(p1, WAIT_S, &v));
+  vat_ref *l1, *l2;
+  ck_assert_vat_ok(vat_host_spawn(sys, &pinged_def, &l1, NULL));
+  ck_assert_vat_ok(vat_host_spawn(sys, &pinged_def, &l2, NULL));
+  vat_promise *p3;
+  vat_value r1 = vat_ref_value(l1), r2 = vat_ref_value(l2);
+  ck_assert_vat_ok(vat_host_request(remote, sel("d"), r1, 0, &p3));
+  char buf[4096];
+  raw_read_until(sv[1], buf, sizeof buf, "q-4", WAIT_S);
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-4\",\"result\":"
+                   "{\"body\":\"1\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(p3, WAIT_S, &v));
+  /* ...and a second ref is one export too many. */
+  ck_assert_vat_err(ask(remote, "e", &r2, 1, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("limit"));
+  /* The peer making this side import a second object ends it. */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-3\",\"result\":"
+                   "{\"body\":\"{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}"
+                   "\",\"slots\":[\"o+2\"]}}");
+  wait_closed(c, "limit exceeded: too many imports");
+  ck_assert_vat_err(vat_promise_wait(p2, WAIT_S, &v), VAT_EBROKEN);
+  assert_disconnected(v, "limit exceeded");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(a_peer_asking_too_much_is_cut_off) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 3;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  char buf[4096];
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  for (int i = 2; i <= 5; i++) {
+    char call[256];
+    snprintf(call, sizeof call,
+             "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
+             "\"o-1\",\"method\":{\"body\":\"[\\\"hang\\\",[]]\","
+             "\"slots\":[]}}",
+             i);
+    raw_frame(sv[1], call);
+  }
+  wait_closed(c, "limit exceeded: too many questions");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Listen and connect ----------------------------------------------------
+ */
+
+static void serve_and_call(const char *listen_at, bool tcp) {
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_listener *l;
+  ck_assert_vat_ok(vat_listen(sys, listen_at, served, NULL, &l));
+  char addr[128];
+  if (tcp)
+    snprintf(addr, sizeof addr, "tcp:127.0.0.1:%d", vat_listener_port(l));
+  else
+    snprintf(addr, sizeof addr, "%s", listen_at);
+  ck_assert(!tcp || vat_listener_port(l) > 0);
+  vat_conn *client, *server_side;
+  ck_assert_vat_ok(vat_connect(sys, addr, NULL, NULL, &client));
+  ck_assert_vat_ok(vat_listener_accept(l, WAIT_S, &server_side));
+  vat_ref *remote = wait_ref(vat_conn_bootstrap(client));
+  vat_value args[2] = {vat_int(20), vat_int(22)}, v;
+  ck_assert_vat_ok(ask(remote, "add", args, 2, &v));
+  ck_assert(vat_equal(v, vat_int(42)));
+  ck_assert_vat_err(vat_listener_accept(l, 0.05, &server_side), VAT_ETIMEDOUT);
+  ck_assert_vat_ok(vat_listener_close(l));
+  ck_assert_vat_err(vat_listener_accept(l, 0, &server_side), VAT_ECLOSED);
+  vat_conn_close(client);
+  wait_closed(client, "closed");
+  wait_closed(server_side, "disconnected by the peer");
+  test_quiesce(sys);
+}
+
+START_TEST(listen_and_connect_on_tcp_loopback) {
+  serve_and_call("tcp:127.0.0.1:0", true);
+}
+END_TEST
+
+START_TEST(listen_and_connect_on_a_unix_path) {
+  char path[64];
+  snprintf(path, sizeof path, "unix:/tmp/vat-net-test-%d.sock", (int)getpid());
+  unlink(path + 5);
+  serve_and_call(path, false);
+  ck_assert_int_ne(access(path + 5, F_OK), 0); /* removed on close */
+}
+END_TEST
+
+START_TEST(addresses_are_checked) {
+  vat_system *sys = test_system(1);
+  vat_listener *l;
+  vat_conn *c;
+  const char *bad[] = {NULL,
+                       "",
+                       "tcp:",
+                       "tcp:1.2.3.4",
+                       "tcp:x:1",
+                       "tcp:127.0.0.1:99999",
+                       "udp:127.0.0.1:1",
+                       "unix:",
+                       "tcp:[::1:5"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ck_assert_vat_err(vat_listen(sys, bad[i], NULL, NULL, &l), VAT_EINVAL);
+    ck_assert_vat_err(vat_connect(sys, bad[i], NULL, NULL, &c), VAT_EINVAL);
+  }
+  /* Not loopback: refused unless allowed. */
+  ck_assert_vat_err(vat_listen(sys, "tcp:0.0.0.0:0", NULL, NULL, &l),
+                    VAT_EINVAL);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.allow_remote = true;
+  ck_assert_vat_ok(vat_listen(sys, "tcp:0.0.0.0:0", NULL, &opt, &l));
+  ck_assert_vat_ok(vat_listener_close(l));
+  ck_assert_vat_ok(vat_listen(sys, "tcp:[::1]:0", NULL, NULL, &l));
+  ck_assert_vat_ok(vat_listener_close(l));
+  /* Nobody listening. */
+  ck_assert_vat_ok(vat_listen(sys, "tcp:127.0.0.1:0", NULL, NULL, &l));
+  char addr[64];
+  snprintf(addr, sizeof addr, "tcp:127.0.0.1:%d", vat_listener_port(l));
+  ck_assert_vat_ok(vat_listener_close(l));
+  ck_assert_vat_err(vat_connect(sys, addr, NULL, NULL, &c), VAT_EIO);
+  ck_assert_vat_err(vat_conn_open(sys, -1, NULL, NULL, &c), VAT_EINVAL);
+  ck_assert_vat_err(vat_conn_open(NULL, 0, NULL, NULL, &c), VAT_EINVAL);
+  ck_assert_vat_err(vat_conn_close(NULL), VAT_EINVAL);
+  ck_assert_ptr_null(vat_conn_bootstrap(NULL));
+  test_quiesce(sys);
+}
+END_TEST
+
+Suite *test_net_suite(void) {
+  Suite *s = suite_create("net");
+  TCase *tc = test_case("net", 120);
+  tcase_add_test(tc, bootstrap_and_calls);
+  tcase_add_test(tc, every_value_kind_through_a_call);
+  tcase_add_test(tc, refs_keep_their_identity);
+  tcase_add_test(tc, promises_cross_and_settle_later);
+  tcase_add_test(tc, pipelined_calls_work_across);
+  tcase_add_test(tc, pipelined_calls_go_out_before_the_answer);
+  tcase_add_test(tc, an_object_called_back_across);
+  tcase_add_test(tc, close_breaks_pending_questions);
+  tcase_add_test(tc, monitors_on_proxies_fire_noconnection);
+  tcase_add_test(tc, end_of_stream_breaks_pending_questions);
+  tcase_add_test(tc, questions_time_out);
+  tcase_add_test(tc, question_and_export_limits);
+  tcase_add_test(tc, a_peer_asking_too_much_is_cut_off);
+  tcase_add_loop_test(tc, a_bad_peer_ends_only_its_connection, 0,
+                      (int)(sizeof raw_cases / sizeof raw_cases[0]));
+  tcase_add_test(tc, frames_over_the_limit_end_the_connection);
+  tcase_add_test(tc, raw_peer_sees_the_wire_format);
+  tcase_add_test(tc, peer_promises_settle_by_resolve);
+  tcase_add_test(tc, drops_release_exports);
+  tcase_add_test(tc, only_recent_answers_are_kept);
+  tcase_add_test(tc, listen_and_connect_on_tcp_loopback);
+  tcase_add_test(tc, listen_and_connect_on_a_unix_path);
+  tcase_add_test(tc, addresses_are_checked);
+  suite_add_tcase(s, tc);
+  return s;
+}
