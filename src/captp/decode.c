@@ -16,13 +16,14 @@ static int nomem(captp__decoder *d) {
   return captp__fail(d->err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "decode");
 }
 
-static int list(captp__decoder *d, const json_t *j, int depth, vat_value *out) {
+int captp__decode_list(captp__decoder *d, const json_t *j, int depth,
+                       captp__decode_fn *item, vat_value *out) {
   size_t n = json_array_size(j);
   vat_value *items = n > 0 ? GC_MALLOC(n * sizeof *items) : NULL;
   if (n > 0 && items == NULL)
     return nomem(d);
   for (size_t i = 0; i < n; i++) {
-    int rc = captp__decode_capdata(d, json_array_get(j, i), depth, &items[i]);
+    int rc = item(d, json_array_get(j, i), depth, &items[i]);
     if (rc != VAT_OK)
       return rc;
   }
@@ -200,7 +201,7 @@ int captp__decode_capdata(captp__decoder *d, const json_t *j, int depth,
     *out = vat_string_n(json_string_value(j), json_string_length(j));
     return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
   case JSON_ARRAY:
-    return list(d, j, depth, out);
+    return captp__decode_list(d, j, depth, captp__decode_capdata, out);
   case JSON_OBJECT: {
     json_t *qc = json_object_get(j, "@qclass");
     if (qc == NULL)

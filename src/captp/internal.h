@@ -37,6 +37,12 @@ int captp__decode_capdata(captp__decoder *d, const json_t *j, int depth,
                           vat_value *out);
 int captp__decode_smallcaps(captp__decoder *d, const json_t *j, int depth,
                             vat_value *out);
+/* A JSON array as a list, each item decoded by `item` (decode.c): the one
+ * form both body formats spell alike. */
+typedef int captp__decode_fn(captp__decoder *d, const json_t *j, int depth,
+                             vat_value *out);
+int captp__decode_list(captp__decoder *d, const json_t *j, int depth,
+                       captp__decode_fn *item, vat_value *out);
 
 /* Forms both decoders share (forms.c). */
 /* A tagged value whose payload is already decoded. */

@@ -92,20 +92,6 @@ static int string(captp__decoder *d, const char *s, size_t len,
   return FAIL(d, "reserved special character '%c'", s[0]);
 }
 
-static int list(captp__decoder *d, const json_t *j, int depth, vat_value *out) {
-  size_t n = json_array_size(j);
-  vat_value *items = n > 0 ? GC_MALLOC(n * sizeof *items) : NULL;
-  if (n > 0 && items == NULL)
-    return nomem(d);
-  for (size_t i = 0; i < n; i++) {
-    int rc = captp__decode_smallcaps(d, json_array_get(j, i), depth, &items[i]);
-    if (rc != VAT_OK)
-      return rc;
-  }
-  *out = vat_list(items, n);
-  return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
-}
-
 /* Members as a map with atom keys (names decoded: "!" escapes), leaving
  * out `skip` (NULL for none). Names starting with '#' are refused unless
  * skipped. */
@@ -208,7 +194,7 @@ int captp__decode_smallcaps(captp__decoder *d, const json_t *j, int depth,
   case JSON_STRING:
     return string(d, json_string_value(j), json_string_length(j), out);
   case JSON_ARRAY:
-    return list(d, j, depth, out);
+    return captp__decode_list(d, j, depth, captp__decode_smallcaps, out);
   case JSON_OBJECT:
     if (json_object_get(j, "#tag") != NULL)
       return tagged(d, j, depth, out);
