@@ -175,22 +175,34 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last) {
 
 /* --- Now, from anywhere -------------------------------------------------- */
 
-static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
-                         void *aux) {
-  vat__worker *w = vat__current_worker;
+/* A node for `to`, from the calling worker's pool or, on a host thread,
+ * from the collector; the caller fills in what it runs. */
+static vat__msg *new_node(vat__worker *w, vat_ref *to, void *arg,
+                          vat_value value) {
   vat__msg *m = w ? vat__msg_alloc(&w->pool) : vat__msg_alloc_unpooled();
   m->target = to;
-  m->fn = fn;
   m->arg = arg;
   m->value = value;
-  m->aux = aux;
   atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+  return m;
+}
+
+static void send_node(vat__worker *w, vat__msg *m) {
   if (w != NULL && w->trace != NULL)
     vat__trace_send_now(w->trace, m);
   if (w != NULL)
     vat__deliver(w, m, m);
   else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
     vat__dead_letter(NULL, m);
+}
+
+static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
+                         void *aux) {
+  vat__worker *w = vat__current_worker;
+  vat__msg *m = new_node(w, to, arg, value);
+  m->fn = fn;
+  m->aux = aux;
+  send_node(w, m);
 }
 
 void vat__flag_urgent(vat__vat *v) {
@@ -202,18 +214,9 @@ void vat__flag_urgent(vat__vat *v) {
 void vat__deliver_now_urgent(vat_ref *to, vat_fn fn, void *arg,
                              vat_value value) {
   vat__worker *w = vat__current_worker;
-  vat__msg *m = w ? vat__msg_alloc(&w->pool) : vat__msg_alloc_unpooled();
-  m->target = to;
+  vat__msg *m = new_node(w, to, arg, value);
   vat__msg_set_urgent(m, fn);
-  m->arg = arg;
-  m->value = value;
-  atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
-  if (w != NULL && w->trace != NULL)
-    vat__trace_send_now(w->trace, m);
-  if (w != NULL)
-    vat__deliver(w, m, m);
-  else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
-    vat__dead_letter(NULL, m);
+  send_node(w, m);
   vat__flag_urgent(to->vat);
 }
 
