@@ -62,8 +62,12 @@ static const char *show(vat_value v) {
   static _Thread_local char buf[512];
   vat_format(v, buf, sizeof buf);
   char *out = buf;
-  for (const char *in = buf; *in != '\0'; in++) {
-    if (in[0] == ' ' && in[1] == '0' && in[2] == 'x')
+  bool in_string = false; /* a string's " 0x" is left alone */
+  char prev = '\0';       /* buf is rewritten in place: keep in[-1] here */
+  for (const char *in = buf; *in != '\0'; prev = *in++) {
+    if (*in == '"' && prev != '\\')
+      in_string = !in_string;
+    if (!in_string && in[0] == ' ' && in[1] == '0' && in[2] == 'x')
       for (in += 3; in[1] != '>' && in[1] != '\0'; in++)
         ;
     else
