@@ -167,7 +167,9 @@ const args = process.argv.slice(2);
 if (args[0] === '--serve') serve();
 else {
   if (args.includes('-h') || args.includes('--help')) usage(0);
-  const sizes = args.filter(a => a !== '-w' && !/^-w/.test(a)).map(Number);
+  // -w W: Node runs CapTP on one thread whatever W is.
+  if (args[0] === '-w') args.splice(0, 2);
+  const sizes = args.map(Number);
   if (sizes.length > 2 || sizes.some(s => !Number.isSafeInteger(s) || s <= 0)) usage(2);
   await call(sizes[0] ?? 20000, sizes[1] ?? 200000);
 }
