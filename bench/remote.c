@@ -1,0 +1,247 @@
+/* remote N P: calls across a CapTP connection between two processes.
+ *
+ * The process forks: the child serves a counter as its bootstrap ref on
+ * 127.0.0.1 (TCP, a port the kernel picks), the parent connects and calls
+ * it, "incr"(1) answering the new count, from a client vat:
+ *
+ *   sequential  N calls, one at a time: each answer sends the next call;
+ *               round trips/s, and p50/p99 latency of one call;
+ *   pipelined   P calls with up to 1,000 outstanding (each answer sends one
+ *               more); calls/s.
+ *
+ * Every answer is checked: in the sequential phase the count it carries is
+ * the one expected, in the pipelined phase the answers sum to the counts
+ * the server went through. Two RESULT lines, workloads remote_seq and
+ * remote_pipe; -w sets the workers of both processes. */
+#include <inttypes.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "vat/caps.h"
+#include "vat/net.h"
+
+enum { WINDOW = 1000 };
+
+/* --- The server: a counter ------------------------------------------------ */
+
+typedef struct counter {
+  int64_t n;
+} counter;
+
+static void counter_receive(vat_turn *turn, void *state,
+                            const vat_atom *selector, vat_value value) {
+  counter *c = state;
+  vat_value args;
+  vat_ref *reply;
+  (void)selector; /* one method: incr */
+  if (!vat_request_parse(value, &args, &reply))
+    return;
+  int64_t by = 0;
+  vat_get_int(vat_at(args, 0), &by);
+  c->n += by;
+  vat_reply(turn, reply, vat_int(c->n));
+}
+
+static int serve(const bench_args *args, int port_fd) {
+  vat_system *sys = bench_system(args);
+  vat_ref *counter_ref;
+  bench_check(vat_host_spawn(sys,
+                             &(vat_entity_def){.state_size = sizeof(counter),
+                                               .receive = counter_receive},
+                             &counter_ref, NULL),
+              "spawn counter");
+  vat_listener *l;
+  bench_check(vat_listen(sys, "tcp:127.0.0.1:0", counter_ref, NULL, &l),
+              "listen");
+  int port = vat_listener_port(l);
+  if (write(port_fd, &port, sizeof port) != sizeof port)
+    return 1;
+  vat_conn *conn;
+  bench_check(vat_listener_accept(l, 30, &conn), "accept");
+  vat_listener_close(l);
+  vat_value why; /* serve until the client hangs up */
+  vat_promise_wait(vat_conn_closed(conn), -1, &why);
+  vat_system_shutdown(sys, 10);
+  vat_system_destroy(sys);
+  return 0;
+}
+
+/* --- The client: a vat calling the counter -------------------------------- */
+
+typedef struct client {
+  vat_ref *remote;
+  const vat_atom *incr;
+  uint64_t total, window, sent, answered, wrong;
+  int64_t base;    /* the count before this phase */
+  int64_t sum;     /* of the answers (pipelined phase) */
+  double *started; /* per call, for its latency (pointer-free, malloc) */
+  double *latency;
+  double finished_at;
+  sem_t *done;
+} client;
+
+static void send_one(vat_turn *turn, client *c);
+
+static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,
+                     vat_value value) {
+  client *c = state;
+  uint64_t i = (uint64_t)(uintptr_t)ctx;
+  int64_t v;
+  c->latency[i] = bench_now() - c->started[i];
+  if (!resolved || vat_get_int(value, &v) != VAT_OK)
+    c->wrong++;
+  else if (c->window == 1 && v != c->base + (int64_t)i + 1)
+    c->wrong++;
+  else
+    c->sum += v;
+  if (++c->answered == c->total) {
+    c->finished_at = bench_now();
+    sem_post(c->done);
+    return;
+  }
+  if (c->sent < c->total)
+    send_one(turn, c);
+}
+
+static void send_one(vat_turn *turn, client *c) {
+  uint64_t i = c->sent++;
+  vat_value one = vat_int(1);
+  vat_promise *p;
+  c->started[i] = bench_now();
+  bench_check(vat_request(turn, c->remote, c->incr, vat_list(&one, 1), 0, &p),
+              "request");
+  bench_check(vat_when(turn, p, answered, (void *)(uintptr_t)i), "when");
+}
+
+static void start(vat_turn *turn, void *state, void *arg) {
+  client *c = state;
+  (void)arg;
+  while (c->sent < c->window && c->sent < c->total)
+    send_one(turn, c);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+typedef struct phase {
+  double seconds, p50_us, p99_us;
+  bool ok;
+} phase;
+
+/* Runs one phase of `total` calls with `window` outstanding. */
+static phase run_phase(vat_system *sys, vat_ref *remote, uint64_t total,
+                       uint64_t window, int64_t base) {
+  sem_t done;
+  sem_init(&done, 0, 0);
+  vat_ref *ref;
+  client *c = bench_spawn(sys, sizeof(client), &ref);
+  c->remote = remote;
+  c->incr = vat_atom_intern("incr");
+  c->total = total;
+  c->window = window;
+  c->base = base;
+  c->started = malloc(total * sizeof(double));
+  c->latency = malloc(total * sizeof(double));
+  c->done = &done;
+  if (c->started == NULL || c->latency == NULL)
+    bench_check(VAT_ENOMEM, "latency arrays");
+  double t0 = bench_now();
+  bench_check(vat_host_send(ref, start, NULL), "start");
+  while (sem_wait(&done) != 0) /* the collector's signals interrupt it */
+    ;
+  phase ph = {.seconds = c->finished_at - t0};
+  /* The counts base+1 .. base+total, each answered once. */
+  int64_t want = (int64_t)total * (2 * base + (int64_t)total + 1) / 2;
+  ph.ok = c->answered == total && c->wrong == 0 && c->sum == want;
+  qsort(c->latency, total, sizeof(double), cmp_double);
+  ph.p50_us = c->latency[total / 2] * 1e6;
+  ph.p99_us = c->latency[total * 99 / 100] * 1e6;
+  free(c->started);
+  free(c->latency);
+  sem_destroy(&done);
+  return ph;
+}
+
+static void report(const char *workload, const bench_args *args, uint64_t n,
+                   const phase *ph) {
+  printf("RESULT workload=%s workers=%u messages=%" PRIu64
+         " seconds=%.3f rate=%.0f p50_us=%.1f p99_us=%.1f"
+         " peak_rss_mb=%.0f%s\n",
+         workload, args->workers, n, ph->seconds, (double)n / ph->seconds,
+         ph->p50_us, ph->p99_us, bench_peak_rss_mb(), ph->ok ? "" : " ok=0");
+}
+
+static int call(const bench_args *args, int port, uint64_t n, uint64_t p) {
+  vat_system *sys = bench_system(args);
+  char address[64];
+  snprintf(address, sizeof address, "tcp:127.0.0.1:%d", port);
+  vat_conn *conn;
+  bench_check(vat_connect(sys, address, NULL, NULL, &conn), "connect");
+  vat_value v;
+  bench_check(vat_promise_wait(vat_conn_bootstrap(conn), 30, &v), "bootstrap");
+  vat_ref *remote = vat_value_ref(v);
+
+  phase seq = run_phase(sys, remote, n, 1, 0);
+  phase pipe = run_phase(sys, remote, p, WINDOW, (int64_t)n);
+  printf("remote: %" PRIu64 " sequential calls in %.3f s: %.0f round trips/s,"
+         " p50 %.1f us, p99 %.1f us\n",
+         n, seq.seconds, (double)n / seq.seconds, seq.p50_us, seq.p99_us);
+  printf("remote: %" PRIu64 " pipelined calls (%d outstanding) in %.3f s:"
+         " %.0f calls/s, %u workers\n",
+         p, WINDOW, pipe.seconds, (double)p / pipe.seconds, args->workers);
+  if (!seq.ok || !pipe.ok)
+    printf("verification failed\n");
+  report("remote_seq", args, n, &seq);
+  report("remote_pipe", args, p, &pipe);
+  vat_conn_close(conn);
+  vat_promise_wait(vat_conn_closed(conn), 10, &v);
+  vat_system_shutdown(sys, 10);
+  vat_system_destroy(sys);
+  return seq.ok && pipe.ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  bench_args args;
+  bench_parse(argc, argv,
+              "[N] [P]  (sequential calls, default 20000; pipelined calls, "
+              "default 200000)",
+              2, &args);
+  uint64_t n = args.nsizes > 0 ? args.sizes[0] : 20000;
+  uint64_t p = args.nsizes > 1 ? args.sizes[1] : 200000;
+  int ports[2];
+  if (pipe(ports) != 0)
+    return 1;
+  fflush(stdout);
+  /* Fork first: each process starts the library and its threads itself. */
+  pid_t pid = fork();
+  if (pid < 0)
+    return 1;
+  if (pid == 0) {
+    close(ports[0]);
+    vat_init();
+    int code = serve(&args, ports[1]);
+    fflush(stdout);
+    _exit(code);
+  }
+  close(ports[1]);
+  int port;
+  if (read(ports[0], &port, sizeof port) != sizeof port) {
+    fprintf(stderr, "remote: the server did not start\n");
+    return 1;
+  }
+  vat_init();
+  int rc = call(&args, port, n, p);
+  int status;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "remote: the server failed\n");
+    rc = 1;
+  }
+  return rc;
+}

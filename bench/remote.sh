@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The remote benchmark's runner: calls across a connection between two
+# processes on 127.0.0.1, libvat (bench/remote.c, CapTP over TCP) side by
+# side with Endo (two @endo/captp endpoints in Node) and Erlang/OTP (two
+# nodes, gen_server calls). Builds what is missing, runs the systems in
+# turns, and prints per system the medians of sequential round trips/s,
+# their p50/p99 latency, and pipelined calls/s (1,000 outstanding), with
+# libvat's ratio to the best peer.
+#
+#   bash bench/remote.sh                    # 5 runs each, default sizes
+#   bash bench/remote.sh -r 3 -s 0.2 libvat erlang
+#
+# Options: -r REPEATS (default 5), -s SCALE (multiplies the sizes: libvat
+# and Erlang 5,000 sequential and 100,000 pipelined calls, Endo 1,000 and
+# 10,000, as it is ten times slower), -w W (workers per process; default
+# the library's and the peer's own), -o DIR (default bench/results/remote).
+# Other arguments name systems (libvat endo erlang); none means all.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+repeats=5
+scale=1
+workers=
+out=bench/results/remote
+usage() {
+  sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+}
+while getopts "r:s:w:o:h" opt; do
+  case $opt in
+    r) repeats=$OPTARG ;;
+    s) scale=$OPTARG ;;
+    w) workers=$OPTARG ;;
+    o) out=$OPTARG ;;
+    *) usage ;;
+  esac
+done
+shift $((OPTIND - 1))
+[[ $repeats =~ ^[1-9][0-9]*$ ]] || usage
+systems=${*:-libvat endo erlang}
+for s in $systems; do
+  [[ " libvat endo erlang " == *" $s "* ]] || usage
+done
+build=build-bench
+mkdir -p "$out/logs"
+
+sizes() { # system -> "N P", scaled, at least 100 and 1000
+  local n=5000 p=100000
+  [ "$1" = endo ] && n=1000 p=10000
+  awk -v s="$scale" -v n=$n -v p=$p 'BEGIN {
+    n = int(n * s); p = int(p * s)
+    print (n < 100 ? 100 : n), (p < 1000 ? 1000 : p) }'
+}
+
+program() { # system -> its executable, built if missing; empty if it fails
+  case $1 in
+    libvat)
+      if [ ! -x "$build/bench/remote" ]; then
+        [ -d "$build" ] ||
+          meson setup "$build" --buildtype=release -Dtests=false >&2
+        nice -n 10 ninja -C "$build" bench/remote >&2 || return
+      fi
+      echo "$build/bench/remote" ;;
+    *)
+      if [ ! -x "$build/peers/$1/remote" ]; then
+        sh "bench/peers/$1/build.sh" "$build/peers/$1" >&2 || return
+      fi
+      echo "$build/peers/$1/remote" ;;
+  esac
+}
+
+declare -A prog
+for s in $systems; do
+  p=$(program "$s")
+  if [ -n "$p" ] && [ -x "$p" ]; then
+    prog[$s]=$p
+  else
+    echo "remote.sh: $s does not build; left out" >&2
+  fi
+done
+
+raw=$out/raw.csv
+echo "system,run,workload,rate,p50_us,p99_us,ok" >"$raw"
+for ((run = 1; run <= repeats; run++)); do
+  for s in $systems; do
+    [ -n "${prog[$s]:-}" ] || continue
+    log=$out/logs/$s-$run.log
+    # shellcheck disable=SC2046
+    timeout 300 nice -n 10 "${prog[$s]}" ${workers:+-w "$workers"} \
+      $(sizes "$s") >"$log" 2>&1
+    echo "$s run $run: exit $?" >&2
+    awk -v s="$s" -v r="$run" '/^RESULT / {
+        ok = 1; for (i = 2; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2]
+          if ($i == "ok=0") ok = 0 }
+        print s "," r "," f["workload"] "," f["rate"] "," f["p50_us"] "," \
+          f["p99_us"] "," ok }' "$log" >>"$raw"
+  done
+done
+
+python3 - "$raw" <<'EOF'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def med(system, workload, key):
+    v = [float(r[key]) for r in rows
+         if r["system"] == system and r["workload"] == workload and r["ok"] == "1"]
+    return statistics.median(v) if v else None
+systems = list(dict.fromkeys(r["system"] for r in rows))
+fmt = lambda x, d=0: "fail" if x is None else f"{x:,.{d}f}"
+print(f"| system | sequential round trips/s | p50 µs | p99 µs | pipelined calls/s (1,000 outstanding) |")
+print("|---|---:|---:|---:|---:|")
+for s in systems:
+    print(f"| {s} | {fmt(med(s, 'remote_seq', 'rate'))} "
+          f"| {fmt(med(s, 'remote_seq', 'p50_us'), 1)} "
+          f"| {fmt(med(s, 'remote_seq', 'p99_us'), 1)} "
+          f"| {fmt(med(s, 'remote_pipe', 'rate'))} |")
+for w, what in (("remote_seq", "sequential"), ("remote_pipe", "pipelined")):
+    mine = med("libvat", w, "rate")
+    peers = [(med(s, w, "rate"), s) for s in systems if s != "libvat"]
+    peers = [p for p in peers if p[0] is not None]
+    if mine and peers:
+        best = max(peers)
+        print(f"libvat / best peer ({best[1]}), {what}: {mine / best[0]:.2f}x (target 5x)")
+EOF
