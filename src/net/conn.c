@@ -72,8 +72,12 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
   char *frame;
   size_t len;
   int rc = vat_captp_encode_frame(msg, &slots, &frame, &len, err);
-  if (rc == VAT_OK)
-    net_io_write(c->io, frame, len);
+  if (rc == VAT_OK && !net_io_write(c->io, frame, len)) {
+    /* A frame that cannot be queued leaves the peer's view broken: end
+     * the connection rather than go on without it. */
+    net_end(turn, c, "out of memory", false);
+    return VAT_ENOMEM;
+  }
   return rc;
 }
 

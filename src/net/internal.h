@@ -40,8 +40,9 @@ net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame);
  *  be made (the socket is closed then, and the thread's share let go). */
 bool net_io_run(net_io *io);
 /** Queues bytes (copied) for writing; dropped once the socket closed.
- *  Never blocks for I/O. Any thread. */
-void net_io_write(net_io *io, const char *data, size_t len);
+ *  Never blocks for I/O. Any thread. false when no memory was left for
+ *  the copy: nothing was queued. */
+bool net_io_write(net_io *io, const char *data, size_t len);
 /** Closes the socket once what was queued is written. Any thread. */
 void net_io_close(net_io *io);
 /** The connection vat's share of `io`: released by net_io_release, or

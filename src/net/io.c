@@ -272,10 +272,10 @@ static void on_wake(uv_async_t *h) {
   }
 }
 
-void net_io_write(net_io *io, const char *data, size_t len) {
+bool net_io_write(net_io *io, const char *data, size_t len) {
   out_buf *b = malloc(sizeof *b + len);
   if (b == NULL)
-    return;
+    return false;
   b->next = NULL;
   b->len = len;
   memcpy(b->data, data, len);
@@ -283,7 +283,7 @@ void net_io_write(net_io *io, const char *data, size_t len) {
   if (io->closed || io->close_asked) {
     pthread_mutex_unlock(&io->mu);
     free(b);
-    return;
+    return true; /* the connection ended: nothing more goes out */
   }
   if (io->tail)
     io->tail->next = b;
@@ -292,6 +292,7 @@ void net_io_write(net_io *io, const char *data, size_t len) {
   io->tail = b;
   uv_async_send(&io->wake); /* under the mutex: the handle is still open */
   pthread_mutex_unlock(&io->mu);
+  return true;
 }
 
 void net_io_close(net_io *io) {
