@@ -31,10 +31,9 @@ int captp__decode_list(captp__decoder *d, const json_t *j, int depth,
   return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
 }
 
-/* A JSON object's members, decoded, as a map with atom keys; `skip`
- * (NULL for none) names one key left out. */
-static int members(captp__decoder *d, const json_t *j, int depth,
-                   const char *skip, vat_value *out) {
+int captp__decode_members(captp__decoder *d, const json_t *j, int depth,
+                          const char *skip, captp__key_fn *key_of,
+                          captp__decode_fn *item, vat_value *out) {
   size_t n = json_object_size(j), i = 0;
   vat_value *keys = n > 0 ? GC_MALLOC(n * sizeof *keys) : NULL;
   vat_value *vals = n > 0 ? GC_MALLOC(n * sizeof *vals) : NULL;
@@ -47,17 +46,33 @@ static int members(captp__decoder *d, const json_t *j, int depth,
     if (skip != NULL && strlen(skip) == key_len &&
         memcmp(key, skip, key_len) == 0)
       continue;
-    const vat_atom *a = vat_atom_intern_n(key, key_len);
-    if (a == NULL)
-      return nomem(d);
-    keys[i] = vat_atom_value(a);
-    int rc = captp__decode_capdata(d, val, depth, &vals[i]);
+    int rc = key_of(d, key, key_len, &keys[i]);
+    if (rc == VAT_OK)
+      rc = item(d, val, depth, &vals[i]);
     if (rc != VAT_OK)
       return rc;
     i++;
   }
   *out = vat_map(keys, vals, i);
   return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
+}
+
+/* Capdata names a property by its plain text. */
+static int plain_key(captp__decoder *d, const char *key, size_t len,
+                     vat_value *out) {
+  const vat_atom *a = vat_atom_intern_n(key, len);
+  if (a == NULL)
+    return nomem(d);
+  *out = vat_atom_value(a);
+  return VAT_OK;
+}
+
+/* A JSON object's members, decoded, as a map with atom keys; `skip`
+ * (NULL for none) names one key left out. */
+static int members(captp__decoder *d, const json_t *j, int depth,
+                   const char *skip, vat_value *out) {
+  return captp__decode_members(d, j, depth, skip, plain_key,
+                               captp__decode_capdata, out);
 }
 
 /* A string member of a @qclass object, or NULL. */

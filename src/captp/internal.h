@@ -43,6 +43,14 @@ typedef int captp__decode_fn(captp__decoder *d, const json_t *j, int depth,
                              vat_value *out);
 int captp__decode_list(captp__decoder *d, const json_t *j, int depth,
                        captp__decode_fn *item, vat_value *out);
+/* A JSON object's members as a map with atom keys, each name decoded by
+ * `key_of` and each value by `item`, leaving out the member `skip` (NULL:
+ * none) (decode.c). */
+typedef int captp__key_fn(captp__decoder *d, const char *key, size_t len,
+                          vat_value *out);
+int captp__decode_members(captp__decoder *d, const json_t *j, int depth,
+                          const char *skip, captp__key_fn *key_of,
+                          captp__decode_fn *item, vat_value *out);
 
 /* Forms both decoders share (forms.c). */
 /* A tagged value whose payload is already decoded. */

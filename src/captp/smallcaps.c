@@ -92,39 +92,32 @@ static int string(captp__decoder *d, const char *s, size_t len,
   return FAIL(d, "reserved special character '%c'", s[0]);
 }
 
+/* A smallcaps property name: a string as smallcaps spells one ("!"
+ * escapes), so a name starting with '#' (or another special character)
+ * is refused. */
+static int escaped_key(captp__decoder *d, const char *key, size_t len,
+                       vat_value *out) {
+  vat_value name;
+  int rc = string(d, key, len, &name);
+  if (rc != VAT_OK)
+    return rc;
+  if (name.type != VAT_T_STRING)
+    return FAIL(d, "property name \"%.40s\" is not a string", key);
+  const vat_atom *a =
+      vat_atom_intern_n(vat_string_data(name), vat_string_len(name));
+  if (a == NULL)
+    return nomem(d);
+  *out = vat_atom_value(a);
+  return VAT_OK;
+}
+
 /* Members as a map with atom keys (names decoded: "!" escapes), leaving
  * out `skip` (NULL for none). Names starting with '#' are refused unless
  * skipped. */
 static int members(captp__decoder *d, const json_t *j, int depth,
                    const char *skip, vat_value *out) {
-  size_t n = json_object_size(j), i = 0;
-  vat_value *keys = n > 0 ? GC_MALLOC(n * sizeof *keys) : NULL;
-  vat_value *vals = n > 0 ? GC_MALLOC(n * sizeof *vals) : NULL;
-  if (n > 0 && (keys == NULL || vals == NULL))
-    return nomem(d);
-  const char *key;
-  size_t key_len;
-  json_t *val;
-  json_object_keylen_foreach((json_t *)j, key, key_len, val) {
-    if (skip != NULL && is(key, key_len, skip))
-      continue;
-    vat_value name;
-    int rc = string(d, key, key_len, &name);
-    if (rc != VAT_OK)
-      return rc;
-    if (name.type != VAT_T_STRING)
-      return FAIL(d, "property name \"%.40s\" is not a string", key);
-    const vat_atom *a =
-        vat_atom_intern_n(vat_string_data(name), vat_string_len(name));
-    if (a == NULL)
-      return nomem(d);
-    keys[i] = vat_atom_value(a);
-    if ((rc = captp__decode_smallcaps(d, val, depth, &vals[i])) != VAT_OK)
-      return rc;
-    i++;
-  }
-  *out = vat_map(keys, vals, i);
-  return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
+  return captp__decode_members(d, j, depth, skip, escaped_key,
+                               captp__decode_smallcaps, out);
 }
 
 static int tagged(captp__decoder *d, const json_t *j, int depth,
