@@ -956,6 +956,8 @@ START_TEST(addresses_are_checked) {
 }
 END_TEST
 
+static void add_shutdown_tests(Suite *s);
+
 Suite *test_net_suite(void) {
   Suite *s = suite_create("net");
   TCase *tc = test_case("net", 120);
@@ -983,5 +985,52 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, listen_and_connect_on_a_unix_path);
   tcase_add_test(tc, addresses_are_checked);
   suite_add_tcase(s, tc);
+  add_shutdown_tests(s);
   return s;
+}
+
+/* --- The system's shutdown ------------------------------------------------ */
+
+/* A raw peer's end of a socketpair: reads until end of stream or `wait_s`;
+ * true at end of stream. */
+static bool raw_sees_end(int fd, double wait_s) {
+  double deadline = test_wall_seconds() + wait_s;
+  char buf[4096];
+  while (test_wall_seconds() < deadline) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 50) <= 0)
+      continue;
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n == 0)
+      return true;
+    if (n < 0 && errno != EINTR && errno != EAGAIN)
+      return false;
+  }
+  return false;
+}
+
+START_TEST(shutdown_settles_closed_and_close_still_closes) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], NULL, NULL, &c));
+  vat_system_shutdown(sys, 5);
+  vat_value why;
+  /* Was left pending for ever. */
+  ck_assert_vat_err(vat_promise_wait(vat_conn_closed(c), 5, &why),
+                    VAT_EBROKEN);
+  ck_assert(vat_is_atom(why, vat_atom_shutdown()));
+  /* No turn can end it now: the socket is closed from the caller. */
+  ck_assert_vat_ok(vat_conn_close(c));
+  ck_assert(raw_sees_end(sv[1], WAIT_S));
+  close(sv[1]);
+  vat_system_destroy(sys);
+}
+END_TEST
+
+static void add_shutdown_tests(Suite *s) {
+  TCase *tc = test_case("shutdown", 120);
+  tcase_add_test(tc, shutdown_settles_closed_and_close_still_closes);
+  suite_add_tcase(s, tc);
 }

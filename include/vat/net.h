@@ -32,7 +32,9 @@
  * vat_conn_close), every question still waiting on the peer breaks with
  * the error disconnected(cause) (code vat_atom_disconnected(), the payload
  * a string naming the cause), as does the bootstrap promise if it is still
- * pending, and vat_conn_closed resolves with that error. The connection
+ * pending, and vat_conn_closed resolves with that error (a system shut
+ * down with the connection open breaks it with `shutdown` instead). The
+ * connection
  * vat ends with the reason `noconnection`, as Erlang reports a lost node:
  * monitors held on its proxies fire with it, later messages to them are
  * dead letters, and requests sent to them break with it.
@@ -116,14 +118,19 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
 vat_promise *vat_conn_bootstrap(vat_conn *conn);
 
 /** A promise resolved, when the connection has ended, with its reason:
- *  the error disconnected(cause). A system shut down with the connection
- *  open leaves it pending. Any thread. NULL for NULL. */
+ *  the error disconnected(cause). If the connection vat ends otherwise it
+ *  breaks: with `shutdown` when its system shuts down with the connection
+ *  open (once vat_system_shutdown has stopped the system), or with the
+ *  reason its vat failed with. Any thread. NULL for NULL. */
 vat_promise *vat_conn_closed(vat_conn *conn);
 
 /** Ends the connection: sends CTP_DISCONNECT, then closes the socket once
  *  what was queued before it is written. Pending questions break with
- *  disconnected("closed"). Ending an ended connection does nothing.
- *  Host thread. Errors: VAT_EINVAL, and those of vat_host_send. */
+ *  disconnected("closed"). Ending an ended connection does nothing. Once
+ *  its system is shutting down or shut down, no turn can end it: this
+ *  closes the socket (after what was queued) itself and returns VAT_OK.
+ *  Host thread. Errors: VAT_EINVAL, and those of vat_host_send but
+ *  VAT_ECLOSED. */
 int vat_conn_close(vat_conn *conn);
 
 /** Pipelining: sends method(args) to `target`, a ref imported from a

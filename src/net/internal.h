@@ -50,6 +50,10 @@ void net_io_close(net_io *io);
 typedef struct net_io_owner net_io_owner;
 net_io_owner *net_io_owner_new(void);
 void net_io_owner_set(net_io_owner *o, net_io *io);
+/** The io a share holds; NULL once released. */
+net_io *net_io_owner_io(net_io_owner *o);
+/** One more owner of `io` (before handing it to a second net_io_owner). */
+void net_io_share(net_io *io);
 /** The connection vat is done with its io (it may be freed). */
 void net_io_release(net_io_owner *o);
 

@@ -14,8 +14,9 @@
  *
  * Lifetime: the struct is uncollectable collector memory (scanned, so the
  * conn ref in it keeps the vat reachable while the thread runs) with two
- * owners, this thread and the connection vat; the last to let go frees
- * it. The vat lets go when it ends (its on_stop) or, when its system
+ * owners, this thread and the connection vat, and a third, the vat_conn
+ * handle's, so that vat_conn_close may still close the socket after the
+ * system shut down; the last to let go frees it. The vat lets go when it ends (its on_stop) or, when its system
  * stopped with it alive and on_stop never runs, when it is collected: its
  * state holds a small finalized object, the net_io_owner. */
 #define GC_THREADS 1
@@ -56,8 +57,8 @@ struct net_io {
   bool finishing;   /* loop thread only: the handles are being closed */
   bool shutting;    /* loop thread only: uv_shutdown is under way */
   char *in; /* loop thread only: the read buffer (malloc'd: never scanned) */
-  /* Owners: this thread and the vat. acq_rel so the last owner sees the
-   * other's writes to the struct before it frees it. */
+  /* Owners: the thread, the vat, the handle. acq_rel so the last owner
+   * sees the others' writes to the struct before it frees it. */
   atomic_int owners;
 };
 
@@ -90,6 +91,14 @@ net_io_owner *net_io_owner_new(void) {
 
 void net_io_owner_set(net_io_owner *o, net_io *io) {
   o->io = io;
+}
+
+net_io *net_io_owner_io(net_io_owner *o) {
+  return o->io;
+}
+
+void net_io_share(net_io *io) {
+  atomic_fetch_add_explicit(&io->owners, 1, memory_order_relaxed);
 }
 
 void net_io_release(net_io_owner *o) {
