@@ -251,19 +251,23 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
   vat_conn_options_default(&o);
   if (opt != NULL)
     o = *opt;
-  vat_conn *h = GC_MALLOC(sizeof *h);
-  if (h == NULL)
-    return VAT_ENOMEM;
-  vat_resolver *boot;
-  if (vat_promise_new(&h->bootstrap, &boot) != VAT_OK)
-    return VAT_ENOMEM;
   vat_entity_def def = conn_def;
   if (o.label != NULL)
     def.label = o.label;
+  /* The spawn first: it checks the calling thread may use the library
+   * (VAT_ENOTREGISTERED), which the collector's allocations below need. */
   net_conn *c;
-  int rc = vat_host_spawn(sys, &def, &h->ref, (void **)&c);
+  vat_ref *ref;
+  int rc = vat_host_spawn(sys, &def, &ref, (void **)&c);
   if (rc != VAT_OK)
     return rc;
+  vat_conn *h = GC_MALLOC(sizeof *h);
+  vat_resolver *boot = NULL;
+  if (h == NULL || vat_promise_new(&h->bootstrap, &boot) != VAT_OK) {
+    vat_host_send(ref, abandon, NULL);
+    return VAT_ENOMEM;
+  }
+  h->ref = ref;
   /* Watched: a connection's end is expected, not a crash to report. */
   vat_promise *down;
   rc = vat_host_monitor(h->ref, NULL, &down);
@@ -290,7 +294,8 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
     return VAT_ENOMEM;
   }
   int mine = dup(fd);
-  if (mine < 0 || (c->io = net_io_new(mine, h->ref, o.max_frame)) == NULL) {
+  if (mine < 0 ||
+      (c->io = net_io_new(mine, h->ref, o.max_frame, o.loop)) == NULL) {
     c->ended = true;
     vat_host_send(h->ref, abandon, NULL);
     return VAT_EIO;
@@ -321,8 +326,8 @@ int vat_conn_close(vat_conn *conn) {
   if (rc != VAT_ECLOSED)
     return rc;
   /* The system is shutting down or gone: no turn will end the connection,
-   * so its socket is closed from here, or it would hold its thread open
-   * for ever. */
+   * so its socket is closed from here, or it would hold its thread, or
+   * the host's loop, open for ever. */
   net_io *io = net_io_owner_io(conn->io);
   if (io != NULL)
     net_io_close(io);
