@@ -73,9 +73,18 @@ static void release(net_io *io) {
   if (atomic_fetch_sub_explicit(&io->owners, 1, memory_order_acq_rel) != 1)
     return;
   pthread_mutex_destroy(&io->mu);
-  vat_netstring_reader_free(io->reader);
-  free(io->in);
   GC_FREE(io);
+}
+
+/* The loop side lets go. What only it used goes now, not with the last
+ * owner: the handle's share may last until the process exits. */
+static void loop_side_done(net_io *io) {
+  io->conn = NULL; /* lets the vat become garbage (see net_io_owner) */
+  vat_netstring_reader_free(io->reader);
+  io->reader = NULL;
+  free(io->in);
+  io->in = NULL;
+  release(io);
 }
 
 struct net_io_owner {
@@ -137,8 +146,7 @@ static void on_closed(uv_handle_t *h) {
   net_io *io = h->data;
   if (--io->open_handles > 0 || !on_host_loop(io))
     return;
-  io->conn = NULL; /* lets the vat become garbage (see net_io_owner) */
-  release(io);
+  loop_side_done(io);
 }
 
 /* Closes both handles; the loop then runs out of work and the thread
@@ -336,8 +344,7 @@ static void *io_main(void *arg) {
   net_io *io = arg;
   uv_run(io->loop, UV_RUN_DEFAULT);
   uv_loop_close(io->loop);
-  io->conn = NULL; /* lets the vat become garbage (see net_io_owner) */
-  release(io);
+  loop_side_done(io);
   return NULL;
 }
 
@@ -368,7 +375,7 @@ static void abandon(net_io *io) {
     return;
   uv_run(io->loop, UV_RUN_DEFAULT);
   uv_loop_close(io->loop);
-  release(io);
+  loop_side_done(io);
 }
 
 net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame,
@@ -389,7 +396,7 @@ net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame,
       (host_loop == NULL && uv_loop_init(&io->own_loop) != 0)) {
     close(fd);
     atomic_store_explicit(&io->owners, 1, memory_order_relaxed);
-    release(io);
+    loop_side_done(io);
     return NULL;
   }
   io->s.stream.data = io;
@@ -442,7 +449,6 @@ bool net_io_run(net_io *io) {
   uv_close((uv_handle_t *)&io->wake, on_closed);
   uv_run(io->loop, UV_RUN_DEFAULT);
   uv_loop_close(io->loop);
-  io->conn = NULL;
-  release(io);
+  loop_side_done(io);
   return false;
 }
