@@ -35,10 +35,9 @@
  * a string naming the cause), as does the bootstrap promise if it is still
  * pending, and vat_conn_closed resolves with that error (a system shut
  * down with the connection open breaks it with `shutdown` instead). The
- * connection
- * vat ends with the reason `noconnection`, as Erlang reports a lost node:
- * monitors held on its proxies fire with it, later messages to them are
- * dead letters, and requests sent to them break with it.
+ * connection vat ends with the reason `noconnection`, as Erlang reports a
+ * lost node: monitors held on its proxies fire with it, later messages to
+ * them are dead letters, and requests sent to them break with it.
  *
  * Promises inside values cross too: a local promise is exported ("p+N")
  * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
@@ -69,8 +68,8 @@
  *    from any host thread; a host thread that waits (vat_promise_wait) on
  *    the loop's thread stops the loop, and so the connection: run the loop
  *    until the promise settles instead (vat_promise_peek).
- *  - A system with workers runs its turns there, the loop thread only the
- *    I/O. A host-driven system (vat/host.h) may be run by the same loop,
+ *  - With a system that has workers, the connection's turns run on the
+ *    workers and the loop's thread does the I/O only. A host-driven system (vat/host.h) may be run by the same loop,
  *    polling vat_system_fd and timing vat_system_next_timer as the libuv
  *    example does: one thread, one loop for the vats and the sockets.
  *  - Writes to a socket the peer closed raise SIGPIPE on the loop's
@@ -85,7 +84,6 @@
  *    open leaves no turn to end it: vat_conn_close then closes its socket
  *    directly.
  *
-
  * Built when the library has CapTP (jansson) and libuv (meson feature
  * option `net`); not included by <vat.h>.
  */
@@ -226,8 +224,8 @@ int vat_listener_accept(vat_listener *l, double timeout_s, vat_conn **out);
 /** Gets each connection vat_listener_serve accepted: `rc` VAT_OK and the
  *  connection (opened with the listener's options, on its loop), or an
  *  error and NULL: one of vat_conn_open's (that connection was closed;
- *  serving goes on), or VAT_EIO (accepting failed: serving has stopped,
- *  errno says why; close the listener). Runs on the loop's thread, as a
+ *  serving goes on), or VAT_EIO (accepting failed: serving has stopped;
+ *  close the listener). Runs on the loop's thread, as a
  *  libuv callback; it may close the listener. */
 typedef void (*vat_accept_fn)(void *ctx, vat_listener *l, int rc,
                               vat_conn *conn);
@@ -242,8 +240,8 @@ int vat_listener_serve(vat_listener *l, vat_accept_fn fn, void *ctx);
 
 /** Stops listening and closes the socket (a Unix socket's path is
  *  removed). Connections already accepted go on. Host thread; a served
- *  listener's on its loop's thread (its handle closes on the loop's next
- *  turn). Errors: VAT_EINVAL. */
+ *  listener's on its loop's thread (its handle closes in the loop's next
+ *  iteration). Errors: VAT_EINVAL. */
 int vat_listener_close(vat_listener *l);
 
 #ifdef __cplusplus
