@@ -7,11 +7,14 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "support.h"
 #include "vat/caps.h"
@@ -956,6 +959,9 @@ START_TEST(addresses_are_checked) {
 }
 END_TEST
 
+static void add_shutdown_tests(Suite *s);
+static void add_host_loop_tests(Suite *s);
+
 Suite *test_net_suite(void) {
   Suite *s = suite_create("net");
   TCase *tc = test_case("net", 120);
@@ -983,5 +989,354 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, listen_and_connect_on_a_unix_path);
   tcase_add_test(tc, addresses_are_checked);
   suite_add_tcase(s, tc);
+  add_shutdown_tests(s);
+  add_host_loop_tests(s);
   return s;
+}
+
+/* --- The system's shutdown ------------------------------------------------ */
+
+/* A raw peer's end of a socketpair: reads until end of stream or `wait_s`;
+ * true at end of stream. */
+static bool raw_sees_end(int fd, double wait_s) {
+  double deadline = test_wall_seconds() + wait_s;
+  char buf[4096];
+  while (test_wall_seconds() < deadline) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 50) <= 0)
+      continue;
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n == 0)
+      return true;
+    if (n < 0 && errno != EINTR && errno != EAGAIN)
+      return false;
+  }
+  return false;
+}
+
+START_TEST(shutdown_settles_closed_and_close_still_closes) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], NULL, NULL, &c));
+  vat_system_shutdown(sys, 5);
+  vat_value why;
+  /* Was left pending for ever. */
+  ck_assert_vat_err(vat_promise_wait(vat_conn_closed(c), 5, &why), VAT_EBROKEN);
+  ck_assert(vat_is_atom(why, vat_atom_shutdown()));
+  /* No turn can end it now: the socket is closed from the caller. */
+  ck_assert_vat_ok(vat_conn_close(c));
+  ck_assert(raw_sees_end(sv[1], WAIT_S));
+  close(sv[1]);
+  vat_system_destroy(sys);
+}
+END_TEST
+
+static void add_shutdown_tests(Suite *s) {
+  TCase *tc = test_case("shutdown", 120);
+  tcase_add_test(tc, shutdown_settles_closed_and_close_still_closes);
+  suite_add_tcase(s, tc);
+}
+
+/* --- Connections on the host's libuv loop --------------------------------- */
+
+/* A libuv loop of the test's own, run by the test's thread, which holds
+ * the connections' sockets. A tick every millisecond wakes it, so runs
+ * notice promises that workers settle; a host-driven system is run by the
+ * same loop, from the tick and when its descriptor polls readable. */
+typedef struct host_loop {
+  uv_loop_t loop;
+  uv_timer_t tick;
+  uv_poll_t sys_ready;
+  vat_system *sys;
+  bool host_driven;
+} host_loop;
+
+static void run_system(host_loop *h) {
+  if (h->host_driven)
+    vat_system_run(h->sys, 0, 0, NULL);
+}
+
+static void on_tick(uv_timer_t *t) {
+  run_system(t->data);
+}
+
+static void on_sys_ready(uv_poll_t *p, int status, int events) {
+  (void)status;
+  (void)events;
+  run_system(p->data);
+}
+
+static void host_loop_start(host_loop *h, bool host_driven) {
+  memset(h, 0, sizeof *h);
+  /* net.h: the host's loop thread does not die of a write to a closed
+   * socket; the library leaves that to the host there. */
+  signal(SIGPIPE, SIG_IGN);
+  h->host_driven = host_driven;
+  h->sys = host_driven ? test_host_system(false, 0) : test_system(2);
+  ck_assert_int_eq(uv_loop_init(&h->loop), 0);
+  ck_assert_int_eq(uv_timer_init(&h->loop, &h->tick), 0);
+  h->tick.data = h;
+  ck_assert_int_eq(uv_timer_start(&h->tick, on_tick, 1, 1), 0);
+  if (host_driven) {
+    int fd;
+    ck_assert_vat_ok(vat_system_fd(h->sys, &fd));
+    ck_assert_int_eq(uv_poll_init(&h->loop, &h->sys_ready, fd), 0);
+    h->sys_ready.data = h;
+    ck_assert_int_eq(uv_poll_start(&h->sys_ready, UV_READABLE, on_sys_ready),
+                     0);
+  }
+}
+
+static vat_conn_options on_loop(host_loop *h) {
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.loop = &h->loop;
+  return opt;
+}
+
+/* Runs the loop until `p` settles (asserted, within WAIT_S); returns
+ * VAT_OK (resolved) or VAT_EBROKEN, the value or reason in *out. */
+static int run_until_settled(host_loop *h, vat_promise *p, vat_value *out) {
+  double deadline = test_wall_seconds() + WAIT_S;
+  while (vat_promise_peek(p, NULL) == VAT_PROMISE_PENDING &&
+         test_wall_seconds() < deadline)
+    uv_run(&h->loop, UV_RUN_ONCE);
+  vat_value v;
+  vat_promise_state st = vat_promise_peek(p, &v);
+  ck_assert_msg(st != VAT_PROMISE_PENDING, "still pending after %.0f s",
+                WAIT_S);
+  if (out != NULL)
+    *out = v;
+  return st == VAT_PROMISE_RESOLVED ? VAT_OK : VAT_EBROKEN;
+}
+
+static vat_ref *run_until_ref(host_loop *h, vat_promise *p) {
+  vat_value v;
+  ck_assert_vat_ok(run_until_settled(h, p, &v));
+  ck_assert_int_eq(vat_type_of(v), VAT_T_REF);
+  return vat_value_ref(v);
+}
+
+static int loop_ask(host_loop *h, vat_ref *to, const char *method,
+                    vat_value *args, size_t n, vat_value *out) {
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_request(to, sel(method), vat_list(args, n), 0, &p));
+  return run_until_settled(h, p, out);
+}
+
+static void run_until_closed(host_loop *h, vat_conn *c, const char *causes) {
+  vat_value why;
+  ck_assert_vat_ok(run_until_settled(h, vat_conn_closed(c), &why));
+  assert_disconnected(why, causes);
+}
+
+/* Closes the test's handles, runs the loop until every handle on it (the
+ * connections' too) is closed, and checks it closes clean. */
+static void host_loop_close(host_loop *h) {
+  uv_close((uv_handle_t *)&h->tick, NULL);
+  if (h->host_driven)
+    uv_close((uv_handle_t *)&h->sys_ready, NULL);
+  double deadline = test_wall_seconds() + WAIT_S;
+  while (uv_run(&h->loop, UV_RUN_NOWAIT) != 0 && test_wall_seconds() < deadline)
+    test_sleep(0.001);
+  ck_assert_int_eq(uv_loop_close(&h->loop), 0);
+}
+
+enum { LOOP_CALLS = 300 };
+
+/* Iteration i: even, a system with two workers; odd, a host-driven
+ * system run by the same loop as the sockets. */
+START_TEST(calls_over_a_socketpair_on_the_hosts_loop) {
+  host_loop h;
+  host_loop_start(&h, _i % 2 == 1);
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_ref *served, *client;
+  ck_assert_vat_ok(vat_host_spawn(h.sys, &server_def, &served, NULL));
+  ck_assert_vat_ok(vat_host_spawn(h.sys, &pinged_def, &client, NULL));
+  vat_conn_options opt = on_loop(&h);
+  vat_conn *a, *b;
+  ck_assert_vat_ok(vat_conn_open(h.sys, sv[0], served, &opt, &a));
+  ck_assert_vat_ok(vat_conn_open(h.sys, sv[1], client, &opt, &b));
+  vat_ref *remote = run_until_ref(&h, vat_conn_bootstrap(b));
+  vat_value args[2] = {vat_int(40), vat_int(2)}, v;
+  ck_assert_vat_ok(loop_ask(&h, remote, "add", args, 2, &v));
+  ck_assert(vat_equal(v, vat_int(42)));
+  ck_assert_vat_err(loop_ask(&h, remote, "fail", NULL, 0, &v), VAT_EBROKEN);
+  ck_assert(vat_error_code(v) == sel("RangeError"));
+  vat_ref *back = run_until_ref(&h, vat_conn_bootstrap(a));
+  vat_value hi = vat_string("hi");
+  ck_assert_vat_ok(loop_ask(&h, back, "ping", &hi, 1, &v));
+  ck_assert_str_eq(vat_string_data(v), "pong: hi");
+  /* Many at once: frames queued by turns while the loop writes. */
+  vat_promise *many[LOOP_CALLS];
+  for (int i = 0; i < LOOP_CALLS; i++) {
+    vat_value xy[2] = {vat_int(i), vat_int(1000)};
+    ck_assert_vat_ok(
+        vat_host_request(remote, sel("add"), vat_list(xy, 2), 0, &many[i]));
+  }
+  for (int i = 0; i < LOOP_CALLS; i++) {
+    ck_assert_vat_ok(run_until_settled(&h, many[i], &v));
+    ck_assert(vat_equal(v, vat_int(i + 1000)));
+  }
+  ck_assert_vat_ok(vat_conn_close(b));
+  run_until_closed(&h, b, "closed");
+  run_until_closed(&h, a, "disconnected by the peer|end of stream");
+  host_loop_close(&h);
+  test_quiesce(h.sys);
+}
+END_TEST
+
+typedef struct accepted {
+  int calls, last_rc;
+  vat_conn *conn;
+} accepted;
+
+static void on_accept(void *ctx, vat_listener *l, int rc, vat_conn *conn) {
+  (void)l;
+  accepted *acc = ctx;
+  acc->calls++;
+  acc->last_rc = rc;
+  acc->conn = conn;
+}
+
+START_TEST(tcp_served_and_connected_on_the_hosts_loop) {
+  host_loop h;
+  host_loop_start(&h, _i % 2 == 1);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(h.sys, &server_def, &served, NULL));
+  vat_listener *l;
+  /* Serving needs a loop to serve on. */
+  ck_assert_vat_ok(vat_listen(h.sys, "tcp:127.0.0.1:0", served, NULL, &l));
+  ck_assert_vat_err(vat_listener_serve(l, on_accept, NULL), VAT_EINVAL);
+  ck_assert_vat_ok(vat_listener_close(l));
+  vat_conn_options opt = on_loop(&h);
+  ck_assert_vat_ok(vat_listen(h.sys, "tcp:127.0.0.1:0", served, &opt, &l));
+  accepted acc = {0};
+  ck_assert_vat_err(vat_listener_serve(l, NULL, &acc), VAT_EINVAL);
+  ck_assert_vat_ok(vat_listener_serve(l, on_accept, &acc));
+  ck_assert_vat_err(vat_listener_serve(l, on_accept, &acc), VAT_EBUSY);
+  vat_conn *other;
+  ck_assert_vat_err(vat_listener_accept(l, 0, &other), VAT_EBUSY);
+  char addr[64];
+  snprintf(addr, sizeof addr, "tcp:127.0.0.1:%d", vat_listener_port(l));
+  vat_conn *client;
+  ck_assert_vat_ok(vat_connect(h.sys, addr, NULL, &opt, &client));
+  vat_ref *remote = run_until_ref(&h, vat_conn_bootstrap(client));
+  ck_assert_int_eq(acc.calls, 1);
+  ck_assert_vat_ok(acc.last_rc);
+  ck_assert_ptr_nonnull(acc.conn);
+  vat_value args[2] = {vat_int(20), vat_int(22)}, v;
+  ck_assert_vat_ok(loop_ask(&h, remote, "add", args, 2, &v));
+  ck_assert(vat_equal(v, vat_int(42)));
+  ck_assert_vat_ok(vat_listener_close(l));
+  ck_assert_vat_err(vat_listener_serve(l, on_accept, &acc), VAT_ECLOSED);
+  ck_assert_vat_ok(vat_conn_close(client));
+  run_until_closed(&h, client, "closed");
+  run_until_closed(&h, acc.conn, "disconnected by the peer|end of stream");
+  host_loop_close(&h);
+  test_quiesce(h.sys);
+}
+END_TEST
+
+START_TEST(a_lost_peer_on_the_hosts_loop) {
+  host_loop h;
+  host_loop_start(&h, _i % 2 == 1);
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_conn_options opt = on_loop(&h);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(h.sys, sv[0], NULL, &opt, &c));
+  /* The raw peer never answers the bootstrap question, then goes. */
+  char buf[256];
+  struct pollfd p = {.fd = sv[1], .events = POLLIN};
+  while (poll(&p, 1, 0) == 0)
+    uv_run(&h.loop, UV_RUN_ONCE);
+  ck_assert_int_gt(read(sv[1], buf, sizeof buf), 0);
+  close(sv[1]);
+  vat_value why;
+  ck_assert_vat_err(run_until_settled(&h, vat_conn_bootstrap(c), &why),
+                    VAT_EBROKEN);
+  assert_disconnected(why, "end of stream|read");
+  run_until_closed(&h, c, "end of stream|read");
+  host_loop_close(&h);
+  test_quiesce(h.sys);
+}
+END_TEST
+
+START_TEST(shutdown_with_a_connection_on_the_hosts_loop) {
+  host_loop h;
+  host_loop_start(&h, _i % 2 == 1);
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_conn_options opt = on_loop(&h);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(h.sys, sv[0], NULL, &opt, &c));
+  ck_assert_vat_ok(vat_system_shutdown(h.sys, 5));
+  vat_value why;
+  ck_assert_vat_err(run_until_settled(&h, vat_conn_closed(c), &why),
+                    VAT_EBROKEN);
+  ck_assert(vat_is_atom(why, vat_atom_shutdown()));
+  /* Its handles would keep the loop open: closing it closes them. */
+  ck_assert_vat_ok(vat_conn_close(c));
+  host_loop_close(&h);
+  ck_assert(raw_sees_end(sv[1], WAIT_S));
+  close(sv[1]);
+  vat_system_destroy(h.sys);
+}
+END_TEST
+
+typedef struct unregistered_open {
+  vat_system *sys;
+  uv_loop_t *loop;
+  int fd, rc;
+} unregistered_open;
+
+static void *open_unregistered(void *arg) {
+  unregistered_open *u = arg;
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.loop = u->loop;
+  vat_conn *c;
+  u->rc = vat_conn_open(u->sys, u->fd, NULL, &opt, &c);
+  return NULL;
+}
+
+START_TEST(a_loop_thread_must_be_registered) {
+  vat_system *sys = test_system(1);
+  uv_loop_t loop;
+  ck_assert_int_eq(uv_loop_init(&loop), 0);
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  unregistered_open u = {sys, &loop, sv[0], VAT_OK};
+  pthread_t t;
+  /* The plain pthread calls: a thread the collector does not know. */
+#pragma push_macro("pthread_create")
+#pragma push_macro("pthread_join")
+#undef pthread_create
+#undef pthread_join
+  ck_assert_int_eq(pthread_create(&t, NULL, open_unregistered, &u), 0);
+  ck_assert_int_eq(pthread_join(t, NULL), 0);
+#pragma pop_macro("pthread_join")
+#pragma pop_macro("pthread_create")
+  ck_assert_vat_err(u.rc, VAT_ENOTREGISTERED);
+  /* Nothing was left on the loop, and the descriptor is still ours. */
+  ck_assert_int_eq(uv_loop_close(&loop), 0);
+  ck_assert_int_eq(close(sv[0]), 0);
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+static void add_host_loop_tests(Suite *s) {
+  TCase *tc = test_case("hostloop", 120);
+  /* Even iterations: workers; odd: host-driven, on the same loop. */
+  tcase_add_loop_test(tc, calls_over_a_socketpair_on_the_hosts_loop, 0, 8);
+  tcase_add_loop_test(tc, tcp_served_and_connected_on_the_hosts_loop, 0, 4);
+  tcase_add_loop_test(tc, a_lost_peer_on_the_hosts_loop, 0, 4);
+  tcase_add_loop_test(tc, shutdown_with_a_connection_on_the_hosts_loop, 0, 2);
+  tcase_add_test(tc, a_loop_thread_must_be_registered);
+  suite_add_tcase(s, tc);
 }

@@ -21,10 +21,11 @@
  * ref. A function message (vat_send, vat_call) sent to a proxy runs on the
  * proxy's state and is not forwarded: use selectors.
  *
- * The I/O runs on a libuv loop on a thread of the library's own, one per
- * connection; frames become turns of the connection vat, and what its
- * turns send is queued for that thread, so no worker ever blocks on the
- * network.
+ * The I/O runs on a libuv loop: by default on a thread of the library's
+ * own, one per connection, or on the host's own loop (options `loop`, see
+ * "The host's loop" below). Frames become turns of the connection vat,
+ * and what its turns send is queued for the loop (uv_async_send), so no
+ * worker ever blocks on the network.
  *
  * When the connection ends (end of stream, a read or write error, a
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the
@@ -32,10 +33,11 @@
  * vat_conn_close), every question still waiting on the peer breaks with
  * the error disconnected(cause) (code vat_atom_disconnected(), the payload
  * a string naming the cause), as does the bootstrap promise if it is still
- * pending, and vat_conn_closed resolves with that error. The connection
- * vat ends with the reason `noconnection`, as Erlang reports a lost node:
- * monitors held on its proxies fire with it, later messages to them are
- * dead letters, and requests sent to them break with it.
+ * pending, and vat_conn_closed resolves with that error (a system shut
+ * down with the connection open breaks it with `shutdown` instead). The
+ * connection vat ends with the reason `noconnection`, as Erlang reports a
+ * lost node: monitors held on its proxies fire with it, later messages to
+ * them are dead letters, and requests sent to them break with it.
  *
  * Promises inside values cross too: a local promise is exported ("p+N")
  * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
@@ -49,7 +51,38 @@
  * the ref gets a new slot). This side never sends CTP_DROP (Endo's
  * exporter mishandles them): proxies live as long as the connection.
  *
- * Not supported yet: running on a host's own libuv loop.
+ * The host's loop. A program built on libuv sets options `loop` to its
+ * uv_loop_t, and the connection's socket handles (a stream and an async
+ * handle; a listener's poll handle) live on that loop, run by the host:
+ *  - The loop's thread opens the connection (vat_conn_open, vat_connect,
+ *    vat_listener_accept, or vat_listener_serve's callback) and must be
+ *    registered with the library (vat_thread_register; the thread that
+ *    called vat_init is): that is checked there (VAT_ENOTREGISTERED), and
+ *    it reads there (vat_host_send) from then on. It must stay registered
+ *    and run the loop while the connection lives; nothing reads or writes
+ *    otherwise. libuv is not thread-safe: no other thread may run that
+ *    loop or touch its handles meanwhile.
+ *  - Vats' turns (workers, or the thread inside vat_system_run) only queue
+ *    frames and wake the loop with uv_async_send: any thread may send.
+ *    vat_conn_close, vat_conn_bootstrap and vat_conn_closed stay callable
+ *    from any host thread; a host thread that waits (vat_promise_wait) on
+ *    the loop's thread stops the loop, and so the connection: run the loop
+ *    until the promise settles instead (vat_promise_peek).
+ *  - With a system that has workers, the connection's turns run on the
+ *    workers and the loop's thread does the I/O only. A host-driven system (vat/host.h) may be run by the same loop,
+ *    polling vat_system_fd and timing vat_system_next_timer as the libuv
+ *    example does: one thread, one loop for the vats and the sockets.
+ *  - Writes to a socket the peer closed raise SIGPIPE on the loop's
+ *    thread, which the library does not touch there: the host ignores or
+ *    blocks SIGPIPE (on its own thread the library blocks it).
+ *  - Before closing its loop, the host ends every connection on it
+ *    (vat_conn_close, or the peer's end) and every listener
+ *    (vat_listener_close) and runs the loop until their handles are closed:
+ *    they close by themselves once vat_conn_closed has settled, so uv_run
+ *    returns once the host's own handles are closed too, and
+ *    uv_loop_close then returns 0. A system shut down with a connection
+ *    open leaves no turn to end it: vat_conn_close then closes its socket
+ *    directly.
  *
  * Built when the library has CapTP (jansson) and libuv (meson feature
  * option `net`); not included by <vat.h>.
@@ -92,6 +125,11 @@ typedef struct vat_conn_options {
    *  limit(...), an answer becomes an exception); a peer that makes this
    *  side import one more ends the connection. */
   size_t max_exports;
+  /** The host's libuv loop (a uv_loop_t *) for the connection's socket,
+   *  run by the host on its thread; NULL: a loop on a thread of the
+   *  library's own. See "The host's loop" above. For a listener: where
+   *  the connections it accepts live, and where vat_listener_serve waits. */
+  struct uv_loop_s *loop;
 } vat_conn_options;
 
 #define VAT_CONN_MAX_QUESTIONS 100000
@@ -104,9 +142,11 @@ void vat_conn_options_default(vat_conn_options *opt);
  *  `bootstrap` (NULL: none; the peer's bootstrap question is then answered
  *  with an exception) to the peer. On success the connection owns `fd`
  *  (it closes it when it ends) and *out is its handle, a collector object.
- *  Host thread. Errors: VAT_EINVAL (NULL sys/out, fd < 0), VAT_ENOMEM,
- *  VAT_EIO (libuv refused the descriptor or the thread did not start), and
- *  those of vat_host_spawn. On error `fd` is left open. */
+ *  Host thread; with options `loop`, that loop's thread. Errors:
+ *  VAT_EINVAL (NULL sys/out, fd < 0), VAT_ENOMEM, VAT_EIO (libuv refused
+ *  the descriptor or the thread did not start), and those of
+ *  vat_host_spawn (VAT_ENOTREGISTERED: the thread is not registered). On
+ *  error `fd` is left open. */
 int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
                   const vat_conn_options *opt, vat_conn **out);
 
@@ -116,14 +156,19 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
 vat_promise *vat_conn_bootstrap(vat_conn *conn);
 
 /** A promise resolved, when the connection has ended, with its reason:
- *  the error disconnected(cause). A system shut down with the connection
- *  open leaves it pending. Any thread. NULL for NULL. */
+ *  the error disconnected(cause). If the connection vat ends otherwise it
+ *  breaks: with `shutdown` when its system shuts down with the connection
+ *  open (once vat_system_shutdown has stopped the system), or with the
+ *  reason its vat failed with. Any thread. NULL for NULL. */
 vat_promise *vat_conn_closed(vat_conn *conn);
 
 /** Ends the connection: sends CTP_DISCONNECT, then closes the socket once
  *  what was queued before it is written. Pending questions break with
- *  disconnected("closed"). Ending an ended connection does nothing.
- *  Host thread. Errors: VAT_EINVAL, and those of vat_host_send. */
+ *  disconnected("closed"). Ending an ended connection does nothing. Once
+ *  its system is shutting down or shut down, no turn can end it: this
+ *  closes the socket (after what was queued) itself and returns VAT_OK.
+ *  Host thread. Errors: VAT_EINVAL, and those of vat_host_send but
+ *  VAT_ECLOSED. */
 int vat_conn_close(vat_conn *conn);
 
 /** Pipelining: sends method(args) to `target`, a ref imported from a
@@ -170,13 +215,33 @@ int vat_listen(vat_system *sys, const char *address, vat_ref *bootstrap,
 int vat_listener_port(vat_listener *l);
 
 /** Waits up to `timeout_s` seconds (negative: for ever) for the next
- *  connection and opens it. Host thread. Errors: VAT_EINVAL, VAT_ETIMEDOUT,
- *  VAT_ECLOSED (listener closed), VAT_EIO, and those of vat_conn_open. */
+ *  connection and opens it. Host thread (with options `loop`: that loop's
+ *  thread, which it blocks; vat_listener_serve does not). Errors:
+ *  VAT_EINVAL, VAT_ETIMEDOUT, VAT_ECLOSED (listener closed), VAT_EBUSY
+ *  (served on a loop), VAT_EIO, and those of vat_conn_open. */
 int vat_listener_accept(vat_listener *l, double timeout_s, vat_conn **out);
 
+/** Gets each connection vat_listener_serve accepted: `rc` VAT_OK and the
+ *  connection (opened with the listener's options, on its loop), or an
+ *  error and NULL: one of vat_conn_open's (that connection was closed;
+ *  serving goes on), or VAT_EIO (accepting failed: serving has stopped;
+ *  close the listener). Runs on the loop's thread, as a
+ *  libuv callback; it may close the listener. */
+typedef void (*vat_accept_fn)(void *ctx, vat_listener *l, int rc,
+                              vat_conn *conn);
+
+/** Serves the listener on the loop of its options (`loop`, required): the
+ *  loop waits for connections and `fn(ctx, ...)` gets each, until
+ *  vat_listener_close. The loop's thread, registered (see "The host's
+ *  loop"). Errors: VAT_EINVAL (NULL l or fn, no loop in the listener's
+ *  options), VAT_ECLOSED (closed), VAT_EBUSY (served already), VAT_EIO
+ *  (libuv refused the socket), VAT_ENOMEM. */
+int vat_listener_serve(vat_listener *l, vat_accept_fn fn, void *ctx);
+
 /** Stops listening and closes the socket (a Unix socket's path is
- *  removed). Connections already accepted go on. Host thread.
- *  Errors: VAT_EINVAL. */
+ *  removed). Connections already accepted go on. Host thread; a served
+ *  listener's on its loop's thread (its handle closes in the loop's next
+ *  iteration). Errors: VAT_EINVAL. */
 int vat_listener_close(vat_listener *l);
 
 #ifdef __cplusplus

@@ -21,6 +21,7 @@ struct vat_conn {
   vat_ref *ref;
   vat_promise *bootstrap;
   vat_promise *closed;
+  net_io_owner *io; /* the handle's share: closes it after a shutdown */
 };
 
 const vat_atom *vat_atom_disconnected(void) {
@@ -116,7 +117,8 @@ void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer) {
   net_table_each(&c->promises, break_promise, &e);
   if (c->remote_bootstrap != NULL)
     vat_break(turn, c->remote_bootstrap, reason);
-  vat_resolve(turn, c->closed, reason);
+  if (c->closed != NULL)
+    vat_resolve(turn, c->closed, reason);
   c->questions = c->promises = c->answers = (net_table){0};
   c->exports = c->export_ids = (net_table){0};
   net_io_close(c->io);
@@ -141,6 +143,16 @@ void net_on_lost(vat_turn *turn, void *state, void *arg) {
 static void do_close(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   net_end(turn, state, "closed", true);
+}
+
+/* vat_conn_closed's promise is this request's: answered when the
+ * connection ends, and broken by the system (with `shutdown`, or the
+ * reason the vat failed with) when the vat ends without answering it. */
+static void keep_closed(vat_turn *turn, void *state, void *arg,
+                        vat_resolver *closed) {
+  (void)turn;
+  (void)arg;
+  ((net_conn *)state)->closed = closed;
 }
 
 static void abandon(vat_turn *turn, void *state, void *arg) {
@@ -239,28 +251,34 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
   vat_conn_options_default(&o);
   if (opt != NULL)
     o = *opt;
-  vat_conn *h = GC_MALLOC(sizeof *h);
-  if (h == NULL)
-    return VAT_ENOMEM;
-  vat_resolver *boot, *closed;
-  if (vat_promise_new(&h->bootstrap, &boot) != VAT_OK ||
-      vat_promise_new(&h->closed, &closed) != VAT_OK)
-    return VAT_ENOMEM;
   vat_entity_def def = conn_def;
   if (o.label != NULL)
     def.label = o.label;
+  /* The spawn first: it checks the calling thread may use the library
+   * (VAT_ENOTREGISTERED), which the collector's allocations below need. */
   net_conn *c;
-  int rc = vat_host_spawn(sys, &def, &h->ref, (void **)&c);
+  vat_ref *ref;
+  int rc = vat_host_spawn(sys, &def, &ref, (void **)&c);
   if (rc != VAT_OK)
     return rc;
+  vat_conn *h = GC_MALLOC(sizeof *h);
+  vat_resolver *boot = NULL;
+  if (h == NULL || vat_promise_new(&h->bootstrap, &boot) != VAT_OK) {
+    vat_host_send(ref, abandon, NULL);
+    return VAT_ENOMEM;
+  }
+  h->ref = ref;
   /* Watched: a connection's end is expected, not a crash to report. */
   vat_promise *down;
   rc = vat_host_monitor(h->ref, NULL, &down);
+  /* Sent before `start`, so it is kept before anything can end the
+   * connection (one host thread's messages arrive in order). */
+  if (rc == VAT_OK)
+    rc = vat_host_call(h->ref, keep_closed, NULL, 0, &h->closed);
   if (rc != VAT_OK) {
     vat_host_send(h->ref, abandon, NULL);
     return rc;
   }
-  c->closed = closed;
   c->bootstrap = bootstrap;
   c->remote_bootstrap = boot;
   c->next_question = c->next_export = 1;
@@ -270,17 +288,21 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
   /* libvat's own descriptor: libuv closes it with the handle, even when
    * opening fails, and the caller's stays open until we succeed. */
   c->owner = net_io_owner_new();
-  if (c->owner == NULL) {
+  h->io = net_io_owner_new();
+  if (c->owner == NULL || h->io == NULL) {
     vat_host_send(h->ref, abandon, NULL);
     return VAT_ENOMEM;
   }
   int mine = dup(fd);
-  if (mine < 0 || (c->io = net_io_new(mine, h->ref, o.max_frame)) == NULL) {
+  if (mine < 0 ||
+      (c->io = net_io_new(mine, h->ref, o.max_frame, o.loop)) == NULL) {
     c->ended = true;
     vat_host_send(h->ref, abandon, NULL);
     return VAT_EIO;
   }
   net_io_owner_set(c->owner, c->io);
+  net_io_share(c->io);
+  net_io_owner_set(h->io, c->io);
   close(fd);
   rc = vat_host_send(h->ref, start, NULL);
   if (rc != VAT_OK)
@@ -300,5 +322,14 @@ vat_promise *vat_conn_closed(vat_conn *conn) {
 int vat_conn_close(vat_conn *conn) {
   if (conn == NULL)
     return VAT_EINVAL;
-  return vat_host_send(conn->ref, do_close, NULL);
+  int rc = vat_host_send(conn->ref, do_close, NULL);
+  if (rc != VAT_ECLOSED)
+    return rc;
+  /* The system is shutting down or gone: no turn will end the connection,
+   * so its socket is closed from here, or it would hold its thread, or
+   * the host's loop, open for ever. */
+  net_io *io = net_io_owner_io(conn->io);
+  if (io != NULL)
+    net_io_close(io);
+  return VAT_OK;
 }

@@ -27,16 +27,20 @@ void *net_table_take(net_table *t, uint64_t key);
 void net_table_each(const net_table *t, void (*fn)(void *ctx, void *val),
                     void *ctx);
 
-/* --- io.c: the socket, on a libuv loop of its own ---------------------- */
+/* --- io.c: the socket, on a libuv loop of its own or the host's -------- */
 
 typedef struct net_io net_io;
 
 /** Prepares the I/O of `fd`, which it owns from now on (closed on
  *  failure too); frames will go to `conn` as net_on_frame messages, the
- *  end as one net_on_lost message. NULL on failure. */
-net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame);
+ *  end as one net_on_lost message. `host_loop` NULL: a loop of its own,
+ *  on a thread net_io_run starts; else the host's, and this is called on
+ *  its thread, which reads from then on. NULL on failure. */
+net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame,
+                   struct uv_loop_s *host_loop);
 /** Starts the I/O thread: called by the connection vat's first turn, so
- *  no frame arrives before the vat is set up. false when no thread could
+ *  no frame arrives before the vat is set up (on the host's loop, true at
+ *  once: the host runs it). false when no thread could
  *  be made (the socket is closed then, and the thread's share let go). */
 bool net_io_run(net_io *io);
 /** Queues bytes (copied) for writing; dropped once the socket closed.
@@ -50,6 +54,10 @@ void net_io_close(net_io *io);
 typedef struct net_io_owner net_io_owner;
 net_io_owner *net_io_owner_new(void);
 void net_io_owner_set(net_io_owner *o, net_io *io);
+/** The io a share holds; NULL once released. */
+net_io *net_io_owner_io(net_io_owner *o);
+/** One more owner of `io` (before handing it to a second net_io_owner). */
+void net_io_share(net_io *io);
 /** The connection vat is done with its io (it may be freed). */
 void net_io_release(net_io_owner *o);
 

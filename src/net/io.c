@@ -1,9 +1,12 @@
-/* The socket side of a connection: one thread running a libuv loop.
+/* The socket side of a connection: a libuv loop, either on a thread of
+ * its own or the host's (vat_conn_options.loop), run by the host.
  *
  * Reads: bytes go through a netstring reader; each complete frame is
  * copied into collector memory and sent to the connection vat as a
- * net_on_frame message (vat_host_send: this thread is registered, being
- * made by the collector's pthread_create). The first failure (end of
+ * net_on_frame message (vat_host_send: our own thread is registered,
+ * being made by the collector's pthread_create; the host's loop thread was
+ * registered when it opened the connection, or vat_conn_open failed
+ * there). The first failure (end of
  * stream, read or write error, bad frame) sends one net_on_lost and
  * closes the socket.
  *
@@ -13,11 +16,14 @@
  * A close request shuts the stream down after the queued writes.
  *
  * Lifetime: the struct is uncollectable collector memory (scanned, so the
- * conn ref in it keeps the vat reachable while the thread runs) with two
- * owners, this thread and the connection vat; the last to let go frees
- * it. The vat lets go when it ends (its on_stop) or, when its system
- * stopped with it alive and on_stop never runs, when it is collected: its
- * state holds a small finalized object, the net_io_owner. */
+ * conn ref in it keeps the vat reachable while the loop side runs) with
+ * three owners: the loop side (our thread, or on the host's loop the two
+ * handles until both are closed), the connection vat, and the vat_conn
+ * handle, so that vat_conn_close may still close the socket after the
+ * system shut down. The last to let go frees it. The vat lets go when it
+ * ends (its on_stop) or, when its system stopped with it alive and on_stop
+ * never runs, when it is collected: its state holds a small finalized
+ * object, the net_io_owner; the handle's share is one too. */
 #define GC_THREADS 1
 #include <gc/gc.h>
 #include <pthread.h>
@@ -39,7 +45,8 @@ typedef struct out_buf {
 } out_buf;
 
 struct net_io {
-  uv_loop_t loop;
+  uv_loop_t own_loop; /* unused on the host's loop */
+  uv_loop_t *loop;    /* &own_loop, or the host's */
   union {
     uv_stream_t stream;
     uv_tcp_t tcp;
@@ -55,9 +62,10 @@ struct net_io {
   bool closed;      /* the async handle is closing: do not wake it */
   bool finishing;   /* loop thread only: the handles are being closed */
   bool shutting;    /* loop thread only: uv_shutdown is under way */
+  int open_handles; /* loop thread only: handles not closed yet */
   char *in; /* loop thread only: the read buffer (malloc'd: never scanned) */
-  /* Owners: this thread and the vat. acq_rel so the last owner sees the
-   * other's writes to the struct before it frees it. */
+  /* Owners: the loop side, the vat, the handle. acq_rel so the last owner
+   * sees the others' writes to the struct before it frees it. */
   atomic_int owners;
 };
 
@@ -65,9 +73,18 @@ static void release(net_io *io) {
   if (atomic_fetch_sub_explicit(&io->owners, 1, memory_order_acq_rel) != 1)
     return;
   pthread_mutex_destroy(&io->mu);
-  vat_netstring_reader_free(io->reader);
-  free(io->in);
   GC_FREE(io);
+}
+
+/* The loop side lets go. What only it used goes now, not with the last
+ * owner: the handle's share may last until the process exits. */
+static void loop_side_done(net_io *io) {
+  io->conn = NULL; /* lets the vat become garbage (see net_io_owner) */
+  vat_netstring_reader_free(io->reader);
+  io->reader = NULL;
+  free(io->in);
+  io->in = NULL;
+  release(io);
 }
 
 struct net_io_owner {
@@ -92,6 +109,14 @@ void net_io_owner_set(net_io_owner *o, net_io *io) {
   o->io = io;
 }
 
+net_io *net_io_owner_io(net_io_owner *o) {
+  return o->io;
+}
+
+void net_io_share(net_io *io) {
+  atomic_fetch_add_explicit(&io->owners, 1, memory_order_relaxed);
+}
+
 void net_io_release(net_io_owner *o) {
   /* The vat's on_stop and the finalizer never run at once: the finalizer
    * runs only once the vat, and so its state, is unreachable. */
@@ -111,8 +136,17 @@ static void free_queue(out_buf *b) {
   }
 }
 
+static bool on_host_loop(const net_io *io) {
+  return io->loop != &io->own_loop;
+}
+
+/* On our own loop uv_run returns once both handles are closed and the
+ * thread lets go; on the host's, the last handle closed lets go. */
 static void on_closed(uv_handle_t *h) {
-  (void)h; /* uv_run returns once both handles are closed */
+  net_io *io = h->data;
+  if (--io->open_handles > 0 || !on_host_loop(io))
+    return;
+  loop_side_done(io);
 }
 
 /* Closes both handles; the loop then runs out of work and the thread
@@ -308,71 +342,88 @@ void net_io_close(net_io *io) {
 
 static void *io_main(void *arg) {
   net_io *io = arg;
-  uv_run(&io->loop, UV_RUN_DEFAULT);
-  uv_loop_close(&io->loop);
-  io->conn = NULL; /* lets the vat become garbage (see net_io_owner) */
-  release(io);
+  uv_run(io->loop, UV_RUN_DEFAULT);
+  uv_loop_close(io->loop);
+  loop_side_done(io);
   return NULL;
 }
 
 static int open_stream(net_io *io, int fd) {
   if (uv_guess_handle(fd) == UV_TCP) {
-    int rc = uv_tcp_init(&io->loop, &io->s.tcp);
+    int rc = uv_tcp_init(io->loop, &io->s.tcp);
     if (rc == 0)
       rc = uv_tcp_open(&io->s.tcp, fd);
     /* Frames are whole messages, written at once: Nagle's wait for more
      * would only add a round trip's delay to every call. */
     return rc ? rc : uv_tcp_nodelay(&io->s.tcp, 1);
   }
-  int rc = uv_pipe_init(&io->loop, &io->s.pipe, 0);
+  int rc = uv_pipe_init(io->loop, &io->s.pipe, 0);
   return rc ? rc : uv_pipe_open(&io->s.pipe, fd);
 }
 
-net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame) {
+/* Closes the handles opened so far when opening failed, the vat never
+ * having had its share: on our own loop, runs it to finish the closing;
+ * on the host's, the last close callback frees the struct. */
+static void abandon(net_io *io) {
+  io->closed = true;
+  atomic_store_explicit(&io->owners, 1, memory_order_relaxed);
+  int opened = io->open_handles;
+  uv_close((uv_handle_t *)&io->s.stream, on_closed);
+  if (opened > 1)
+    uv_close((uv_handle_t *)&io->wake, on_closed);
+  if (on_host_loop(io))
+    return;
+  uv_run(io->loop, UV_RUN_DEFAULT);
+  uv_loop_close(io->loop);
+  loop_side_done(io);
+}
+
+net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame,
+                   struct uv_loop_s *host_loop) {
   net_io *io = GC_MALLOC_UNCOLLECTABLE(sizeof *io);
-  if (io == NULL)
+  if (io == NULL) {
+    close(fd);
     return NULL;
+  }
   memset(io, 0, sizeof *io);
   io->conn = conn;
+  io->loop = host_loop != NULL ? host_loop : &io->own_loop;
   io->reader = vat_netstring_reader_new(max_frame);
   io->in = malloc(READ_BUFFER);
   atomic_init(&io->owners, 2);
   pthread_mutex_init(&io->mu, NULL);
-  if (io->reader == NULL || io->in == NULL || uv_loop_init(&io->loop) != 0)
-    goto fail_loop;
-  if (open_stream(io, fd) != 0) {
-    close(fd); /* not the handle's: libuv took it only on success */
-    uv_close((uv_handle_t *)&io->s.stream, NULL);
-    goto fail_handles;
+  if (io->reader == NULL || io->in == NULL ||
+      (host_loop == NULL && uv_loop_init(&io->own_loop) != 0)) {
+    close(fd);
+    atomic_store_explicit(&io->owners, 1, memory_order_relaxed);
+    loop_side_done(io);
+    return NULL;
   }
   io->s.stream.data = io;
-  if (uv_async_init(&io->loop, &io->wake, on_wake) != 0) {
-    uv_close((uv_handle_t *)&io->s.stream, NULL);
-    goto fail_handles;
-  }
   io->wake.data = io;
-  if (uv_read_start(&io->s.stream, on_alloc, on_read) != 0)
-    goto fail_both;
+  io->open_handles = 1; /* the stream is closed on failure too */
+  if (open_stream(io, fd) != 0) {
+    close(fd); /* not the handle's: libuv took it only on success */
+    abandon(io);
+    return NULL;
+  }
+  if (uv_async_init(io->loop, &io->wake, on_wake) != 0) {
+    abandon(io);
+    return NULL;
+  }
+  io->open_handles = 2;
+  /* On the host's loop no read callback runs before the caller returns
+   * to the loop, after it sent the vat its first message. */
+  if (uv_read_start(&io->s.stream, on_alloc, on_read) != 0) {
+    abandon(io);
+    return NULL;
+  }
   return io;
-fail_both:
-  uv_close((uv_handle_t *)&io->s.stream, NULL);
-  uv_close((uv_handle_t *)&io->wake, NULL);
-fail_handles:
-  /* Runs the loop only to finish closing the handles. */
-  uv_run(&io->loop, UV_RUN_DEFAULT);
-  uv_loop_close(&io->loop);
-  fd = -1;
-fail_loop:
-  if (fd >= 0)
-    close(fd);
-  free(io->in);
-  vat_netstring_reader_free(io->reader);
-  pthread_mutex_destroy(&io->mu);
-  GC_FREE(io);
-  return NULL;
 }
 
 bool net_io_run(net_io *io) {
+  if (on_host_loop(io))
+    return true; /* the host runs it */
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -394,11 +445,10 @@ bool net_io_run(net_io *io) {
   pthread_mutex_lock(&io->mu);
   io->closed = true;
   pthread_mutex_unlock(&io->mu);
-  uv_close((uv_handle_t *)&io->s.stream, NULL);
-  uv_close((uv_handle_t *)&io->wake, NULL);
-  uv_run(&io->loop, UV_RUN_DEFAULT);
-  uv_loop_close(&io->loop);
-  io->conn = NULL;
-  release(io);
+  uv_close((uv_handle_t *)&io->s.stream, on_closed);
+  uv_close((uv_handle_t *)&io->wake, on_closed);
+  uv_run(io->loop, UV_RUN_DEFAULT);
+  uv_loop_close(io->loop);
+  loop_side_done(io);
   return false;
 }

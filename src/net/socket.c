@@ -1,10 +1,13 @@
 /* Addresses, connecting and listening: plain blocking sockets on the
  * calling host thread; once connected, a socket is handed to
- * vat_conn_open and its I/O moves to the connection's own loop. */
+ * vat_conn_open and its I/O moves to the connection's loop. A listener
+ * served on the host's loop (vat_listener_serve) waits for connections
+ * with a poll handle there and accepts them without blocking. */
 #define _GNU_SOURCE 1
 #define GC_THREADS 1
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <gc/gc.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -14,8 +17,20 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "internal.h"
+
+/* A listener served on the host's loop. Uncollectable: the loop, which
+ * the collector does not scan, is what points at it, and it keeps the
+ * listener reachable until its handle is closed. */
+typedef struct listen_watch {
+  uv_poll_t poll;
+  int fd; /* closed once the handle is */
+  vat_listener *l;
+  vat_accept_fn fn;
+  void *ctx;
+} listen_watch;
 
 struct vat_listener {
   int fd;
@@ -24,6 +39,7 @@ struct vat_listener {
   vat_system *sys;
   vat_ref *bootstrap;
   vat_conn_options opt;
+  listen_watch *watch; /* while served on the host's loop */
 };
 
 typedef struct address {
@@ -205,6 +221,8 @@ int vat_listener_accept(vat_listener *l, double timeout_s, vat_conn **out) {
     return VAT_EINVAL;
   if (l->fd < 0)
     return VAT_ECLOSED;
+  if (l->watch != NULL)
+    return VAT_EBUSY;
   double deadline = now_s() + timeout_s;
   for (;;) {
     int ms = -1;
@@ -233,11 +251,85 @@ int vat_listener_accept(vat_listener *l, double timeout_s, vat_conn **out) {
   }
 }
 
+/* --- Serving on the host's loop ---------------------------------------- */
+
+static void on_watch_closed(uv_handle_t *h) {
+  listen_watch *w = h->data;
+  close(w->fd); /* only now: epoll must not watch a descriptor reused */
+  GC_FREE(w);
+}
+
+/* Accepts every connection waiting (the socket does not block), handing
+ * each to the host's callback; stops at the first hard error. */
+static void on_acceptable(uv_poll_t *h, int status, int events) {
+  (void)events;
+  listen_watch *w = h->data;
+  vat_listener *l = w->l;
+  if (status < 0) {
+    uv_poll_stop(h);
+    w->fn(w->ctx, l, VAT_EIO, NULL);
+    return;
+  }
+  while (l->watch == w) { /* the callback may close the listener */
+    int fd = accept4(w->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return;
+      if (errno == EINTR || errno == ECONNABORTED)
+        continue;
+      /* EMFILE and the like stay readable: stop rather than spin. */
+      uv_poll_stop(h);
+      w->fn(w->ctx, l, VAT_EIO, NULL);
+      return;
+    }
+    vat_conn *conn = NULL;
+    int rc = vat_conn_open(l->sys, fd, l->bootstrap, &l->opt, &conn);
+    if (rc != VAT_OK)
+      close(fd);
+    w->fn(w->ctx, l, rc, conn);
+  }
+}
+
+int vat_listener_serve(vat_listener *l, vat_accept_fn fn, void *ctx) {
+  if (l == NULL || fn == NULL || l->opt.loop == NULL)
+    return VAT_EINVAL;
+  if (l->fd < 0)
+    return VAT_ECLOSED;
+  if (l->watch != NULL)
+    return VAT_EBUSY;
+  int flags = fcntl(l->fd, F_GETFL);
+  if (flags < 0 || fcntl(l->fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    return VAT_EIO;
+  listen_watch *w = GC_MALLOC_UNCOLLECTABLE(sizeof *w);
+  if (w == NULL)
+    return VAT_ENOMEM;
+  w->fd = l->fd;
+  w->l = l;
+  w->fn = fn;
+  w->ctx = ctx;
+  w->poll.data = w;
+  if (uv_poll_init(l->opt.loop, &w->poll, l->fd) != 0) {
+    GC_FREE(w);
+    return VAT_EIO;
+  }
+  if (uv_poll_start(&w->poll, UV_READABLE, on_acceptable) != 0) {
+    w->fd = dup(l->fd); /* the close callback closes a copy: ours stays */
+    uv_close((uv_handle_t *)&w->poll, on_watch_closed);
+    return VAT_EIO;
+  }
+  l->watch = w;
+  return VAT_OK;
+}
+
 int vat_listener_close(vat_listener *l) {
   if (l == NULL)
     return VAT_EINVAL;
   if (l->fd >= 0) {
-    close(l->fd);
+    if (l->watch != NULL)
+      uv_close((uv_handle_t *)&l->watch->poll, on_watch_closed);
+    else
+      close(l->fd);
+    l->watch = NULL;
     l->fd = -1;
     if (l->path != NULL)
       unlink(l->path);
