@@ -671,11 +671,13 @@ START_TEST(only_recent_answers_are_kept) {
   raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
   raw_call(sv[1], 2, "o-1", "self", buf, sizeof buf);
   raw_call(sv[1], 3, "o-1", "self", buf, sizeof buf);
-  /* Kept: q-1..q-3. q-4 pipelines on q-3 and pushes q-1 out. */
+  /* Kept: q-1..q-3. q-4 pipelines on q-3 and pushes q-1 out, q-5 q-2 (the
+   * bootstrap question q-1 stays a target: see the tests at the end). */
   raw_call(sv[1], 4, "q-3", "self", buf, sizeof buf);
   ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
-  raw_call(sv[1], 5, "q-1", "self", buf, sizeof buf);
-  ck_assert_msg(strstr(buf, "unknown target q-1") != NULL, "%s", buf);
+  raw_call(sv[1], 5, "o-1", "self", buf, sizeof buf);
+  raw_call(sv[1], 6, "q-2", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "unknown target q-2") != NULL, "%s", buf);
   shutdown(sv[1], SHUT_WR);
   wait_closed(c, "end of stream|read");
   close(sv[1]);
@@ -956,6 +958,39 @@ START_TEST(addresses_are_checked) {
 }
 END_TEST
 
+/* --- Calls on the bootstrap question ----------------------------------- */
+
+START_TEST(calls_on_the_bootstrap_question_outlive_kept_answers) {
+  /* Only max_questions answers are kept for pipelining, but a peer may
+   * pipeline on its bootstrap question for the connection's life. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 2;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
+  char buf[4096];
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  for (int q = 2; q <= 5; q++) /* q-1's answer is pushed out */
+    raw_call(sv[1], q, "o-1", "self", buf, sizeof buf);
+  raw_call(sv[1], 6, "q-1", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
+  raw_call(sv[1], 7, "q-2", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "unknown target q-2") != NULL, "%s", buf);
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- End of the bootstrap question tests. */
+
 Suite *test_net_suite(void) {
   Suite *s = suite_create("net");
   TCase *tc = test_case("net", 120);
@@ -982,6 +1017,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, listen_and_connect_on_tcp_loopback);
   tcase_add_test(tc, listen_and_connect_on_a_unix_path);
   tcase_add_test(tc, addresses_are_checked);
+  tcase_add_test(tc, calls_on_the_bootstrap_question_outlive_kept_answers);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -81,6 +81,7 @@ struct net_conn {
   vat_resolver *closed;           /* settled when the connection ends */
   const char *bootstrap_qid;      /* our CTP_BOOTSTRAP question */
   uint64_t bootstrap_q;           /* its number */
+  uint64_t peer_bootstrap_q;      /* the peer's latest CTP_BOOTSTRAP */
   double question_timeout_s;      /* options; 0: none */
   size_t max_questions;           /* options: each way */
   size_t max_exports;             /* options: each way */
