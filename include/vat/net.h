@@ -115,6 +115,26 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
  *  every call. Any thread. NULL for a NULL connection. */
 vat_promise *vat_conn_bootstrap(vat_conn *conn);
 
+/** Pipelining on the bootstrap: a ref standing for the peer's bootstrap
+ *  object from the moment the connection opens, before the peer has
+ *  answered the bootstrap question. Messages (vat_send_msg) and requests
+ *  (vat_request) sent to it, and vat_conn_pipeline calls with it as the
+ *  target, go to the peer at once as CTP_CALLs addressed to the bootstrap
+ *  question ("q-N"), in the order each sender sent them, so a connection's
+ *  first calls need not wait for the bootstrap's round trip. They keep
+ *  that address after the answer arrives: the peer delivers them to what
+ *  it answered, and if it answered with an exception the requests break
+ *  with it. The ref is the connection vat's own: when the connection ends
+ *  requests sent to it break with `noconnection` and a monitor on it
+ *  fires with that reason, as for proxies; a function message (vat_send)
+ *  sent to it is not forwarded (use selectors). The same ref on every
+ *  call. Any thread. NULL for a NULL connection (there is no other
+ *  error). An Endo peer (@endo/captp 4.5) records its bootstrap answer a
+ *  few microtasks after the CTP_BOOTSTRAP arrives: one whose reader hands
+ *  CapTP the frames of one read in the same tick finds no answer for a
+ *  call that came in that read, and the call is lost. */
+vat_ref *vat_conn_bootstrap_ref(vat_conn *conn);
+
 /** A promise resolved, when the connection has ended, with its reason:
  *  the error disconnected(cause). A system shut down with the connection
  *  open leaves it pending. Any thread. NULL for NULL. */

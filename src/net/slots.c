@@ -72,10 +72,8 @@ static uint64_t call_out(vat_turn *turn, net_conn *c, const char *target,
   return 0;
 }
 
-static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
-                          vat_value value) {
-  proxy *p = state;
-  net_conn *c = p->c;
+void net_call_out(vat_turn *turn, net_conn *c, const char *target,
+                  const vat_atom *selector, vat_value value) {
   /* A message for the answer of an earlier call (pipe.c) goes to that
    * question; the call that made it remembers its question. */
   vat_ref *answer = NULL;
@@ -91,7 +89,10 @@ static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
       vat_reply_error(turn, reply, net_disconnected("closed"));
     return;
   }
-  const char *target = net_name('o', '-', p->id);
+  if (target == NULL) {
+    refuse(turn, reply, "nomem", "out of memory");
+    return;
+  }
   if (via) {
     uint64_t q = (uint64_t)(uintptr_t)net_table_get(
         &c->pipes, (uint64_t)(uintptr_t)answer);
@@ -104,6 +105,12 @@ static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
   uint64_t n = call_out(turn, c, target, selector, args, reply);
   if (n != 0 && pipe != NULL)
     net_table_put(&c->pipes, (uint64_t)(uintptr_t)pipe, (void *)(uintptr_t)n);
+}
+
+static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  proxy *p = state;
+  net_call_out(turn, p->c, net_name('o', '-', p->id), selector, value);
 }
 
 static const vat_entity_def proxy_def = {
