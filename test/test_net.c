@@ -1169,6 +1169,46 @@ START_TEST(calls_on_the_bootstrap_question_outlive_kept_answers) {
 }
 END_TEST
 
+START_TEST(one_way_messages_are_not_questions_waiting) {
+  /* A message sent to a proxy wants no answer: it does not count against
+   * max_questions, so a run of them to a peer slow to answer all go out. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 2;
+  vat_conn *c;
+  raw_open(sys, sv[0], &opt, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  for (int i = 0; i < 6; i++)
+    ck_assert_vat_ok(vat_host_send_msg(remote, sel("note"), vat_int(i)));
+  char buf[8192];
+  raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-7\"");
+  for (int q = 2; q <= 7; q++) {
+    char want[64];
+    snprintf(want, sizeof want, "\"questionID\":\"q-%d\",\"target\":\"o-1\"",
+             q);
+    ck_assert_msg(strstr(buf, want) != NULL, "no %s in %s", want, buf);
+  }
+  /* Their answers, never waited for, are ignored; requests still count. */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-3\",\"result\":"
+                   "{\"body\":\"1\",\"slots\":[]}}");
+  vat_promise *p1, *p2, *p3;
+  ck_assert_vat_ok(vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p1));
+  ck_assert_vat_ok(vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p2));
+  ck_assert_vat_ok(vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p3));
+  vat_value v;
+  ck_assert_vat_err(vat_promise_wait(p3, WAIT_S, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("limit"));
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  ck_assert_vat_err(vat_promise_wait(p1, WAIT_S, &v), VAT_EBROKEN);
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 /* --- End of the bootstrap pipelining tests. */
 
 Suite *test_net_suite(void) {
@@ -1203,6 +1243,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, bootstrap_ref_breaks_with_the_peer_exception);
   tcase_add_test(tc, bootstrap_ref_after_the_end);
   tcase_add_test(tc, calls_on_the_bootstrap_question_outlive_kept_answers);
+  tcase_add_test(tc, one_way_messages_are_not_questions_waiting);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -85,7 +85,9 @@ typedef struct vat_conn_options {
   double question_timeout_s;
   /** Questions waiting at once, each way (0: VAT_CONN_MAX_QUESTIONS). One
    *  more request from this side breaks with the error limit(...); one
-   *  more from the peer ends the connection. */
+   *  more from the peer ends the connection. A one-way message from this
+   *  side (vat_send_msg to a proxy) waits for nothing and does not count
+   *  here, but the peer counts it until it has answered it. */
   size_t max_questions;
   /** Refs exported, and proxies imported (0: VAT_CONN_MAX_EXPORTS). A
    *  value that would export one more fails to go (its call breaks with
