@@ -134,7 +134,7 @@ vat_promise *vat_conn_bootstrap(vat_conn *conn);
  *  error). An Endo peer (@endo/captp 4.5) records its bootstrap answer a
  *  few microtasks after the CTP_BOOTSTRAP arrives: one whose reader hands
  *  CapTP the frames of one read in the same tick finds no answer for a
- *  call that came in that read, and the call is lost. */
+ *  call that came in that read, and never answers it. */
 vat_ref *vat_conn_bootstrap_ref(vat_conn *conn);
 
 /** A promise resolved, when the connection has ended, with its reason:
