@@ -174,7 +174,8 @@ static phase run_phase(vat_system *sys, vat_ref *remote, uint64_t total,
   return ph;
 }
 
-/* --- One-way sends ---------------------------------------------------------- */
+/* --- One-way sends ----------------------------------------------------------
+ */
 
 typedef struct caster {
   vat_ref *remote;
@@ -186,8 +187,8 @@ typedef struct caster {
   sem_t *done;
 } caster;
 
-static void casts_counted(vat_turn *turn, void *state, void *ctx,
-                          bool resolved, vat_value value) {
+static void casts_counted(vat_turn *turn, void *state, void *ctx, bool resolved,
+                          vat_value value) {
   caster *c = state;
   int64_t v;
   (void)turn;

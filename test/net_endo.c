@@ -167,8 +167,8 @@ static void boot_summed(vat_turn *turn, void *state, void *ctx, bool resolved,
   settle(turn, ((boot_piper *)state)->sum, resolved, value);
 }
 
-static void boot_plussed(vat_turn *turn, void *state, void *ctx,
-                         bool resolved, vat_value value) {
+static void boot_plussed(vat_turn *turn, void *state, void *ctx, bool resolved,
+                         vat_value value) {
   (void)ctx;
   settle(turn, ((boot_piper *)state)->plus, resolved, value);
 }
@@ -183,8 +183,8 @@ static void pipe_on_bootstrap(vat_turn *turn, void *state, void *arg) {
       VAT_OK)
     vat_when(turn, sum, boot_summed, NULL);
   vat_value base = vat_int(100), x = vat_int(23);
-  if (vat_conn_pipeline(turn, bp->boot, sel("makeAdder"), vat_list(&base, 1),
-                        0, &adder, &answer) == VAT_OK &&
+  if (vat_conn_pipeline(turn, bp->boot, sel("makeAdder"), vat_list(&base, 1), 0,
+                        &adder, &answer) == VAT_OK &&
       vat_request(turn, answer, sel("plus"), vat_list(&x, 1), 0, &plus) ==
           VAT_OK)
     vat_when(turn, plus, boot_plussed, NULL);
@@ -196,8 +196,8 @@ static void check_bootstrap_pipelined(vat_system *sys, vat_conn *conn) {
   boot_piper *bp;
   vat_ref *ref;
   vat_promise *sum, *plus;
-  vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(boot_piper)},
-                 &ref, (void **)&bp);
+  vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(boot_piper)}, &ref,
+                 (void **)&bp);
   bp->boot = vat_conn_bootstrap_ref(conn);
   vat_promise_new(&sum, &bp->sum);
   vat_promise_new(&plus, &bp->plus);
@@ -218,7 +218,8 @@ static void check_wire_report(vat_ref *endo) {
   vat_value v, early;
   int rc = ask(endo, "wireReport", NULL, 0, 0, &v);
   CHECK(rc == VAT_OK &&
-            vat_map_get(v, vat_atom_named("callsOnYourBootstrapBeforeItsAnswer"),
+            vat_map_get(v,
+                        vat_atom_named("callsOnYourBootstrapBeforeItsAnswer"),
                         &early) == VAT_OK &&
             vat_equal(early, vat_int(2)),
         "Endo's view of the calls on its bootstrap question: %s %s",

@@ -989,9 +989,10 @@ START_TEST(bootstrap_ref_calls_go_out_before_the_answer) {
                             "\"q-1\"") != NULL,
                 "%s", buf);
   driver *d = start_driver(sys, boot, "make", "hello", vat_list(&hi, 1));
-  raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-4\",\"target\":\"q-3\"");
-  ck_assert_msg(strstr(buf, "\"questionID\":\"q-3\",\"target\":\"q-1\""),
-                "%s", buf);
+  raw_expect(sv[1], buf, sizeof buf,
+             "\"questionID\":\"q-4\",\"target\":\"q-3\"");
+  ck_assert_msg(strstr(buf, "\"questionID\":\"q-3\",\"target\":\"q-1\""), "%s",
+                buf);
   ck_assert_int_eq(vat_promise_peek(vat_conn_bootstrap(c), NULL),
                    VAT_PROMISE_PENDING);
   /* The answers arrive, the calls' first. */
@@ -1008,7 +1009,8 @@ START_TEST(bootstrap_ref_calls_go_out_before_the_answer) {
   /* Once the bootstrap is answered, calls keep its question's address. */
   raw_answer_bootstrap(sv[1], c);
   ck_assert_vat_ok(vat_host_send_msg(boot, sel("later"), vat_null()));
-  raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-5\",\"target\":\"q-1\"");
+  raw_expect(sv[1], buf, sizeof buf,
+             "\"questionID\":\"q-5\",\"target\":\"q-1\"");
   shutdown(sv[1], SHUT_WR);
   wait_closed(c, "end of stream|read");
   close(sv[1]);
@@ -1044,11 +1046,11 @@ START_TEST(bootstrap_ref_keeps_order_under_stress) {
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     vat_ref *book;
-    ck_assert_vat_ok(vat_host_spawn(
-        sys,
-        &(vat_entity_def){.state_size = sizeof(notebook),
-                          .receive = notebook_receive},
-        &book, NULL));
+    ck_assert_vat_ok(
+        vat_host_spawn(sys,
+                       &(vat_entity_def){.state_size = sizeof(notebook),
+                                         .receive = notebook_receive},
+                       &book, NULL));
     vat_conn *a, *b;
     ck_assert_vat_ok(vat_conn_open(sys, sv[0], book, NULL, &a));
     ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, NULL, &b));
@@ -1195,9 +1197,12 @@ START_TEST(one_way_messages_are_not_questions_waiting) {
   raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-3\",\"result\":"
                    "{\"body\":\"1\",\"slots\":[]}}");
   vat_promise *p1, *p2, *p3;
-  ck_assert_vat_ok(vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p1));
-  ck_assert_vat_ok(vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p2));
-  ck_assert_vat_ok(vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p3));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p1));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p2));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p3));
   vat_value v;
   ck_assert_vat_err(vat_promise_wait(p3, WAIT_S, &v), VAT_EBROKEN);
   ck_assert(vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("limit"));
