@@ -2,8 +2,8 @@
  * test/captp/endo/peer.js (@endo/captp, pinned by its lock file) as the
  * other side, calls its objects, has it call ours, and checks both (calls
  * pipelined on each side's bootstrap question before it is answered
- * among them: the peer holds our bootstrap question until a call on it
- * has arrived, and reports what it saw on the wire); then
+ * among them: the peer holds our bootstrap question until our calls on it
+ * have arrived, and reports what it saw on the wire); then
  * twice more with a call pending: Endo disconnecting, and the Endo process
  * killed.
  *
@@ -441,7 +441,7 @@ static void run_peer(vat_system *sys, vat_listener *l, const char *node,
   pid_t pid = fork();
   if (pid == 0) {
     if (sc == CALLS)
-      execl(node, node, peer, port, "hold-bootstrap", (char *)NULL);
+      execl(node, node, peer, port, "hold-bootstrap=2", (char *)NULL);
     else
       execl(node, node, peer, port, (char *)NULL);
     _exit(127);

@@ -1,6 +1,6 @@
 // An Endo CapTP peer for libvat's interop test (test/net_endo.c).
 //
-//   node peer.js PORT [hold-bootstrap]
+//   node peer.js PORT [hold-bootstrap=N]
 //
 // Connects to a libvat listener on 127.0.0.1:PORT and speaks CapTP through
 // @endo/captp (the version package-lock.json pins), netstring-framed as
@@ -14,9 +14,9 @@
 // calls the C side addresses to its bootstrap question before Endo has
 // answered it (wireReport tells how many), and calls Endo addresses to
 // its own before the C side's answer arrives (checked in runChecks). With
-// hold-bootstrap it holds the C side's CTP_BOOTSTRAP, and what follows,
-// until a call on that question has arrived, so the C side's pipelining is
-// seen whatever the timing. PEER_TRACE=1 in the environment prints each
+// hold-bootstrap=N it holds the C side's CTP_BOOTSTRAP, and what follows,
+// until N calls on that question have arrived, so the C side's pipelining
+// is seen whatever the timing. PEER_TRACE=1 in the environment prints each
 // frame's type and ids to stderr.
 import 'ses';
 import net from 'node:net';
@@ -28,7 +28,7 @@ const { makeCapTP } = await import('@endo/captp');
 const { E, Far } = await import('@endo/far');
 
 const port = Number(process.argv[2]);
-const holdBootstrap = process.argv[3] === 'hold-bootstrap';
+const holdFor = Number((process.argv[3] || '').match(/^hold-bootstrap=(\d+)$/)?.[1] ?? 0);
 setTimeout(() => {
   console.error('peer.js: not finished after 20 s');
   process.exit(1);
@@ -202,11 +202,11 @@ capTP = makeCapTP('endo', obj => {
   onReject: () => {},
 });
 const receive = obj => capTP.dispatch(obj);
-// Frames held (hold-bootstrap), then given to CapTP one per event-loop
+// Frames held (hold-bootstrap=N), then given to CapTP one per event-loop
 // turn, as a stream reader would, until none are left: Endo records its
 // bootstrap answer a few microtasks after the CTP_BOOTSTRAP, and a call
 // on that question dispatched in the same tick finds no answer yet.
-let held = holdBootstrap ? [] : null;
+let held = holdFor > 0 ? [] : null;
 const queue = [];
 let pumping = false;
 const pump = async () => {
@@ -222,7 +222,10 @@ readNetstrings(socket, obj => {
   if (held) {
     held.push(obj);
     const boot = held.find(f => f.type === 'CTP_BOOTSTRAP');
-    if (boot && obj.type === 'CTP_CALL' && obj.target === boot.questionID) {
+    const onBoot = boot
+      ? held.filter(f => f.type === 'CTP_CALL' && f.target === boot.questionID)
+      : [];
+    if (onBoot.length >= holdFor) {
       queue.push(...held);
       held = null;
       pump();
