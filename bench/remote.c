@@ -7,12 +7,18 @@
  *   sequential  N calls, one at a time: each answer sends the next call;
  *               round trips/s, and p50/p99 latency of one call;
  *   pipelined   P calls with up to 1,000 outstanding (each answer sends one
- *               more); calls/s.
+ *               more); calls/s;
+ *   one-way     P one-way sends of incr(1) (vat_send_msg to the proxy: no
+ *               answer wanted, 1,000 a turn), then one call incr(0) whose
+ *               answer must be the count after all of them; sends/s up to
+ *               that answer. Erlang's gen_server:cast is the like of it
+ *               (the CapTP server still answers every call; the client
+ *               ignores those answers).
  *
  * Every answer is checked: in the sequential phase the count it carries is
  * the one expected, in the pipelined phase the answers sum to the counts
- * the server went through. Two RESULT lines, workloads remote_seq and
- * remote_pipe; -w sets the workers of both processes. */
+ * the server went through. Three RESULT lines, workloads remote_seq,
+ * remote_pipe and remote_cast; -w sets the workers of both processes. */
 #include <inttypes.h>
 #include <semaphore.h>
 #include <stdio.h>
@@ -168,6 +174,70 @@ static phase run_phase(vat_system *sys, vat_ref *remote, uint64_t total,
   return ph;
 }
 
+/* --- One-way sends ----------------------------------------------------------
+ */
+
+typedef struct caster {
+  vat_ref *remote;
+  const vat_atom *incr;
+  uint64_t total, sent;
+  int64_t want; /* the count after all of them */
+  bool ok;
+  double finished_at;
+  sem_t *done;
+} caster;
+
+static void casts_counted(vat_turn *turn, void *state, void *ctx, bool resolved,
+                          vat_value value) {
+  caster *c = state;
+  int64_t v;
+  (void)turn;
+  (void)ctx;
+  c->ok = resolved && vat_get_int(value, &v) == VAT_OK && v == c->want;
+  c->finished_at = bench_now();
+  sem_post(c->done);
+}
+
+/* A turn sends WINDOW of them and continues in the next, so the client
+ * vat does not hold its worker for all P. */
+static void cast_some(vat_turn *turn, void *state, void *arg) {
+  caster *c = state;
+  (void)arg;
+  vat_value one = vat_int(1);
+  vat_value args = vat_list(&one, 1);
+  for (int k = 0; k < WINDOW && c->sent < c->total; k++, c->sent++)
+    bench_check(vat_send_msg(turn, c->remote, c->incr, args), "send");
+  if (c->sent < c->total) {
+    bench_check(vat_send(turn, vat_self(turn), cast_some, NULL), "continue");
+    return;
+  }
+  /* Sent after them from the same vat to the same proxy: counted last. */
+  vat_value zero = vat_int(0);
+  vat_promise *p;
+  bench_check(vat_request(turn, c->remote, c->incr, vat_list(&zero, 1), 0, &p),
+              "request");
+  bench_check(vat_when(turn, p, casts_counted, NULL), "when");
+}
+
+static phase run_casts(vat_system *sys, vat_ref *remote, uint64_t total,
+                       int64_t base) {
+  sem_t done;
+  sem_init(&done, 0, 0);
+  vat_ref *ref;
+  caster *c = bench_spawn(sys, sizeof(caster), &ref);
+  c->remote = remote;
+  c->incr = vat_atom_intern("incr");
+  c->total = total;
+  c->want = base + (int64_t)total;
+  c->done = &done;
+  double t0 = bench_now();
+  bench_check(vat_host_send(ref, cast_some, NULL), "start");
+  while (sem_wait(&done) != 0)
+    ;
+  sem_destroy(&done);
+  return (phase){.seconds = c->finished_at - t0, .ok = c->ok};
+}
+
 static void report(const char *workload, const bench_args *args, uint64_t n,
                    const phase *ph) {
   printf("RESULT workload=%s workers=%u messages=%" PRIu64
@@ -189,28 +259,33 @@ static int call(const bench_args *args, int port, uint64_t n, uint64_t p) {
 
   phase seq = run_phase(sys, remote, n, 1, 0);
   phase pipe = run_phase(sys, remote, p, WINDOW, (int64_t)n);
+  phase cast = run_casts(sys, remote, p, (int64_t)(n + p));
   printf("remote: %" PRIu64 " sequential calls in %.3f s: %.0f round trips/s,"
          " p50 %.1f us, p99 %.1f us\n",
          n, seq.seconds, (double)n / seq.seconds, seq.p50_us, seq.p99_us);
   printf("remote: %" PRIu64 " pipelined calls (%d outstanding) in %.3f s:"
          " %.0f calls/s, %u workers\n",
          p, WINDOW, pipe.seconds, (double)p / pipe.seconds, args->workers);
-  if (!seq.ok || !pipe.ok)
+  printf("remote: %" PRIu64 " one-way sends, then a call, in %.3f s:"
+         " %.0f sends/s\n",
+         p, cast.seconds, (double)p / cast.seconds);
+  if (!seq.ok || !pipe.ok || !cast.ok)
     printf("verification failed\n");
   report("remote_seq", args, n, &seq);
   report("remote_pipe", args, p, &pipe);
+  report("remote_cast", args, p, &cast);
   vat_conn_close(conn);
   vat_promise_wait(vat_conn_closed(conn), 10, &v);
   vat_system_shutdown(sys, 10);
   vat_system_destroy(sys);
-  return seq.ok && pipe.ok ? 0 : 1;
+  return seq.ok && pipe.ok && cast.ok ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
   bench_args args;
   bench_parse(argc, argv,
-              "[N] [P]  (sequential calls, default 20000; pipelined calls, "
-              "default 200000)",
+              "[N] [P]  (sequential calls, default 20000; pipelined calls "
+              "and one-way sends, default 200000)",
               2, &args);
   uint64_t n = args.nsizes > 0 ? args.sizes[0] : 20000;
   uint64_t p = args.nsizes > 1 ? args.sizes[1] : 200000;

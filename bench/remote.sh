@@ -2,17 +2,19 @@
 # The remote benchmark's runner: calls across a connection between two
 # processes on 127.0.0.1, libvat (bench/remote.c, CapTP over TCP) side by
 # side with Endo (two @endo/captp endpoints in Node) and Erlang/OTP (two
-# nodes, gen_server calls). Builds what is missing, runs the systems in
-# turns, and prints per system the medians of sequential round trips/s,
-# their p50/p99 latency, and pipelined calls/s (1,000 outstanding), with
-# libvat's ratio to the best peer.
+# nodes, gen_server calls and casts). Builds what is missing, runs the
+# systems in turns, and prints per system the medians of sequential round
+# trips/s, their p50/p99 latency, pipelined calls/s (1,000 outstanding) and
+# one-way sends/s (libvat vat_send_msg, Endo E.sendOnly, Erlang
+# gen_server:cast; then one call that checks the count), with libvat's
+# ratio to the best peer.
 #
 #   bash bench/remote.sh                    # 5 runs each, default sizes
 #   bash bench/remote.sh -r 3 -s 0.2 libvat erlang
 #
 # Options: -r REPEATS (default 5), -s SCALE (multiplies the sizes: libvat
-# and Erlang 5,000 sequential and 100,000 pipelined calls, Endo 1,000 and
-# 10,000, as it is ten times slower), -w W (workers per process; default
+# and Erlang 5,000 sequential and 100,000 pipelined calls and one-way
+# sends, Endo 1,000 and 10,000, as it is ten times slower), -w W (workers per process; default
 # the library's and the peer's own), -o DIR (default bench/results/remote).
 # Other arguments name systems (libvat endo erlang); none means all.
 set -uo pipefail
@@ -54,15 +56,15 @@ sizes() { # system -> "N P", scaled, at least 100 and 1000
 
 program() { # system -> its executable, built if missing; empty if it fails
   case $1 in
-    libvat)
-      if [ ! -x "$build/bench/remote" ]; then
-        [ -d "$build" ] ||
-          meson setup "$build" --buildtype=release -Dtests=false >&2
-        nice -n 10 ninja -C "$build" bench/remote >&2 || return
-      fi
+    libvat) # ninja rebuilds what changed
+      [ -d "$build" ] ||
+        meson setup "$build" --buildtype=release -Dtests=false >&2
+      nice -n 10 ninja -C "$build" bench/remote >&2 || return
       echo "$build/bench/remote" ;;
-    *)
-      if [ ! -x "$build/peers/$1/remote" ]; then
+    *) # built again when its sources changed since
+      if [ ! -x "$build/peers/$1/remote" ] ||
+        [ -n "$(find "bench/peers/$1" -newer "$build/peers/$1/remote" \
+          -not -path '*/node_modules/*' -print -quit)" ]; then
         sh "bench/peers/$1/build.sh" "$build/peers/$1" >&2 || return
       fi
       echo "$build/peers/$1/remote" ;;
@@ -106,14 +108,16 @@ def med(system, workload, key):
     return statistics.median(v) if v else None
 systems = list(dict.fromkeys(r["system"] for r in rows))
 fmt = lambda x, d=0: "fail" if x is None else f"{x:,.{d}f}"
-print(f"| system | sequential round trips/s | p50 µs | p99 µs | pipelined calls/s (1,000 outstanding) |")
-print("|---|---:|---:|---:|---:|")
+print(f"| system | sequential round trips/s | p50 µs | p99 µs | pipelined calls/s (1,000 outstanding) | one-way sends/s (casts) |")
+print("|---|---:|---:|---:|---:|---:|")
 for s in systems:
     print(f"| {s} | {fmt(med(s, 'remote_seq', 'rate'))} "
           f"| {fmt(med(s, 'remote_seq', 'p50_us'), 1)} "
           f"| {fmt(med(s, 'remote_seq', 'p99_us'), 1)} "
-          f"| {fmt(med(s, 'remote_pipe', 'rate'))} |")
-for w, what in (("remote_seq", "sequential"), ("remote_pipe", "pipelined")):
+          f"| {fmt(med(s, 'remote_pipe', 'rate'))} "
+          f"| {fmt(med(s, 'remote_cast', 'rate'))} |")
+for w, what in (("remote_seq", "sequential"), ("remote_pipe", "pipelined"),
+                ("remote_cast", "one-way")):
     mine = med("libvat", w, "rate")
     peers = [(med(s, w, "rate"), s) for s in systems if s != "libvat"]
     peers = [p for p in peers if p[0] is not None]

@@ -1,6 +1,9 @@
 /* libvat against the real Endo: listens on 127.0.0.1, runs
  * test/captp/endo/peer.js (@endo/captp, pinned by its lock file) as the
- * other side, calls its objects, has it call ours, and checks both; then
+ * other side, calls its objects, has it call ours, and checks both (calls
+ * pipelined on each side's bootstrap question before it is answered
+ * among them: the peer holds our bootstrap question until our calls on it
+ * have arrived, and reports what it saw on the wire); then
  * twice more with a call pending: Endo disconnecting, and the Endo process
  * killed.
  *
@@ -136,6 +139,91 @@ static void pipe_calls(vat_turn *turn, void *state, void *arg) {
       vat_request(turn, answer, sel("incr"), vat_list(&one, 1), 0, &incr) ==
           VAT_OK)
     vat_when(turn, incr, piped, NULL);
+}
+
+static int ask(vat_ref *to, const char *method, vat_value *args, size_t n,
+               double timeout_s, vat_value *out);
+static const char *show(vat_value v);
+
+/* A vat calling Endo's bootstrap through vat_conn_bootstrap_ref before
+ * the bootstrap is answered: add(40, 2), and makeAdder(100).plus(23)
+ * pipelined on that. */
+typedef struct boot_piper {
+  vat_ref *boot;
+  vat_resolver *sum, *plus;
+} boot_piper;
+
+static void settle(vat_turn *turn, vat_resolver *r, bool resolved,
+                   vat_value value) {
+  if (resolved)
+    vat_resolve(turn, r, value);
+  else
+    vat_break(turn, r, value);
+}
+
+static void boot_summed(vat_turn *turn, void *state, void *ctx, bool resolved,
+                        vat_value value) {
+  (void)ctx;
+  settle(turn, ((boot_piper *)state)->sum, resolved, value);
+}
+
+static void boot_plussed(vat_turn *turn, void *state, void *ctx, bool resolved,
+                         vat_value value) {
+  (void)ctx;
+  settle(turn, ((boot_piper *)state)->plus, resolved, value);
+}
+
+static void pipe_on_bootstrap(vat_turn *turn, void *state, void *arg) {
+  boot_piper *bp = state;
+  (void)arg;
+  vat_value args[2] = {vat_int(40), vat_int(2)};
+  vat_promise *sum, *adder, *plus;
+  vat_ref *answer;
+  if (vat_request(turn, bp->boot, sel("add"), vat_list(args, 2), 0, &sum) ==
+      VAT_OK)
+    vat_when(turn, sum, boot_summed, NULL);
+  vat_value base = vat_int(100), x = vat_int(23);
+  if (vat_conn_pipeline(turn, bp->boot, sel("makeAdder"), vat_list(&base, 1), 0,
+                        &adder, &answer) == VAT_OK &&
+      vat_request(turn, answer, sel("plus"), vat_list(&x, 1), 0, &plus) ==
+          VAT_OK)
+    vat_when(turn, plus, boot_plussed, NULL);
+}
+
+/* Sends the calls on Endo's bootstrap question, right after accepting
+ * (the peer holds the question until they come), and checks them. */
+static void check_bootstrap_pipelined(vat_system *sys, vat_conn *conn) {
+  boot_piper *bp;
+  vat_ref *ref;
+  vat_promise *sum, *plus;
+  vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(boot_piper)}, &ref,
+                 (void **)&bp);
+  bp->boot = vat_conn_bootstrap_ref(conn);
+  vat_promise_new(&sum, &bp->sum);
+  vat_promise_new(&plus, &bp->plus);
+  vat_host_send(ref, pipe_on_bootstrap, NULL);
+  vat_value v;
+  int rc = vat_promise_wait(sum, WAIT_S, &v);
+  CHECK(rc == VAT_OK && vat_equal(v, vat_int(42)),
+        "add on the bootstrap question: %s %s", vat_err_name(rc), show(v));
+  rc = vat_promise_wait(plus, WAIT_S, &v);
+  CHECK(rc == VAT_OK && vat_equal(v, vat_int(123)),
+        "makeAdder(100).plus(23) on the bootstrap question: %s %s",
+        vat_err_name(rc), show(v));
+}
+
+/* What Endo saw: our two calls on its bootstrap question arrived before
+ * it answered the question. */
+static void check_wire_report(vat_ref *endo) {
+  vat_value v, early;
+  int rc = ask(endo, "wireReport", NULL, 0, 0, &v);
+  CHECK(rc == VAT_OK &&
+            vat_map_get(v,
+                        vat_atom_named("callsOnYourBootstrapBeforeItsAnswer"),
+                        &early) == VAT_OK &&
+            vat_equal(early, vat_int(2)),
+        "Endo's view of the calls on its bootstrap question: %s %s",
+        vat_err_name(rc), show(v));
 }
 
 /* --- Calling Endo --------------------------------------------------------- */
@@ -352,7 +440,10 @@ static void run_peer(vat_system *sys, vat_listener *l, const char *node,
   snprintf(peer, sizeof peer, "%s/peer.js", dir);
   pid_t pid = fork();
   if (pid == 0) {
-    execl(node, node, peer, port, (char *)NULL);
+    if (sc == CALLS)
+      execl(node, node, peer, port, "hold-bootstrap=2", (char *)NULL);
+    else
+      execl(node, node, peer, port, (char *)NULL);
     _exit(127);
   }
   vat_conn *conn;
@@ -360,11 +451,15 @@ static void run_peer(vat_system *sys, vat_listener *l, const char *node,
   CHECK(rc == VAT_OK, "accept: %s", vat_strerror(rc));
   if (rc == VAT_OK) {
     vat_value v;
+    if (sc == CALLS)
+      check_bootstrap_pipelined(sys, conn);
     rc = vat_promise_wait(vat_conn_bootstrap(conn), WAIT_S, &v);
     CHECK(rc == VAT_OK && vat_type_of(v) == VAT_T_REF, "bootstrap: %s %s",
           vat_err_name(rc), show(v));
-    if (rc == VAT_OK && sc == CALLS)
+    if (rc == VAT_OK && sc == CALLS) {
+      check_wire_report(vat_value_ref(v));
       check_calls(sys, vat_value_ref(v));
+    }
     if (rc == VAT_OK && sc != CALLS)
       check_pending_breaks(vat_value_ref(v), conn, pid, sc);
     vat_conn_close(conn);

@@ -674,11 +674,13 @@ START_TEST(only_recent_answers_are_kept) {
   raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
   raw_call(sv[1], 2, "o-1", "self", buf, sizeof buf);
   raw_call(sv[1], 3, "o-1", "self", buf, sizeof buf);
-  /* Kept: q-1..q-3. q-4 pipelines on q-3 and pushes q-1 out. */
+  /* Kept: q-1..q-3. q-4 pipelines on q-3 and pushes q-1 out, q-5 q-2 (the
+   * bootstrap question q-1 stays a target: see the tests at the end). */
   raw_call(sv[1], 4, "q-3", "self", buf, sizeof buf);
   ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
-  raw_call(sv[1], 5, "q-1", "self", buf, sizeof buf);
-  ck_assert_msg(strstr(buf, "unknown target q-1") != NULL, "%s", buf);
+  raw_call(sv[1], 5, "o-1", "self", buf, sizeof buf);
+  raw_call(sv[1], 6, "q-2", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "unknown target q-2") != NULL, "%s", buf);
   shutdown(sv[1], SHUT_WR);
   wait_closed(c, "end of stream|read");
   close(sv[1]);
@@ -959,6 +961,264 @@ START_TEST(addresses_are_checked) {
 }
 END_TEST
 
+/* --- Pipelining on the bootstrap question ---------------------------------
+ * vat_conn_bootstrap_ref: calls that go out before the peer has answered
+ * the bootstrap question, addressed to it. */
+
+/* The raw peer reads until `want` shows, and asserts it did. */
+static void raw_expect(int fd, char *buf, size_t size, const char *want) {
+  raw_read_until(fd, buf, size, want, WAIT_S);
+  ck_assert_msg(strstr(buf, want) != NULL, "no %s in: %s", want, buf);
+}
+
+START_TEST(bootstrap_ref_calls_go_out_before_the_answer) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  vat_ref *boot = vat_conn_bootstrap_ref(c);
+  ck_assert_ptr_nonnull(boot);
+  ck_assert_ptr_eq(vat_conn_bootstrap_ref(c), boot);
+  /* A request, then a pipelined pair, all before the raw peer answers. */
+  vat_promise *first;
+  vat_value hi = vat_string("hi");
+  ck_assert_vat_ok(
+      vat_host_request(boot, sel("greet"), vat_list(&hi, 1), 0, &first));
+  char buf[8192];
+  raw_expect(sv[1], buf, sizeof buf,
+             "\"questionID\":\"q-2\",\"target\":\"q-1\"");
+  ck_assert_msg(strstr(buf, "\"type\":\"CTP_BOOTSTRAP\",\"questionID\":"
+                            "\"q-1\"") != NULL,
+                "%s", buf);
+  driver *d = start_driver(sys, boot, "make", "hello", vat_list(&hi, 1));
+  raw_expect(sv[1], buf, sizeof buf,
+             "\"questionID\":\"q-4\",\"target\":\"q-3\"");
+  ck_assert_msg(strstr(buf, "\"questionID\":\"q-3\",\"target\":\"q-1\""), "%s",
+                buf);
+  ck_assert_int_eq(vat_promise_peek(vat_conn_bootstrap(c), NULL),
+                   VAT_PROMISE_PENDING);
+  /* The answers arrive, the calls' first. */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-2\",\"result\":"
+                   "{\"body\":\"\\\"greeted\\\"\",\"slots\":[]}}");
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-4\",\"result\":"
+                   "{\"body\":\"\\\"hello, you\\\"\",\"slots\":[]}}");
+  vat_value v;
+  ck_assert_vat_ok(vat_promise_wait(first, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "greeted");
+  ck_assert(test_wait_u64(&d->done, 1, WAIT_S));
+  ck_assert(d->resolved);
+  ck_assert_str_eq(vat_string_data(d->result), "hello, you");
+  /* Once the bootstrap is answered, calls keep its question's address. */
+  raw_answer_bootstrap(sv[1], c);
+  ck_assert_vat_ok(vat_host_send_msg(boot, sel("later"), vat_null()));
+  raw_expect(sv[1], buf, sizeof buf,
+             "\"questionID\":\"q-5\",\"target\":\"q-1\"");
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* Answers "note"(i) with how many notes it has had, and counts those out
+ * of order. */
+typedef struct notebook {
+  int64_t next;
+} notebook;
+
+static void notebook_receive(vat_turn *turn, void *state,
+                             const vat_atom *selector, vat_value value) {
+  notebook *nb = state;
+  vat_value args;
+  vat_ref *reply;
+  if (!vat_request_parse(value, &args, &reply) || selector != sel("note"))
+    return;
+  int64_t i = -1;
+  vat_get_int(vat_at(args, 0), &i);
+  nb->next = i == nb->next ? nb->next + 1 : -1000000;
+  expect_vat_ok(vat_reply(turn, reply, vat_int(nb->next)));
+}
+
+START_TEST(bootstrap_ref_keeps_order_under_stress) {
+  /* Many connections, each sent a run of calls on its bootstrap ref as
+   * soon as it opens, with two workers: every call arrives, in order. */
+  enum { ROUNDS = 40, CALLS = 25 };
+  vat_system *sys = test_system(2);
+  for (int round = 0; round < ROUNDS; round++) {
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    vat_ref *book;
+    ck_assert_vat_ok(
+        vat_host_spawn(sys,
+                       &(vat_entity_def){.state_size = sizeof(notebook),
+                                         .receive = notebook_receive},
+                       &book, NULL));
+    vat_conn *a, *b;
+    ck_assert_vat_ok(vat_conn_open(sys, sv[0], book, NULL, &a));
+    ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, NULL, &b));
+    vat_promise *answers[CALLS];
+    for (int i = 0; i < CALLS; i++) {
+      vat_value n = vat_int(i);
+      ck_assert_vat_ok(vat_host_request(vat_conn_bootstrap_ref(b), sel("note"),
+                                        vat_list(&n, 1), 0, &answers[i]));
+    }
+    for (int i = 0; i < CALLS; i++) {
+      vat_value v;
+      ck_assert_vat_ok(vat_promise_wait(answers[i], WAIT_S, &v));
+      ck_assert_msg(vat_equal(v, vat_int(i + 1)), "round %d, call %d", round,
+                    i);
+    }
+    vat_conn_close(b);
+    wait_closed(b, "closed");
+    wait_closed(a, "disconnected by the peer|end of stream|read");
+  }
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(bootstrap_ref_pipelines_between_libvat_sides) {
+  pair p;
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  p.sys = test_system(2);
+  ck_assert_vat_ok(vat_host_spawn(p.sys, &server_def, &p.served, NULL));
+  ck_assert_vat_ok(vat_conn_open(p.sys, sv[0], p.served, NULL, &p.a));
+  ck_assert_vat_ok(vat_conn_open(p.sys, sv[1], NULL, NULL, &p.b));
+  /* self() on the bootstrap question, add(2, 3) on self's answer. */
+  vat_value args[2] = {vat_int(2), vat_int(3)};
+  driver *d = start_driver(p.sys, vat_conn_bootstrap_ref(p.b), "self", "add",
+                           vat_list(args, 2));
+  ck_assert(test_wait_u64(&d->done, 1, WAIT_S));
+  ck_assert(d->resolved);
+  ck_assert(vat_equal(d->result, vat_int(5)));
+  /* The answer to self() is the bootstrap itself, as its proxy. */
+  vat_value v;
+  ck_assert_vat_ok(ask(vat_conn_bootstrap_ref(p.b), "self", NULL, 0, &v));
+  ck_assert_ptr_eq(vat_value_ref(v), wait_ref(vat_conn_bootstrap(p.b)));
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(bootstrap_ref_breaks_with_the_peer_exception) {
+  /* The peer offers nothing: its answer, an exception, breaks the calls
+   * made on its bootstrap question. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *a, *b;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], NULL, NULL, &a));
+  ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, NULL, &b));
+  vat_value v;
+  ck_assert_vat_err(ask(vat_conn_bootstrap_ref(b), "add", NULL, 0, &v),
+                    VAT_EBROKEN);
+  ck_assert_msg(vat_type_of(v) == VAT_T_ERROR &&
+                    strcmp(vat_string_data(vat_error_payload(v)),
+                           "no bootstrap object") == 0,
+                "%s", vat_type_of(v) == VAT_T_ERROR ? "error" : "not one");
+  ck_assert_vat_err(vat_promise_wait(vat_conn_bootstrap(b), WAIT_S, &v),
+                    VAT_EBROKEN);
+  vat_conn_close(a);
+  wait_closed(b, "disconnected by the peer|end of stream|read");
+  wait_closed(a, "closed");
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(bootstrap_ref_after_the_end) {
+  pair p;
+  open_pair(&p);
+  vat_ref *boot = vat_conn_bootstrap_ref(p.b);
+  vat_promise *down;
+  ck_assert_vat_ok(vat_host_monitor(boot, NULL, &down));
+  vat_value args[2] = {vat_int(1), vat_int(2)}, v;
+  ck_assert_vat_ok(ask(boot, "add", args, 2, &v));
+  ck_assert(vat_equal(v, vat_int(3)));
+  ck_assert_vat_ok(vat_conn_close(p.b));
+  wait_closed(p.b, "closed");
+  ck_assert_vat_ok(vat_promise_wait(down, WAIT_S, &v));
+  ck_assert(vat_is_atom(v, vat_atom_noconnection()));
+  ck_assert_vat_err(ask(boot, "add", args, 2, &v), VAT_EBROKEN);
+  ck_assert(vat_is_atom(v, vat_atom_noconnection()));
+  ck_assert_ptr_null(vat_conn_bootstrap_ref(NULL));
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(calls_on_the_bootstrap_question_outlive_kept_answers) {
+  /* Only max_questions answers are kept for pipelining, but a peer may
+   * pipeline on its bootstrap question for the connection's life. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 2;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
+  char buf[4096];
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  for (int q = 2; q <= 5; q++) /* q-1's answer is pushed out */
+    raw_call(sv[1], q, "o-1", "self", buf, sizeof buf);
+  raw_call(sv[1], 6, "q-1", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
+  raw_call(sv[1], 7, "q-2", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "unknown target q-2") != NULL, "%s", buf);
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(one_way_messages_are_not_questions_waiting) {
+  /* A message sent to a proxy wants no answer: it does not count against
+   * max_questions, so a run of them to a peer slow to answer all go out. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 2;
+  vat_conn *c;
+  raw_open(sys, sv[0], &opt, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  for (int i = 0; i < 6; i++)
+    ck_assert_vat_ok(vat_host_send_msg(remote, sel("note"), vat_int(i)));
+  char buf[8192];
+  raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-7\"");
+  for (int q = 2; q <= 7; q++) {
+    char want[64];
+    snprintf(want, sizeof want, "\"questionID\":\"q-%d\",\"target\":\"o-1\"",
+             q);
+    ck_assert_msg(strstr(buf, want) != NULL, "no %s in %s", want, buf);
+  }
+  /* Their answers, never waited for, are ignored; requests still count. */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-3\",\"result\":"
+                   "{\"body\":\"1\",\"slots\":[]}}");
+  vat_promise *p1, *p2, *p3;
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p1));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p2));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &p3));
+  vat_value v;
+  ck_assert_vat_err(vat_promise_wait(p3, WAIT_S, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("limit"));
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  ck_assert_vat_err(vat_promise_wait(p1, WAIT_S, &v), VAT_EBROKEN);
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- End of the bootstrap pipelining tests. */
+
 static void add_shutdown_tests(Suite *s);
 static void add_host_loop_tests(Suite *s);
 
@@ -988,6 +1248,13 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, listen_and_connect_on_tcp_loopback);
   tcase_add_test(tc, listen_and_connect_on_a_unix_path);
   tcase_add_test(tc, addresses_are_checked);
+  tcase_add_test(tc, bootstrap_ref_calls_go_out_before_the_answer);
+  tcase_add_test(tc, bootstrap_ref_keeps_order_under_stress);
+  tcase_add_test(tc, bootstrap_ref_pipelines_between_libvat_sides);
+  tcase_add_test(tc, bootstrap_ref_breaks_with_the_peer_exception);
+  tcase_add_test(tc, bootstrap_ref_after_the_end);
+  tcase_add_test(tc, calls_on_the_bootstrap_question_outlive_kept_answers);
+  tcase_add_test(tc, one_way_messages_are_not_questions_waiting);
   suite_add_tcase(s, tc);
   add_shutdown_tests(s);
   add_host_loop_tests(s);

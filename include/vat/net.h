@@ -118,7 +118,9 @@ typedef struct vat_conn_options {
   double question_timeout_s;
   /** Questions waiting at once, each way (0: VAT_CONN_MAX_QUESTIONS). One
    *  more request from this side breaks with the error limit(...); one
-   *  more from the peer ends the connection. */
+   *  more from the peer ends the connection. A one-way message from this
+   *  side (vat_send_msg to a proxy) waits for nothing and does not count
+   *  here, but the peer counts it until it has answered it. */
   size_t max_questions;
   /** Refs exported, and proxies imported (0: VAT_CONN_MAX_EXPORTS). A
    *  value that would export one more fails to go (its call breaks with
@@ -155,6 +157,26 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
  *  every call. Any thread. NULL for a NULL connection. */
 vat_promise *vat_conn_bootstrap(vat_conn *conn);
 
+/** Pipelining on the bootstrap: a ref standing for the peer's bootstrap
+ *  object from the moment the connection opens, before the peer has
+ *  answered the bootstrap question. Messages (vat_send_msg) and requests
+ *  (vat_request) sent to it, and vat_conn_pipeline calls with it as the
+ *  target, go to the peer at once as CTP_CALLs addressed to the bootstrap
+ *  question ("q-N"), in the order each sender sent them, so a connection's
+ *  first calls need not wait for the bootstrap's round trip. They keep
+ *  that address after the answer arrives: the peer delivers them to what
+ *  it answered, and if it answered with an exception the requests break
+ *  with it. The ref is the connection vat's own: when the connection ends
+ *  requests sent to it break with `noconnection` and a monitor on it
+ *  fires with that reason, as for proxies; a function message (vat_send)
+ *  sent to it is not forwarded (use selectors). The same ref on every
+ *  call. Any thread. NULL for a NULL connection (there is no other
+ *  error). An Endo peer (@endo/captp 4.5) records its bootstrap answer a
+ *  few microtasks after the CTP_BOOTSTRAP arrives: one whose reader hands
+ *  CapTP the frames of one read in the same tick finds no answer for a
+ *  call that came in that read, and never answers it. */
+vat_ref *vat_conn_bootstrap_ref(vat_conn *conn);
+
 /** A promise resolved, when the connection has ended, with its reason:
  *  the error disconnected(cause). If the connection vat ends otherwise it
  *  breaks: with `shutdown` when its system shuts down with the connection
@@ -177,10 +199,10 @@ int vat_conn_close(vat_conn *conn);
  *  messages and requests sent to it go to the peer at once, addressed to
  *  the unanswered question (CapTP's "q-N" target), so a chain of calls
  *  costs one round trip. They are sent in order after the call. `target`
- *  must be a proxy: any other ref receives the record
- *  captp.pipe(args, answer) as the request's payload. Inside a turn; the
- *  answer ref is an entity of the calling vat, which forwards what it
- *  gets. Errors: VAT_EINVAL (NULL target/method/out/answer), and those of
+ *  must be a proxy or a vat_conn_bootstrap_ref: any other ref receives
+ *  the record captp.pipe(args, answer) as the request's payload. Inside a
+ *  turn; the answer ref is an entity of the calling vat, which forwards
+ *  what it gets. Errors: VAT_EINVAL (NULL target/method/out/answer), and those of
  *  vat_entity_new and vat_request. */
 int vat_conn_pipeline(vat_turn *turn, vat_ref *target, const vat_atom *method,
                       vat_value args, double timeout_s, vat_promise **out,

@@ -114,6 +114,7 @@ static vat_value error_text(const char *code, const char *text) {
 }
 
 void net_handle_bootstrap(vat_turn *turn, net_conn *c, const char *qid) {
+  c->peer_bootstrap_q = net_parse(qid, 'q', '-');
   if (c->bootstrap == NULL)
     answer_now(turn, c, qid, false, error_text("Error", "no bootstrap object"));
   else
@@ -170,13 +171,20 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
                error_text("TypeError", "method is not [name, args]"));
     return;
   }
-  uint64_t n;
+  uint64_t obj = net_parse(m->target, 'o', '-');
+  uint64_t q = obj ? 0 : net_parse(m->target, 'q', '-');
   vat_ref *target = NULL;
   vat_promise *answer = NULL;
-  if ((n = net_parse(m->target, 'o', '-')) != 0)
-    target = net_table_get(&c->exports, n);
-  else if ((n = net_parse(m->target, 'q', '-')) != 0)
-    answer = net_table_get(&c->answers, n);
+  if (obj != 0)
+    target = net_table_get(&c->exports, obj);
+  else if (q != 0 && q == c->peer_bootstrap_q && c->bootstrap != NULL)
+    /* The bootstrap answer is settled as it is asked: calls on it go
+     * straight to the bootstrap ref, even once the answer is no longer
+     * kept (a peer may pipeline on its bootstrap for the connection's
+     * whole life, as vat_conn_bootstrap_ref does). */
+    target = c->bootstrap;
+  else if (q != 0)
+    answer = net_table_get(&c->answers, q);
   if (target != NULL) {
     vat_promise *p;
     if (vat_request(turn, target, name, args, 0, &p) == VAT_OK)

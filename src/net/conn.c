@@ -239,6 +239,7 @@ static void start(vat_turn *turn, void *state, void *arg) {
 
 static const vat_entity_def conn_def = {
     .state_size = sizeof(net_conn),
+    .receive = net_bootstrap_receive,
     .on_stop = conn_stop,
     .label = "captp",
 };
@@ -313,6 +314,10 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
 
 vat_promise *vat_conn_bootstrap(vat_conn *conn) {
   return conn ? conn->bootstrap : NULL;
+}
+
+vat_ref *vat_conn_bootstrap_ref(vat_conn *conn) {
+  return conn ? conn->ref : NULL;
 }
 
 vat_promise *vat_conn_closed(vat_conn *conn) {

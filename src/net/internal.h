@@ -89,6 +89,7 @@ struct net_conn {
   vat_resolver *closed;           /* settled when the connection ends */
   const char *bootstrap_qid;      /* our CTP_BOOTSTRAP question */
   uint64_t bootstrap_q;           /* its number */
+  uint64_t peer_bootstrap_q;      /* the peer's latest CTP_BOOTSTRAP */
   double question_timeout_s;      /* options; 0: none */
   size_t max_questions;           /* options: each way */
   size_t max_exports;             /* options: each way */
@@ -152,6 +153,12 @@ typedef struct net_slots_ctx {
   net_conn *c;
 } net_slots_ctx;
 vat_captp_slots net_slots(net_slots_ctx *ctx);
+/** Sends selector(value), a message a proxy received, as a CTP_CALL to
+ *  `target` ("o-N", or "q-N" for a question): a request's answer settles
+ *  it, and pipe.c's records are followed. Inside a turn of the
+ *  connection vat. */
+void net_call_out(vat_turn *turn, net_conn *c, const char *target,
+                  const vat_atom *selector, vat_value value);
 /** The peer's CTP_DROP of our export n, received `dec` times. */
 void net_drop(net_conn *c, uint64_t n, int64_t dec);
 /** The resolver of the peer's promise N, forgotten (NULL if unknown). */
@@ -165,6 +172,10 @@ bool net_pipe_via(vat_value v, vat_ref **answer, vat_value *inner);
 /** True when the payload `v` asks for a pipelined answer: stores the
  *  arguments and the answer's ref. */
 bool net_pipe_parse(vat_value v, vat_value *args, vat_ref **answer);
+/** The connection entity's own messages: those sent to
+ *  vat_conn_bootstrap_ref, which go to the bootstrap question. */
+void net_bootstrap_receive(vat_turn *turn, void *state,
+                           const vat_atom *selector, vat_value value);
 
 /* --- calls.c: questions asked by the peer ------------------------------ */
 

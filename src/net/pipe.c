@@ -10,7 +10,15 @@
  * forwarded messages leave the caller's vat for the connection vat, the
  * call first (it was sent in the turn that made the answer entity, which
  * receives nothing before that turn commits), so the question is known
- * when they arrive: messages from one vat to another keep their order. */
+ * when they arrive: messages from one vat to another keep their order.
+ *
+ * The peer's bootstrap is pipelined on the same way: vat_conn_bootstrap_ref
+ * is the connection entity itself, and what it receives goes to the
+ * bootstrap question. That question is asked in the connection vat's
+ * first turn, queued before the handle is returned, so it is known when
+ * any message for the ref arrives. Calls keep the question as their
+ * address after the answer, as an answer ref's do, so the peer delivers
+ * them all through one answer, in the order they were sent. */
 #define GC_THREADS 1
 #include <gc/gc.h>
 
@@ -76,4 +84,10 @@ int vat_conn_pipeline(vat_turn *turn, vat_ref *target, const vat_atom *method,
     return rc;
   *answer_out = ref;
   return VAT_OK;
+}
+
+void net_bootstrap_receive(vat_turn *turn, void *state,
+                           const vat_atom *selector, vat_value value) {
+  net_conn *c = state;
+  net_call_out(turn, c, c->bootstrap_qid, selector, value);
 }

@@ -42,7 +42,14 @@ static uint64_t call_out(vat_turn *turn, net_conn *c, const char *target,
   if (vat_type_of(args) != VAT_T_LIST)
     args = vat_list(&args, 1);
   uint64_t n;
-  int rc = net_ask(turn, c, reply, &n);
+  int rc = VAT_OK;
+  if (reply == NULL)
+    /* A one-way message: nobody waits for its answer (CapTP sends one
+     * all the same, ignored as unknown), so it is not a question waiting
+     * and max_questions does not hold it back. */
+    n = c->next_question++;
+  else
+    rc = net_ask(turn, c, reply, &n);
   if (rc == VAT_EBUSY) {
     refuse(turn, reply, "limit", "too many questions wait on the peer");
     return 0;
@@ -72,10 +79,8 @@ static uint64_t call_out(vat_turn *turn, net_conn *c, const char *target,
   return 0;
 }
 
-static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
-                          vat_value value) {
-  proxy *p = state;
-  net_conn *c = p->c;
+void net_call_out(vat_turn *turn, net_conn *c, const char *target,
+                  const vat_atom *selector, vat_value value) {
   /* A message for the answer of an earlier call (pipe.c) goes to that
    * question; the call that made it remembers its question. */
   vat_ref *answer = NULL;
@@ -91,7 +96,10 @@ static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
       vat_reply_error(turn, reply, net_disconnected("closed"));
     return;
   }
-  const char *target = net_name('o', '-', p->id);
+  if (target == NULL) {
+    refuse(turn, reply, "nomem", "out of memory");
+    return;
+  }
   if (via) {
     uint64_t q = (uint64_t)(uintptr_t)net_table_get(
         &c->pipes, (uint64_t)(uintptr_t)answer);
@@ -104,6 +112,12 @@ static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
   uint64_t n = call_out(turn, c, target, selector, args, reply);
   if (n != 0 && pipe != NULL)
     net_table_put(&c->pipes, (uint64_t)(uintptr_t)pipe, (void *)(uintptr_t)n);
+}
+
+static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  proxy *p = state;
+  net_call_out(turn, p->c, net_name('o', '-', p->id), selector, value);
 }
 
 static const vat_entity_def proxy_def = {

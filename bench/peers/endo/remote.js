@@ -7,8 +7,9 @@
 // The process forks a server that offers a counter as its bootstrap object
 // (incr(by) answers the new count); it connects and calls it: N calls one
 // at a time (round trips/s, p50/p99 latency), then P calls with up to
-// 1,000 outstanding (calls/s). Every answer is checked; two RESULT lines
-// as bench/remote prints them.
+// 1,000 outstanding (calls/s), then P one-way sends (E.sendOnly) and one
+// call whose answer must be the count after all of them (sends/s). Every
+// answer is checked; three RESULT lines as bench/remote prints them.
 import 'ses';
 import net from 'node:net';
 import { fork } from 'node:child_process';
@@ -24,7 +25,7 @@ const WINDOW = 1000;
 
 const usage = code => {
   (code ? console.error : console.log)(
-    'usage: remote.js [N] [P]  (sequential calls, default 20000; pipelined calls, default 200000)',
+    'usage: remote.js [N] [P]  (sequential calls, default 20000; pipelined calls and one-way sends, default 200000)',
   );
   process.exit(code);
 };
@@ -136,6 +137,15 @@ const pipelined = (counter, p, base) =>
     while (sent < WINDOW && sent < p) sendOne();
   });
 
+// CapTP 4.5 has no call without an answer: E.sendOnly drops the promise,
+// the server still answers.
+const oneWay = async (counter, p, base) => {
+  const t0 = performance.now();
+  for (let i = 0; i < p; i++) E.sendOnly(counter).incr(1);
+  const v = await E(counter).incr(0);
+  return { seconds: (performance.now() - t0) / 1e3, lat: [0], ok: v === base + p };
+};
+
 const call = async (n, p) => {
   const child = fork(new URL(import.meta.url).pathname, ['--serve'], { stdio: 'inherit' });
   const port = await new Promise(resolve => child.once('message', resolve));
@@ -149,6 +159,7 @@ const call = async (n, p) => {
   const counter = await ctp.getBootstrap();
   const seq = await sequential(counter, n);
   const pipe = await pipelined(counter, p, n);
+  const cast = await oneWay(counter, p, n + p);
   console.log(
     `remote: ${n} sequential calls in ${seq.seconds.toFixed(3)} s: ${Math.round(n / seq.seconds)} round trips/s`,
   );
@@ -156,11 +167,15 @@ const call = async (n, p) => {
     `remote: ${p} pipelined calls (${WINDOW} outstanding) in ${pipe.seconds.toFixed(3)} s: ${Math.round(p / pipe.seconds)} calls/s`,
   );
   report('remote_seq', n, seq.seconds, seq.lat, seq.ok);
+  console.log(
+    `remote: ${p} one-way sends, then a call, in ${cast.seconds.toFixed(3)} s: ${Math.round(p / cast.seconds)} sends/s`,
+  );
   report('remote_pipe', p, pipe.seconds, pipe.lat, pipe.ok);
+  report('remote_cast', p, cast.seconds, cast.lat, cast.ok);
   ctp.abort();
   socket.end();
   await new Promise(resolve => child.once('exit', resolve));
-  process.exit(seq.ok && pipe.ok ? 0 : 1);
+  process.exit(seq.ok && pipe.ok && cast.ok ? 0 : 1);
 };
 
 const args = process.argv.slice(2);

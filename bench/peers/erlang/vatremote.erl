@@ -4,7 +4,10 @@
 %%   sequential  N gen_server:call's across nodes, one at a time
 %%               (round trips/s, p50/p99 latency);
 %%   pipelined   P gen_server:send_request's with up to 1,000 outstanding
-%%               (calls/s).
+%%               (calls/s);
+%%   casts       P gen_server:cast's across nodes, then one gen_server:call
+%%               whose answer must be the count after all of them
+%%               (casts/s up to that answer).
 %%
 %% Run by remote-erl, which starts both nodes:
 %%   erl -name S -run vatremote serve
@@ -25,6 +28,7 @@ init(N) -> {ok, N}.
 
 handle_call({incr, By}, _From, N) -> {reply, N + By, N + By}.
 
+handle_cast({incr, By}, N) -> {noreply, N + By};
 handle_cast(stop, N) ->
     spawn(fun() -> timer:sleep(10), init:stop() end),
     {noreply, N}.
@@ -38,6 +42,7 @@ main([Node, NArg, PArg]) ->
     wait_for(Server, mono() + 30000000000),
     Seq = sequential(Server, N),
     Pipe = pipelined(Server, P, N),
+    Cast = casts(Server, P, N + P),
     gen_server:cast(Server, stop),
     {SeqSecs, _, _, _} = Seq,
     {PipeSecs, _, _, _} = Pipe,
@@ -45,11 +50,16 @@ main([Node, NArg, PArg]) ->
               [N, SeqSecs, round(N / SeqSecs)]),
     io:format("remote: ~b pipelined calls (~b outstanding) in ~.3f s: ~b calls/s~n",
               [P, ?WINDOW, PipeSecs, round(P / PipeSecs)]),
+    {CastSecs, _, _, _} = Cast,
+    io:format("remote: ~b casts, then a call, in ~.3f s: ~b casts/s~n",
+              [P, CastSecs, round(P / CastSecs)]),
     report(remote_seq, N, Seq),
     report(remote_pipe, P, Pipe),
+    report(remote_cast, P, Cast),
     {_, _, _, OkS} = Seq,
     {_, _, _, OkP} = Pipe,
-    halt(case OkS andalso OkP of true -> 0; false -> 1 end).
+    {_, _, _, OkC} = Cast,
+    halt(case OkS andalso OkP andalso OkC of true -> 0; false -> 1 end).
 
 %% The server node may still be starting: ask until it answers.
 wait_for({Name, Node} = Server, Deadline) ->
@@ -102,6 +112,20 @@ pipe_loop(Server, Reqs, Sent, P, Got, Lat, Sum, Ok) ->
         _ ->
             pipe_loop(Server, Reqs, Sent, P, Got + 1, Lat, Sum, false)
     end.
+
+%% One-way: the call after the casts, from the same process to the same
+%% server, is handled after them (Erlang keeps the order of messages
+%% between two processes), so its answer is the count after all of them.
+casts(Server, P, Base) ->
+    T0 = mono(),
+    cast_loop(Server, P),
+    V = gen_server:call(Server, {incr, 0}, infinity),
+    {(mono() - T0) / 1.0e9, [0], P, V =:= Base + P}.
+
+cast_loop(_, 0) -> ok;
+cast_loop(Server, K) ->
+    gen_server:cast(Server, {incr, 1}),
+    cast_loop(Server, K - 1).
 
 report(W, N, {Secs, Lat, _, Ok}) ->
     Sorted = lists:sort(Lat),

@@ -1,6 +1,6 @@
 // An Endo CapTP peer for libvat's interop test (test/net_endo.c).
 //
-//   node peer.js PORT
+//   node peer.js PORT [hold-bootstrap=N]
 //
 // Connects to a libvat listener on 127.0.0.1:PORT and speaks CapTP through
 // @endo/captp (the version package-lock.json pins), netstring-framed as
@@ -9,6 +9,15 @@
 // bootstrap the other way and answers with what went wrong ([] when
 // nothing did). It exits 0 once the C side disconnects, and 1 after 20 s
 // whatever happens.
+//
+// It watches the wire for pipelining on bootstrap questions, both ways:
+// calls the C side addresses to its bootstrap question before Endo has
+// answered it (wireReport tells how many), and calls Endo addresses to
+// its own before the C side's answer arrives (checked in runChecks). With
+// hold-bootstrap=N it holds the C side's CTP_BOOTSTRAP, and what follows,
+// until N calls on that question have arrived, so the C side's pipelining
+// is seen whatever the timing. PEER_TRACE=1 in the environment prints each
+// frame's type and ids to stderr.
 import 'ses';
 import net from 'node:net';
 
@@ -19,6 +28,7 @@ const { makeCapTP } = await import('@endo/captp');
 const { E, Far } = await import('@endo/far');
 
 const port = Number(process.argv[2]);
+const holdFor = Number((process.argv[3] || '').match(/^hold-bootstrap=(\d+)$/)?.[1] ?? 0);
 setTimeout(() => {
   console.error('peer.js: not finished after 20 s');
   process.exit(1);
@@ -44,6 +54,35 @@ const readNetstrings = (socket, onFrame) => {
 const writeNetstring = (socket, obj) => {
   const json = Buffer.from(JSON.stringify(obj), 'utf8');
   socket.write(Buffer.concat([Buffer.from(`${json.length}:`), json, Buffer.from(',')]));
+};
+
+// What the wire showed of pipelining on bootstrap questions.
+let theirBootstrapQ; // the C side's question
+let theirBootstrapAnswered = false;
+let callsOnTheirsEarly = 0; // calls on it, received before Endo answered
+const ourBootstraps = new Map(); // Endo's question -> answered yet
+const callsOnOursEarly = new Map(); // Endo's question -> calls sent before
+
+const watchIn = obj => {
+  if (process.env.PEER_TRACE) console.error("in", obj.type, obj.questionID || obj.answerID, obj.target || "");
+  if (obj.type === 'CTP_BOOTSTRAP') theirBootstrapQ = obj.questionID;
+  if (obj.type === 'CTP_CALL' && obj.target === theirBootstrapQ && !theirBootstrapAnswered)
+    callsOnTheirsEarly += 1;
+  if (obj.type === 'CTP_RETURN' && ourBootstraps.has(obj.answerID))
+    ourBootstraps.set(obj.answerID, true);
+};
+
+let lastBootstrapSent;
+const watchOut = obj => {
+  if (process.env.PEER_TRACE) console.error("out", obj.type, obj.questionID || obj.answerID, obj.target || "");
+  if (obj.type === 'CTP_RETURN' && obj.answerID === theirBootstrapQ)
+    theirBootstrapAnswered = true;
+  if (obj.type === 'CTP_BOOTSTRAP') {
+    ourBootstraps.set(obj.questionID, false);
+    lastBootstrapSent = obj.questionID;
+  }
+  if (obj.type === 'CTP_CALL' && ourBootstraps.get(obj.target) === false)
+    callsOnOursEarly.set(obj.target, (callsOnOursEarly.get(obj.target) || 0) + 1);
 };
 
 let count = 0n;
@@ -72,6 +111,9 @@ const makeBootstrap = (getC) =>
       return 'bye';
     },
     getCounter: () => theCounter,
+    makeAdder: base => Far('Adder', { plus: x => base + x }),
+    wireReport: () =>
+      harden({ callsOnYourBootstrapBeforeItsAnswer: BigInt(callsOnTheirsEarly) }),
     same: x => x,
     callBack: ref => E(ref).ping('from endo'),
     // Endo calls the C side, and reports what went wrong.
@@ -124,6 +166,21 @@ const makeBootstrap = (getC) =>
         // Pipelined on an unanswered question.
         const sum = await E(E(c).self()).add(2n, 3n);
         check('pipelined', sum === 5n);
+        // Pipelined on the C side's bootstrap question before its answer.
+        // E(getBootstrap()) waits for the answer (getBootstrap is async: its
+        // promise adopts the question's only once that settles), so the
+        // calls go through CapTP's remote kit for the question itself.
+        const freshBootstrap = capTP.getBootstrap();
+        const bootQ = lastBootstrapSent;
+        const { promise: onQuestion } = capTP.makeRemoteKit(bootQ);
+        const viaBootstrap = E(onQuestion).add(1n, 2n);
+        const chained = E(E(onQuestion).self()).add(3n, 4n);
+        check('pipelined on the bootstrap', (await viaBootstrap) === 3n);
+        check('pipelined on self() of the bootstrap', (await chained) === 7n);
+        const early = callsOnOursEarly.get(bootQ) || 0;
+        check(`calls on the bootstrap question ${bootQ} before its answer: ${early}`,
+          early === 2);
+        check('the bootstrap, awaited', (await E(freshBootstrap).add(5n, 6n)) === 11n);
       } catch (e) {
         problems.push(`threw: ${e}`);
       }
@@ -138,9 +195,46 @@ await new Promise((resolve, reject) => {
 });
 let capTP;
 const bootstrap = makeBootstrap(() => capTP.getBootstrap());
-capTP = makeCapTP('endo', obj => writeNetstring(socket, obj), bootstrap, {
+capTP = makeCapTP('endo', obj => {
+  watchOut(obj);
+  writeNetstring(socket, obj);
+}, bootstrap, {
   onReject: () => {},
 });
-readNetstrings(socket, obj => capTP.dispatch(obj));
+const receive = obj => capTP.dispatch(obj);
+// Frames held (hold-bootstrap=N), then given to CapTP one per event-loop
+// turn, as a stream reader would, until none are left: Endo records its
+// bootstrap answer a few microtasks after the CTP_BOOTSTRAP, and a call
+// on that question dispatched in the same tick finds no answer yet.
+let held = holdFor > 0 ? [] : null;
+const queue = [];
+let pumping = false;
+const pump = async () => {
+  pumping = true;
+  while (queue.length > 0) {
+    receive(queue.shift());
+    await new Promise(resolve => setImmediate(resolve));
+  }
+  pumping = false;
+};
+readNetstrings(socket, obj => {
+  watchIn(obj); // as it arrives, before any answer Endo sends to it
+  if (held) {
+    held.push(obj);
+    const boot = held.find(f => f.type === 'CTP_BOOTSTRAP');
+    const onBoot = boot
+      ? held.filter(f => f.type === 'CTP_CALL' && f.target === boot.questionID)
+      : [];
+    if (onBoot.length >= holdFor) {
+      queue.push(...held);
+      held = null;
+      pump();
+    }
+  } else if (pumping) {
+    queue.push(obj);
+  } else {
+    receive(obj);
+  }
+});
 socket.on('error', () => {});
 socket.on('close', () => process.exit(0));
