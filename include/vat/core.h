@@ -122,6 +122,13 @@ typedef struct vat_overload {
 
 enum { VAT_QUEUE_HIGH_DEFAULT = 4096 };
 
+/** A vat's batch of turns ends once they sent this many messages in runs
+ *  to one vat (consecutive sends of a turn to the same ref), so that the
+ *  receivers run and measure their queues before it sends more: a flood
+ *  passes its receiver's high mark by at most this much plus one turn's
+ *  sends per sender, even before the receiver first ran. */
+enum { VAT_SEND_BURST = 1024 };
+
 typedef struct vat_config {
   /** Worker threads, one per core by default. 0 makes a host-driven
    *  system: no threads of its own; it runs only inside vat_system_run()
