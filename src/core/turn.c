@@ -34,6 +34,30 @@ static __attribute__((noinline, cold)) void yield_after_burst(vat_turn *t) {
   atomic_fetch_or_explicit(&t->vat->flags, VAT__YIELD, memory_order_relaxed);
 }
 
+/* The rest of a run of sends to `to`, from `*next` on: returns its last
+ * node and leaves `*next` after it. Counts the run toward the batch's
+ * burst. Out of line, and reached only by a turn that sent a second
+ * message to one vat: a turn that sends one (most do) pays nothing for
+ * the burst bound (inlined, the count cost a ring 3% more instructions,
+ * in registers spilled). */
+static __attribute__((noinline)) vat__msg *run_to(vat_turn *t, vat__vat *to,
+                                                  vat__msg **next) {
+  vat__msg *last, *m = *next;
+  unsigned run = 0;
+  do {
+    last = m;
+    m = atomic_load_explicit(&m->next, memory_order_relaxed);
+    run++;
+  } while (m != NULL && m->target->vat == to);
+  *next = m;
+  vat__worker *w = t->worker;
+  if ((w->burst += run) >= VAT_SEND_BURST) {
+    w->burst = 0;
+    yield_after_burst(t);
+  }
+  return last;
+}
+
 /* Delivers the chain of buffered sends from `m` on; `took` says whether
  * this vat's mailbox was taken since anything else could push to it, and
  * is returned updated. The common turn's whole commit: keep it lean. */
@@ -50,16 +74,10 @@ static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
       m = next;
       continue;
     }
-    /* Consecutive sends to one vat go in one push. Counted past the first
-     * of a run only: a turn that sends one message (most do) pays
-     * nothing for the burst bound. */
+    /* Consecutive sends to one vat go in one push. */
     vat__msg *last = m;
-    while (next != NULL && next->target->vat == to) {
-      last = next;
-      next = atomic_load_explicit(&next->next, memory_order_relaxed);
-      if (__builtin_expect(++w->burst == VAT_SEND_BURST, 0))
-        yield_after_burst(t);
-    }
+    if (next != NULL && next->target->vat == to)
+      last = run_to(t, to, &next);
     atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
     vat__deliver(w, m, last);
     m = next;
