@@ -1,6 +1,6 @@
 /* flood N: one producer vat sends the values 1..N to one consumer vat as
  * fast as it can; the consumer does a fixed small amount of work on each
- * value (flood_work, about 100 ns) and counts and sums them. N deliveries;
+ * value (flood_work, about 50 ns) and counts and sums them. N deliveries;
  * verified: the count, the sum N(N+1)/2, and no dead letters. The digest
  * (the xor of flood_work over all values) is printed so that the peers,
  * which do the same work, can be checked against this program.
@@ -16,14 +16,26 @@
  * Before backpressure (2-core VM, N = 10,000,000, release build,
  * `bash bench/run.sh -r 3 flood`), nearly the whole flood sat in the
  * mailbox at once (9.34-9.99 M of the 10 M queued when the producer
- * finished): peak RSS 741-779 MB, a median of 2.4 M msg/s. With it
- * (`bash bench/run.sh -r 2 flood`): 13.3 M and 11 M msg/s on 1 and 2
- * workers (Go's 4,096-slot channel in the same run: 12.2 M and 8.96 M),
- * peak RSS 8 and 15 MB (Go: 2 MB); 55,000 or fewer messages queued when
- * the producer finished (`backlog`). The consumer's own work bounds the
- * rate. The RSS above Go's is the node pools and the producer's last batch
- * before the consumer next measures its queue (up to 64 turns of 1,000
- * sends on one worker). */
+ * finished): peak RSS 741-779 MB, a median of 2.4 M msg/s. With muting
+ * alone, 17.1 M and 7.34 M msg/s on 1 and 2 workers, peak RSS 8 MB: the
+ * producer's first batch (64 turns of 1,000 sends) went out before the
+ * consumer had run once to measure its queue, and on 2 workers both
+ * vats were traded between the workers batch by batch.
+ *
+ * Now (`bash bench/run.sh -r 5 flood libvat go`, medians, load under 1):
+ * 17.8 M msg/s and 4 MB on 1 worker, 10 M msg/s and 6 MB on 2 (Go's
+ * 4,096-slot channel in the same run: 15.2 M and 9.8 M, 2 MB). A batch
+ * ends after VAT_SEND_BURST sends to one vat, so on one worker the
+ * largest backlog (`max_backlog`) is 5,808: the high mark, one burst and
+ * one turn. On 2 workers the pair runs on two cores, the consumer's queue
+ * in its own; the backlog stays near that while the consumer's thread
+ * runs, and grows by what the producer sends while the system preempts
+ * it (20,000-40,000 here; 100,000-200,000 on a loaded machine). The
+ * consumer's own work (about 45-55 ns) bounds one worker below 1.5x Go.
+ * On 2 workers each message crosses cores in its own 64-byte node (Go's
+ * channel moves 8 values a line), and each worker parked some 400 times
+ * a run, off its core for about half the run's time, so the pair runs
+ * slower than on one core: 9-14 M msg/s over the day's runs. */
 #include <inttypes.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -37,8 +49,9 @@ enum { PER_TURN = 1000 };
 
 /* The consumer's work per message: FLOOD_ROUNDS rounds of xorshift32
  * (13, 17, 5) over the value's low 32 bits, a dependent chain the compiler
- * cannot shorten. 28 rounds took 82-100 ns on the project's 2-core VM; the
- * peers do exactly the same rounds (and print the same digest). */
+ * cannot shorten. 28 rounds took 82-100 ns on the project's 2-core VM
+ * when written (a whole message takes 56 ns on one worker now); the peers
+ * do exactly the same rounds (and print the same digest). */
 enum { FLOOD_ROUNDS = 28 };
 
 static inline uint32_t flood_work(uint64_t value) {
@@ -66,6 +79,7 @@ typedef struct producer {
   vat_ref *consumer;
   consumer *watched; /* only for the backlog figure */
   uint64_t n, sent, backlog;
+  uint64_t worst; /* the most sent and not yet handled at a turn's start */
   double sent_at;
 } producer;
 
@@ -85,6 +99,11 @@ static void item(vat_turn *turn, void *state, void *arg) {
 static void produce(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   producer *p = state;
+  /* Once a turn, a thousand sends apart: the backlog the mute bounds. */
+  uint64_t handled =
+      atomic_load_explicit(&p->watched->handled, memory_order_relaxed);
+  if (p->sent - handled > p->worst)
+    p->worst = p->sent - handled;
   uint64_t stop = p->sent + PER_TURN < p->n ? p->sent + PER_TURN : p->n;
   while (p->sent < stop) {
     p->sent++;
@@ -129,8 +148,9 @@ int main(int argc, char **argv) {
          "), digest %08" PRIx32 ", %u workers, batch %u\n",
          c->count, c->sum, want, c->digest, args.workers, args.batch);
   printf("producer done after %.3f s with %" PRIu64
-         " messages queued; consumer done after %.3f s\n",
-         p->sent_at - start, p->backlog, seconds);
+         " messages queued (at most %" PRIu64
+         " before); consumer done after %.3f s\n",
+         p->sent_at - start, p->backlog, p->worst, seconds);
   printf("%" PRIu64 " messages in %.3f s: %.2f M msg/s\n", n, seconds,
          (double)n / seconds / 1e6);
   if (!ok)
@@ -138,8 +158,9 @@ int main(int argc, char **argv) {
            " dead letters\n",
            c->count, st.dead_letters);
   printf("RESULT workload=flood workers=%u messages=%" PRIu64
-         " seconds=%.6f rate=%.0f backlog=%" PRIu64 " peak_rss_mb=%.0f%s\n",
-         args.workers, n, seconds, (double)n / seconds, p->backlog,
+         " seconds=%.6f rate=%.0f backlog=%" PRIu64 " max_backlog=%" PRIu64
+         " peak_rss_mb=%.0f%s\n",
+         args.workers, n, seconds, (double)n / seconds, p->backlog, p->worst,
          bench_peak_rss_mb(), ok ? "" : " ok=0");
   vat_system_destroy(sys);
   return ok ? 0 : 1;

@@ -131,6 +131,31 @@ START_TEST(muting_bounds_a_flood_two_workers) {
 }
 END_TEST
 
+/* The producer's burst is bounded before the sink first measures its
+ * queue: a batch whose turns sent VAT_SEND_BURST messages to one vat ends
+ * there, so the sink runs, counts, and mutes the producer within one turn
+ * of sends of that. On one worker the two take turns, so the bound is
+ * exact. Before: the producer's first batch (64 turns of sends) went out
+ * before the sink had run once, 12,800 queued against a mark of 2,048. */
+START_TEST(a_batch_ends_after_a_burst_of_sends) {
+  enum { N = 100000 / TEST_SCALE, PER_TURN = 200, HIGH = 2048 / TEST_SCALE };
+  vat_system *sys = test_system(1);
+  sink *s;
+  vat_ref *to = spawn_sink(sys, &(vat_overload){.high = HIGH}, &s);
+  flooder *p;
+  vat_ref *pr = test_spawn(sys, sizeof *p, (void **)&p);
+  *p = (flooder){.to = to, .watched = s, .n = N, .per_turn = PER_TURN};
+  ck_assert_vat_ok(vat_host_send(pr, flood, NULL));
+  ck_assert(test_wait_u64(&p->done, 1, 60));
+  ck_assert(test_wait_u64(&s->handled, N, 60));
+  ck_assert_uint_gt(p->overloaded, 0);
+  uint64_t bound = HIGH + VAT_SEND_BURST + 2 * PER_TURN;
+  ck_assert_msg(p->worst <= bound, "backlog reached %" PRIu64 " (bound %" PRIu64 ")",
+                p->worst, bound);
+  test_quiesce(sys);
+}
+END_TEST
+
 /* A host-driven system mutes too, and run-until-quiescent releases the
  * muted producer: all arrive. */
 START_TEST(muting_in_a_host_driven_system) {
@@ -615,6 +640,7 @@ Suite *test_backpressure_suite(void) {
   TCase *tc = test_case("muting", 300);
   tcase_add_test(tc, muting_bounds_a_flood_one_worker);
   tcase_add_test(tc, muting_bounds_a_flood_two_workers);
+  tcase_add_test(tc, a_batch_ends_after_a_burst_of_sends);
   tcase_add_test(tc, muting_in_a_host_driven_system);
   tcase_add_test(tc, shutdown_counts_a_muted_vat);
   tcase_add_test(tc, kill_mid_flood_ends_within_a_batch);

@@ -74,7 +74,9 @@ typedef void (*vat_crash_fn)(void *ctx, const vat_crash_report *report);
 /** What happens when a vat's queue passes its high mark. The vat measures
  *  its queue itself, at the end of a batch of turns that left messages
  *  waiting (never per message), so a queue may pass the mark by what
- *  arrives in one batch before the policy acts; it is "overloaded" from
+ *  arrives before its next measure: on one worker, at most VAT_SEND_BURST
+ *  messages and one turn's sends from each sending vat; on more, what
+ *  senders on other cores send meanwhile. It is "overloaded" from
  *  then until a later measure finds it below its low mark, or it goes
  *  idle, or it ends. Signals (exits, links, monitors, a request's answer)
  *  are never dropped or refused by any policy. */
@@ -121,6 +123,15 @@ typedef struct vat_overload {
 } vat_overload;
 
 enum { VAT_QUEUE_HIGH_DEFAULT = 4096 };
+
+/** A vat's batch of turns ends once they sent this many messages in runs
+ *  to one vat (a turn's consecutive sends to the same vat, counted past
+ *  the first of each run), so that the receivers run and measure their
+ *  queues before it sends more: on one worker a flood passes its
+ *  receiver's high mark by at most this much plus one turn's sends per
+ *  sender, even before the receiver first ran. A turn that sends one
+ *  message to each vat it sends to is never cut short by it. */
+enum { VAT_SEND_BURST = 1024 };
 
 typedef struct vat_config {
   /** Worker threads, one per core by default. 0 makes a host-driven

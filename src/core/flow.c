@@ -122,14 +122,15 @@ static void unmute(vat__worker *w, vat__vat *v, vat__flow *f) {
   if (f->waiters != 0)
     pthread_cond_broadcast(&f->drained);
   pthread_mutex_unlock(&f->lock);
-  (void)w;
   while (list != NULL) {
     vat__vat *next = list->rq_next;
     list->rq_next = NULL;
-    /* Through the shared queue, not this worker's next slot: the vat that
-     * drained is still running here, and an idle worker may take the
-     * sender at once (a backlogged pair spreads over two workers). */
-    vat__schedule_external(list->sys, list);
+    /* Not this worker's next slot: the vat that drained is still running
+     * here, and an idle worker may take the sender at once (a backlogged
+     * pair spreads over two workers). Not the shared queue either, which
+     * this worker looks at every few batches: it took the sender back
+     * there as often as the idle worker did. */
+    vat__schedule_stealable(w, list);
     list = next;
   }
 }

@@ -34,6 +34,22 @@
  * schedules every vat on its list when it clears VAT__OVERLOADED (below
  * the low mark, idle, or ended) and shutdown counts what they held.
  *
+ * Bursts. A consumer measures only at its batches' ends, so a producer
+ * whose batch runs before the consumer's first one (on one worker, the
+ * pair takes turns) would send a whole batch of turns' worth unmeasured:
+ * 64 turns of 1,000 sends in a flood, 8 MB of nodes. So a batch whose
+ * turns sent VAT_SEND_BURST messages in runs to one vat ends at its next
+ * turn (VAT__YIELD, set by the commit, tested by the turn loop with the
+ * flags it reads anyway); the receiver runs and measures before more goes
+ * out. The commit counts a run in a register and adds it once per run:
+ * a turn that sends one message pays nothing.
+ *
+ * Where the pair runs. An overloaded vat alone on its worker stays in
+ * that worker's busy list, and the senders it releases go to that
+ * worker's run queue, where an idle worker steals them: the producer and
+ * the consumer then run in parallel, each on its own core, the consumer's
+ * queue staying in its core's cache (sched/worker.c, requeue).
+ *
  * Why no set of mutes can deadlock: a vat is never muted on itself, and a
  * vat is never muted while it is overloaded (checked after its own count
  * is taken, in the same batch end). A muted vat cannot become overloaded:

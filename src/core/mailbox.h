@@ -109,6 +109,12 @@ static inline vat__msg *vat__mailbox_pop(vat__mailbox *mb, vat__msgpool *pool) {
     return NULL;
   vat__msg *m = mb->head;
   vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
+  /* The next node is fetched while this one's turn runs, for writing (its
+   * turn recycles it), so that a backlog written on another core does not
+   * stall each turn on a miss. One instruction a message (+0.3% for ring
+   * and pingpong under callgrind); on a flood over two workers the two
+   * threads' CPU time fell about 5%, within the noise of the rate. */
+  __builtin_prefetch(next, 1);
   vat__mailbox_set_head(mb, next);
   if (next == NULL)
     mb->tail = NULL;

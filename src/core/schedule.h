@@ -11,6 +11,11 @@
 /** A vat whose mailbox went from idle to busy, on worker `w` (any
  *  system's). It runs next on `w` when it is w's system's. */
 void vat__schedule(vat__worker *w, vat__vat *v);
+/** A vat to run on `w` or, sooner, on an idle worker that takes it from
+ *  w's run queue (a muted sender released by the vat w runs: the two
+ *  then run in parallel). From w's own thread; otherwise, or with w NULL
+ *  or of another system, as vat__schedule_external. */
+void vat__schedule_stealable(vat__worker *w, vat__vat *v);
 /** The same from outside sys's workers: host threads, other systems. */
 void vat__schedule_external(vat_system *sys, vat__vat *v);
 /** Wakes whoever waits for sys to go quiet (shutdown). */

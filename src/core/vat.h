@@ -32,7 +32,9 @@ enum {
   VAT__BEHIND = 8,
   VAT__MUTING = 16, /* a turn of it sent to an overloaded vat */
   VAT__URGENT = 32, /* an urgent message was pushed to it */
-  VAT__ATTENTION = VAT__DEAD | VAT__ALERTED | VAT__MUTING | VAT__URGENT,
+  VAT__YIELD = 64,  /* its batch sent a burst: it ends (core/flow.h) */
+  VAT__ATTENTION =
+      VAT__DEAD | VAT__ALERTED | VAT__MUTING | VAT__URGENT | VAT__YIELD,
 };
 
 #define VAT__CACHE_LINE 64
@@ -90,7 +92,8 @@ struct vat__vat {
   /* VAT__DEAD: set once, with release, after ext->exit_reason is written.
    * VAT__ALERTED: set, with release, after a signal that may end the vat
    * ahead of its queue was pushed (vat__alert); the turn loop clears it.
-   * VAT__OVERLOADED, VAT__BEHIND, VAT__MUTING: see core/flow.h.
+   * VAT__OVERLOADED, VAT__BEHIND, VAT__MUTING, VAT__YIELD: see
+   * core/flow.h.
    * VAT__URGENT: set, with release, after an urgent message was pushed;
    * the turn loop clears it and moves urgent messages to the front.
    * One byte: the turn loop reads them with the one load it makes per

@@ -38,6 +38,9 @@ struct vat__worker {
   vat__vat *busy[2];
   unsigned busy_len;
   unsigned private_streak; /* runs from `next` or `busy` in a row */
+  /* Messages the current batch's turns sent in runs to one vat, past the
+   * first of each run (core/flow.h, bursts). */
+  unsigned burst;
   vat__msgpool pool;
   /* This worker's trace ring (core/trace.h); NULL unless the system is
    * traced, which the hot path tests once per turn and per commit. */

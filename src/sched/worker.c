@@ -98,6 +98,15 @@ void vat__schedule_external(vat_system *sys, vat__vat *v) {
     vat__wake_one(sys);
 }
 
+void vat__schedule_stealable(vat__worker *w, vat__vat *v) {
+  if (w == NULL || w != vat__current_worker || v->sys != w->sys ||
+      w->sys->host_driven) {
+    vat__schedule_external(v->sys, v);
+    return;
+  }
+  enqueue(w, v);
+}
+
 static vat__vat *steal(vat__worker *w) {
   vat_system *sys = w->sys;
   unsigned n = sys->nworkers;
@@ -157,13 +166,19 @@ static vat__vat *take_private(vat__worker *w) {
 }
 
 /* After a batch that used up its budget: `v` still has work. An
- * overloaded vat goes where an idle worker can steal it: its senders are
- * muted (core/flow.h), so the pair the busy list keeps together is
- * broken anyway, and the backlog drains faster on a core of its own. */
+ * overloaded vat that is not alone here goes where an idle worker can
+ * steal it: its senders are muted (core/flow.h), so the pair the busy
+ * list keeps together is broken anyway, and the backlog drains faster on
+ * a core of its own. Alone, it stays: in the run queue, both workers
+ * took it by turns, batch after batch, and its queue's nodes crossed
+ * cores each time (a flood on two workers ran at half its one-worker
+ * rate). Its senders, released, are queued where the other worker steals
+ * them (vat__schedule_stealable). */
 static void requeue(vat__worker *w, vat__vat *v) {
   if (w->busy_len < BUSY_MAX && vat__runq_size(&w->runq) == 0 &&
-      !(atomic_load_explicit(&v->flags, memory_order_relaxed) &
-        VAT__OVERLOADED))
+      (!(atomic_load_explicit(&v->flags, memory_order_relaxed) &
+         VAT__OVERLOADED) ||
+       (w->busy_len == 0 && w->next == NULL)))
     w->busy[w->busy_len++] = v;
   else
     enqueue(w, v);
