@@ -140,6 +140,9 @@ static void open_pair(pair *p) {
   ck_assert_vat_ok(vat_conn_open(p->sys, sv[0], p->served, NULL, &p->a));
   ck_assert_vat_ok(vat_conn_open(p->sys, sv[1], p->client, NULL, &p->b));
   p->remote = wait_ref(vat_conn_bootstrap(p->b));
+  /* And a's: until b's answer to it is written, a hang-up from a can make
+   * that write fail first, and b would end with the write's cause. */
+  wait_ref(vat_conn_bootstrap(p->a));
 }
 
 /* A request from the host; returns the rc of the wait, the value in *out. */
