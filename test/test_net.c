@@ -661,20 +661,28 @@ static void raw_call(int fd, int q, const char *target, const char *method,
   ck_assert_msg(strstr(buf, want) != NULL, "no answer to q-%d: %s", q, buf);
 }
 
-START_TEST(only_recent_answers_are_kept) {
-  int sv[2];
+/* A served libvat side over a socketpair, whose raw peer (sv[1]) asked for
+ * the bootstrap as q-1 and got it as o+1; max_questions as given. */
+static void open_raw_served(size_t max_questions, int sv[2], vat_system **sys,
+                            vat_conn **c, char *buf, size_t size) {
   ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  vat_system *sys = test_system(2);
+  *sys = test_system(2);
   vat_ref *served;
-  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  ck_assert_vat_ok(vat_host_spawn(*sys, &server_def, &served, NULL));
   vat_conn_options opt;
   vat_conn_options_default(&opt);
-  opt.max_questions = 3;
-  vat_conn *c;
-  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
-  char buf[4096];
+  opt.max_questions = max_questions;
+  ck_assert_vat_ok(vat_conn_open(*sys, sv[0], served, &opt, c));
   raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
-  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  raw_read_until(sv[1], buf, size, "o+1", WAIT_S);
+}
+
+START_TEST(only_recent_answers_are_kept) {
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char buf[4096];
+  open_raw_served(3, sv, &sys, &c, buf, sizeof buf);
   raw_call(sv[1], 2, "o-1", "self", buf, sizeof buf);
   raw_call(sv[1], 3, "o-1", "self", buf, sizeof buf);
   /* Kept: q-1..q-3. q-4 pipelines on q-3 and pushes q-1 out, q-5 q-2 (the
@@ -690,7 +698,6 @@ START_TEST(only_recent_answers_are_kept) {
   test_quiesce(sys);
 }
 END_TEST
-
 
 START_TEST(peer_promises_settle_by_resolve) {
   int sv[2];
@@ -851,18 +858,10 @@ END_TEST
 
 START_TEST(a_peer_asking_too_much_is_cut_off) {
   int sv[2];
-  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  vat_system *sys = test_system(2);
-  vat_ref *served;
-  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
-  vat_conn_options opt;
-  vat_conn_options_default(&opt);
-  opt.max_questions = 3;
+  vat_system *sys;
   vat_conn *c;
-  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
-  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
   char buf[4096];
-  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  open_raw_served(3, sv, &sys, &c, buf, sizeof buf);
   for (int i = 2; i <= 5; i++) {
     char call[256];
     snprintf(call, sizeof call,
@@ -1152,18 +1151,10 @@ START_TEST(calls_on_the_bootstrap_question_outlive_kept_answers) {
   /* Only max_questions answers are kept for pipelining, but a peer may
    * pipeline on its bootstrap question for the connection's life. */
   int sv[2];
-  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  vat_system *sys = test_system(2);
-  vat_ref *served;
-  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
-  vat_conn_options opt;
-  vat_conn_options_default(&opt);
-  opt.max_questions = 2;
+  vat_system *sys;
   vat_conn *c;
-  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
   char buf[4096];
-  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
-  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  open_raw_served(2, sv, &sys, &c, buf, sizeof buf);
   for (int q = 2; q <= 5; q++) /* q-1's answer is pushed out */
     raw_call(sv[1], q, "o-1", "self", buf, sizeof buf);
   raw_call(sv[1], 6, "q-1", "self", buf, sizeof buf);
