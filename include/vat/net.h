@@ -69,9 +69,10 @@
  *    the loop's thread stops the loop, and so the connection: run the loop
  *    until the promise settles instead (vat_promise_peek).
  *  - With a system that has workers, the connection's turns run on the
- *    workers and the loop's thread does the I/O only. A host-driven system (vat/host.h) may be run by the same loop,
- *    polling vat_system_fd and timing vat_system_next_timer as the libuv
- *    example does: one thread, one loop for the vats and the sockets.
+ *    workers and the loop's thread does the I/O only. A host-driven
+ *    system (vat/host.h) may be run by the same loop, polling
+ *    vat_system_fd and timing vat_system_next_timer as the libuv example
+ *    does: one thread, one loop for the vats and the sockets.
  *  - Writes to a socket the peer closed raise SIGPIPE on the loop's
  *    thread, which the library does not touch there: the host ignores or
  *    blocks SIGPIPE (on its own thread the library blocks it).
@@ -202,8 +203,8 @@ int vat_conn_close(vat_conn *conn);
  *  must be a proxy or a vat_conn_bootstrap_ref: any other ref receives
  *  the record captp.pipe(args, answer) as the request's payload. Inside a
  *  turn; the answer ref is an entity of the calling vat, which forwards
- *  what it gets. Errors: VAT_EINVAL (NULL target/method/out/answer), and those of
- *  vat_entity_new and vat_request. */
+ *  what it gets. Errors: VAT_EINVAL (NULL target/method/out/answer), and
+ *  those of vat_entity_new and vat_request. */
 int vat_conn_pipeline(vat_turn *turn, vat_ref *target, const vat_atom *method,
                       vat_value args, double timeout_s, vat_promise **out,
                       vat_ref **answer);
