@@ -23,7 +23,9 @@
   X(value)                                                                     \
   X(mailbox)                                                                   \
   X(runq)                                                                      \
+  X(deque)                                                                     \
   X(sched)                                                                     \
+  X(fresh)                                                                     \
   X(system)                                                                    \
   X(turn)                                                                      \
   X(send)                                                                      \

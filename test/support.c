@@ -86,6 +86,12 @@ uint64_t test_seed(const char *test_name) {
   return seed;
 }
 
+uint32_t test_stress_size(uint64_t *state, uint32_t lo, uint32_t hi) {
+  const char *quick = getenv("VAT_TEST_QUICK");
+  uint32_t n = (uint32_t)test_rand_between(state, lo, hi);
+  return quick != NULL && *quick != '\0' ? n / 10 : n;
+}
+
 void test_sleep(double seconds) {
   /* Until a deadline, not for a duration: time spent stopped by the
    * collector counts, or back-to-back collections would stretch the sleep

@@ -104,6 +104,11 @@ static inline uint64_t test_rand_between(uint64_t *state, uint64_t lo,
   return lo + test_rand(state) % (hi - lo + 1);
 }
 
+/** A random size in [lo, hi] for a stress test; a tenth of it with
+ *  $VAT_TEST_QUICK set, for runs under tools that serialise threads
+ *  (valgrind). */
+uint32_t test_stress_size(uint64_t *state, uint32_t lo, uint32_t hi);
+
 /** Sleeps until `seconds` have passed. A bare nanosleep or usleep returns
  *  early when the collector signals the thread to stop the world, which
  *  happens at every turn in the hostile build. */

@@ -126,7 +126,7 @@ int vat_ref_inspect(vat_ref *ref, vat_info *out);
  *  field is written by its worker alone; a snapshot reads each once. */
 typedef struct vat_worker_info {
   uint64_t turns;  /* turns it ran */
-  uint64_t steals; /* vats it took from another worker's run queue */
+  uint64_t steals; /* vats it took from another worker's queues */
   uint64_t parks;  /* times it went to sleep for want of work */
   /* Since it started: time asleep (parked) and the rest (running turns,
    * looking for work, spinning). 0 in a host-driven system. */

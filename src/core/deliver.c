@@ -190,9 +190,13 @@ static vat__msg *new_node(vat__worker *w, vat_ref *to, void *arg,
 static void send_node(vat__worker *w, vat__msg *m) {
   if (w != NULL && w->trace != NULL)
     vat__trace_send_now(w->trace, m);
-  if (w != NULL)
+  if (w != NULL) {
     vat__deliver(w, m, m);
-  else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
+    /* Sent now, from a hook or a signal, maybe outside any turn: no
+     * commit follows to pay the wake-up the push may owe. */
+    if (w->wake_owed)
+      vat__pay_wake(w);
+  } else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
     vat__dead_letter(NULL, m);
 }
 

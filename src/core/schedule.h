@@ -18,6 +18,12 @@ void vat__schedule(vat__worker *w, vat__vat *v);
 void vat__schedule_stealable(vat__worker *w, vat__vat *v);
 /** The same from outside sys's workers: host threads, other systems. */
 void vat__schedule_external(vat_system *sys, vat__vat *v);
+/** Wakes a parked worker, if one is parked and none spins, for the vats
+ *  `w` queued where others may take them since the last call (while
+ *  w->wake_owed is set). The vat__schedule calls of a commit owe one
+ *  wake-up together, paid once its sends are out (core/turn.c), or at
+ *  once for a send made now (core/deliver.c). From w's own thread. */
+void vat__pay_wake(vat__worker *w);
 /** Wakes whoever waits for sys to go quiet (shutdown). */
 void vat__notify_quiet(vat_system *sys);
 

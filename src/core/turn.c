@@ -8,6 +8,7 @@
 #include "core/atoms.h"
 #include "core/deliver.h"
 #include "core/flow.h"
+#include "core/schedule.h"
 #include "core/trace.h"
 #include "core/turn.h"
 #include "core/worker.h"
@@ -127,6 +128,9 @@ static void commit(vat_turn *t) {
     deliver_chain(t, t->out_head, false); /* most turns: sends only */
   else
     commit_in_order(t);
+  /* One wake-up for the vats the sends displaced (sched/worker.c). */
+  if (t->worker->wake_owed)
+    vat__pay_wake(t->worker);
   if (t->stop) {
     /* Stop callbacks run outside any turn (vat/core.h). */
     vat__current_turn = NULL;

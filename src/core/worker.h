@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/deque.h"
 #include "core/msgpool.h"
 #include "core/runq.h"
 #include "core/vat.h"
@@ -30,7 +31,12 @@ static inline void vat__count(vat__counter *c, uint64_t n) {
 /* Cache-line aligned, with what thieves touch (the run queue) apart from
  * what only the owner writes, so two workers never share a line. */
 struct vat__worker {
+  /* Vats that have waited: budgets or private runs used up, vats from the
+   * shared queue or stolen. Oldest first, for the owner and thieves. */
   _Alignas(VAT__CACHE_LINE) vat__runq runq;
+  /* Vats just woken, displaced from `next`: newest first for the owner,
+   * oldest first for thieves (sched/worker.c). */
+  _Alignas(VAT__CACHE_LINE) vat__deque fresh;
   _Alignas(VAT__CACHE_LINE) vat__vat *next; /* woken last: runs next */
   /* Vats that used up their budget while the run queue was empty: they
    * run after `next`, on this worker. Like `next`, not stolen (see
@@ -47,6 +53,9 @@ struct vat__worker {
   struct vat__trace_ring *trace;
   vat_system *sys;
   uint32_t ticks;
+  uint32_t fresh_run; /* vats from `fresh` in a row (sched/worker.c) */
+  /* Vats went on `fresh` since the last wake-up (vat__pay_wake). */
+  bool wake_owed;
   uint32_t rng;
   vat__counter delivered, dead_letters, spawned, terminated;
   /* For snapshots (vat_system_inspect), off the message path: vats taken

@@ -125,6 +125,8 @@ uint64_t vat__drop_stranded(vat_system *sys) {
       n += count_queued(w->next);
     for (unsigned j = 0; j < w->busy_len; j++)
       n += count_queued(w->busy[j]);
+    for (vat__vat *v; (v = vat__deque_pop(&w->fresh)) != NULL;)
+      n += count_queued(v);
     for (vat__vat *v; (v = vat__runq_pop(&w->runq)) != NULL;)
       n += count_queued(v);
   }

@@ -2,21 +2,35 @@
  *
  * A worker runs, in order of preference: the vat it woke last (its `next`
  * slot: a ring or a ping-pong stays on one core, in cache), the vats in its
- * `busy` list, its own run queue, the system's shared queue, and vats stolen
- * from another worker. With nothing to do it spins a little, then parks on
- * the system's condition variable. Whoever queues work where another
- * worker must steal it wakes one parked worker, unless one is already
- * spinning.
+ * `busy` list, its fresh deque newest first, its run queue oldest first,
+ * the system's shared queue, and vats stolen from another worker (the
+ * oldest of its fresh deque, else of its run queue). With nothing to do it
+ * spins a little, then parks on the system's condition variable. Whoever
+ * queues work where another worker must steal it wakes one parked worker,
+ * unless one is already spinning.
+ *
+ * Two queues, because vats come in two kinds. A vat displaced from the
+ * next slot by a newer wake-up was just woken: its lines are warm, and in
+ * a tree of vats (each turn spawning and waking several) it is a branch
+ * not yet walked. Run newest first, such a tree is walked depth first,
+ * with a few vats per level alive instead of whole levels (skynet: a
+ * million vats alive at once, breadth first), and thieves take the
+ * oldest, largest branches (Cilk's work-first order). A vat that used up
+ * its budget or its private runs has waited its turn and must let the
+ * others run: it goes behind, to the run queue, first in, first out. A
+ * spawner that makes vats a batch at a time thus lets each batch run
+ * before it makes the next. Now and then (FAIR_*) the oldest vat of each
+ * queue runs first, so that no vat waits behind a stream of newer ones.
  *
  * The busy list keeps busy vats where they are. A vat that used up its budget
  * with work left, put in the run queue, would be stolen by an idle worker
  * even when it is the only vat waiting here: no parallelism gained, but a
  * producer taken away from its consumer, so that every message between
  * them crosses cores (on a shared 2-core machine a counter fed by one
- * producer ran at a fifth of its one-core rate that way). So when the run
- * queue is empty it goes to the busy list instead, and such a pair takes turns
- * on this worker. Vats spread by stealing when more are runnable than one
- * worker runs at once, and a private vat goes to the run queue now and
+ * producer ran at a fifth of its one-core rate that way). So when both
+ * queues are empty it goes to the busy list instead, and such a pair takes
+ * turns on this worker. Vats spread by stealing when more are runnable than
+ * one worker runs at once, and a private vat goes to the run queue now and
  * then (PRIVATE_STREAK_MAX), where an idle worker may take it.
  */
 #include <sched.h>
@@ -39,6 +53,22 @@ enum {
    * vats do not starve behind a full local queue (Go uses 61 too: a prime
    * avoids lock-step with periodic workloads). */
   INJECT_EVERY = 61,
+  /* Vats taken from the fresh deque in a row, while it did not empty,
+   * before the run queue's oldest gets a turn. More than a batch of turns
+   * wakes in most programs: a vat that spawns a few vats per turn (bench
+   * spawn: 4, 256 a batch) must see each batch run before its own next
+   * batch, or each forced early run piles another batch on the deque (at
+   * every 61st tick, 4,000 vats alive instead of 256, and 25% slower). */
+  FRESH_RUN_MAX = 1024,
+  /* Every so many ticks, the fresh deque's oldest vat runs first. Rarely:
+   * the oldest fresh vat is the largest branch not yet walked, and each
+   * one started early adds its frontier to what is alive (skynet, one
+   * worker: 0.15 s and 7 MiB at about this period, 0.27 s and 21 MiB at a
+   * quarter of it, 0.37 s and 52 MiB at every INJECT_EVERY). Prime, like
+   * INJECT_EVERY: the check is made only on ticks that reach the queues,
+   * and with an even period a pair of vats taking turns with the next
+   * slot kept it on the other ticks for ever. */
+  FAIR_FRESH_EVERY = 15607,
   /* Runs from the next slot and the busy list in a row before the run queue
    * gets a turn. */
   PRIVATE_STREAK_MAX = 256,
@@ -55,6 +85,14 @@ static uint32_t next_random(vat__worker *w) {
   x ^= x >> 17;
   x ^= x << 5;
   return w->rng = x;
+}
+
+/* After w queued a vat where another worker may take it. Alone, w has no
+ * other worker to wake, and skips the fence vat__wake_one begins with (4%
+ * of skynet's time on one worker). */
+static inline void wake_another(vat__worker *w) {
+  if (w->sys->nworkers > 1)
+    vat__wake_one(w->sys);
 }
 
 /* Queues `v` on w's run queue; when that is full, moves half of it and `v`
@@ -76,6 +114,30 @@ static __attribute__((noinline)) void enqueue(vat__worker *w, vat__vat *v) {
     v->rq_next = NULL;
     vat__inject_push(&w->sys->inject, first, v, n + 1);
   }
+  wake_another(w);
+}
+
+/* A vat displaced from the next slot: on top of the fresh deque. Behind,
+ * in the run queue, when the deque is full, or in a host-driven system:
+ * one context, no thieves, and its run call takes from the run queue.
+ * The wake-up for it is owed, and paid once for all of a commit's sends
+ * (vat__pay_wake): its fence cost more than the push (spawn, two
+ * workers: a tenth of the time in vat__wake_one, for three vats a turn).
+ * A turn's sends take effect only when it commits, so a parked worker
+ * waits no longer for them. */
+static __attribute__((noinline)) void enqueue_fresh(vat__worker *w,
+                                                    vat__vat *v) {
+  vat_system *sys = w->sys;
+  if (sys->host_driven || !vat__deque_push(&w->fresh, v)) {
+    enqueue(w, v);
+    return;
+  }
+  if (sys->nworkers > 1) /* alone, no other worker to wake */
+    w->wake_owed = true;
+}
+
+void vat__pay_wake(vat__worker *w) {
+  w->wake_owed = false;
   vat__wake_one(w->sys);
 }
 
@@ -87,7 +149,7 @@ VAT__HOT void vat__schedule(vat__worker *w, vat__vat *v) {
   vat__vat *displaced = w->next;
   w->next = v;
   if (displaced)
-    enqueue(w, displaced);
+    enqueue_fresh(w, displaced);
 }
 
 void vat__schedule_external(vat_system *sys, vat__vat *v) {
@@ -107,6 +169,24 @@ void vat__schedule_stealable(vat__worker *w, vat__vat *v) {
   enqueue(w, v);
 }
 
+/* About half of the victim's fresh vats, one CAS each: its owner pops the
+ * other end, so a batch cannot be claimed in one move. Runs the oldest,
+ * the largest branch of a tree; the rest go on this worker's deque. */
+static vat__vat *steal_fresh(vat__worker *w, vat__worker *victim) {
+  uint32_t n = vat__deque_size(&victim->fresh);
+  if (n == 0)
+    return NULL;
+  vat__vat *run = vat__deque_steal(&victim->fresh);
+  for (uint32_t i = 1; run != NULL && i < n / 2; i++) {
+    vat__vat *v = vat__deque_steal(&victim->fresh);
+    if (v == NULL)
+      break;
+    if (!vat__deque_push(&w->fresh, v))
+      enqueue(w, v);
+  }
+  return run;
+}
+
 static vat__vat *steal(vat__worker *w) {
   vat_system *sys = w->sys;
   unsigned n = sys->nworkers;
@@ -117,7 +197,9 @@ static vat__vat *steal(vat__worker *w) {
     vat__worker *victim = sys->workers[(start + i) % n];
     if (victim == w)
       continue;
-    vat__vat *v = vat__runq_steal(&w->runq, &victim->runq);
+    vat__vat *v = steal_fresh(w, victim);
+    if (v == NULL)
+      v = vat__runq_steal(&w->runq, &victim->runq);
     if (v) {
       vat__count(&w->steals, 1);
       return v;
@@ -165,6 +247,34 @@ static vat__vat *take_private(vat__worker *w) {
   return v;
 }
 
+/* How many vats wait in w's queues (a snapshot, from any thread). */
+static uint32_t queued(vat__worker *w) {
+  return vat__runq_size(&w->runq) + vat__deque_size(&w->fresh);
+}
+
+/* Fresh vats newest first, then the run queue's oldest. So that a vat
+ * behind a stream of newer ones still runs, the run queue's oldest goes
+ * first after FRESH_RUN_MAX fresh vats in a row, and the deque's oldest
+ * now and then (FAIR_FRESH_EVERY). */
+static inline __attribute__((always_inline)) vat__vat *
+take_queued(vat__worker *w) {
+  vat__vat *v;
+  if (w->fresh_run >= FRESH_RUN_MAX) {
+    w->fresh_run = 0;
+    if ((v = vat__runq_pop(&w->runq)) != NULL)
+      return v;
+  }
+  if (w->ticks % FAIR_FRESH_EVERY == 0 &&
+      (v = vat__deque_steal(&w->fresh)) != NULL)
+    return v;
+  if ((v = vat__deque_pop(&w->fresh)) != NULL) {
+    w->fresh_run++;
+    return v;
+  }
+  w->fresh_run = 0;
+  return vat__runq_pop(&w->runq);
+}
+
 /* After a batch that used up its budget: `v` still has work. An
  * overloaded vat that is not alone here goes where an idle worker can
  * steal it: its senders are muted (core/flow.h), so the pair the busy
@@ -175,7 +285,7 @@ static vat__vat *take_private(vat__worker *w) {
  * rate). Its senders, released, are queued where the other worker steals
  * them (vat__schedule_stealable). */
 static void requeue(vat__worker *w, vat__vat *v) {
-  if (w->busy_len < BUSY_MAX && vat__runq_size(&w->runq) == 0 &&
+  if (w->busy_len < BUSY_MAX && queued(w) == 0 &&
       (!(atomic_load_explicit(&v->flags, memory_order_relaxed) &
          VAT__OVERLOADED) ||
        (w->busy_len == 0 && w->next == NULL)))
@@ -201,14 +311,14 @@ find_work(vat__worker *w) {
      * vat here: an idle worker would gain nothing by it, and waking one
      * for it costs more than the turns it runs (a failure travelling a
      * chain of a million linked vats took twice as long). */
-    if (w->next == NULL && w->busy_len == 0 && vat__runq_size(&w->runq) == 0) {
+    if (w->next == NULL && w->busy_len == 0 && queued(w) == 0) {
       w->private_streak = 0;
       return v;
     }
     enqueue(w, v);
   }
   w->private_streak = 0;
-  if ((v = vat__runq_pop(&w->runq)) != NULL)
+  if ((v = take_queued(w)) != NULL)
     return v;
   if ((v = take_injected(w)) != NULL)
     return v;
@@ -226,7 +336,7 @@ static bool work_visible(vat_system *sys) {
   if (vat__inject_size(&sys->inject) != 0)
     return true;
   for (unsigned i = 0; i < sys->nworkers; i++)
-    if (vat__runq_size(&sys->workers[i]->runq) != 0)
+    if (queued(sys->workers[i]) != 0)
       return true;
   return false;
 }
@@ -341,6 +451,7 @@ static vat__worker *worker_new(vat_system *sys, unsigned index) {
   vat__worker *w = vat__gc_alloc_aligned(VAT__CACHE_LINE, sizeof *w);
   memset(w, 0, sizeof *w);
   vat__runq_init(&w->runq);
+  vat__deque_init(&w->fresh);
   w->sys = sys;
   w->pool.depot = &sys->depot;
   w->rng = 2654435761u * (index + 1);
