@@ -1,7 +1,8 @@
 /* Vats just woken (a worker's fresh deque, sched/worker.c): a tree of vats
- * runs depth first, with few vats alive at once; a vat at the bottom of
- * the deque still runs while newer ones keep coming; and an idle worker
- * takes fresh vats from a busy one. */
+ * runs depth first, with few vats alive at once; a spawner's vats run
+ * before it makes more; a vat at the bottom of the deque still runs while
+ * newer ones keep coming; and an idle worker takes fresh vats from a busy
+ * one. */
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -88,6 +89,58 @@ START_TEST(a_tree_of_vats_runs_depth_first) {
   ck_assert_msg(atomic_load(&tree_peak) < 200, "%llu vats alive at once, of %d",
                 (unsigned long long)atomic_load(&tree_peak),
                 TREE_LEAVES + TREE_LEAVES / 9);
+}
+END_TEST
+
+/* --- A spawner lets each batch of its vats run before its next ---------
+ *
+ * On one worker a vat spawns a few vats a turn, each sent one message,
+ * and sends itself the next turn: a batch of turns (64) makes 256 vats.
+ * They wait in the fresh deque, the spawner behind them in the run queue;
+ * were the spawner let in early, each early batch would pile 256 more on
+ * the deque (with the run queue's turn every 61st tick, 4,000 alive). */
+
+enum { SPAWNS_PER_TURN = 4, SPAWN_TOTAL = 200000 };
+
+static _Atomic uint64_t spawn_alive, spawn_peak;
+
+static void spawned_runs_once(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  atomic_fetch_sub(&spawn_alive, 1);
+  vat_stop(turn);
+}
+
+static void spawn_some(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  uint64_t *left = state;
+  for (int i = 0; i<SPAWNS_PER_TURN && * left> 0; i++, --*left) {
+    vat_ref *ref;
+    expect_vat_ok(vat_spawn(turn, &(vat_entity_def){0}, &ref, NULL));
+    uint64_t alive = atomic_fetch_add(&spawn_alive, 1) + 1;
+    if (alive > atomic_load(&spawn_peak))
+      atomic_store(&spawn_peak, alive); /* only this vat writes it */
+    expect_vat_ok(vat_send(turn, ref, spawned_runs_once, NULL));
+  }
+  if (*left > 0)
+    expect_vat_ok(vat_send(turn, vat_self(turn), spawn_some, NULL));
+}
+
+START_TEST(a_spawner_lets_each_batch_run_before_its_next) {
+  vat_system *sys = test_system(1);
+  atomic_store(&spawn_alive, 0);
+  atomic_store(&spawn_peak, 0);
+  uint64_t *left;
+  vat_ref *spawner = test_spawn(sys, sizeof *left, (void **)&left);
+  *left = SPAWN_TOTAL;
+  ck_assert_vat_ok(vat_host_send(spawner, spawn_some, NULL));
+  test_quiesce(sys);
+  ck_assert_uint_eq(*left, 0);
+  ck_assert_uint_eq(atomic_load(&spawn_alive), 0);
+  /* A batch's vats, and the next batch's as it is made. */
+  ck_assert_msg(atomic_load(&spawn_peak) <= 2 * 64 * SPAWNS_PER_TURN,
+                "%llu spawned vats alive at once",
+                (unsigned long long)atomic_load(&spawn_peak));
 }
 END_TEST
 
@@ -219,6 +272,7 @@ Suite *test_fresh_suite(void) {
   Suite *s = suite_create("fresh");
   TCase *tc = test_case("order", 120);
   tcase_add_test(tc, a_tree_of_vats_runs_depth_first);
+  tcase_add_test(tc, a_spawner_lets_each_batch_run_before_its_next);
   tcase_add_test(tc, a_vat_under_a_stream_of_newer_ones_still_runs);
   tcase_add_test(tc, an_idle_worker_takes_fresh_vats_from_a_busy_one);
   suite_add_tcase(s, tc);
