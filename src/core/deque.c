@@ -12,6 +12,7 @@
 void vat__deque_init(vat__deque *d) {
   atomic_init(&d->top, 0);
   atomic_init(&d->bottom, 0);
+  d->top_seen = 0;
   d->clean = 0;
   for (uint32_t i = 0; i < VAT__DEQUE_SIZE; i++)
     atomic_init(&d->slots[i], NULL);
@@ -19,12 +20,16 @@ void vat__deque_init(vat__deque *d) {
 
 VAT__HOT bool vat__deque_push(vat__deque *d, vat__vat *v) {
   uint32_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
-  /* Acquire: a thief's CAS past a slot comes before we overwrite it. */
-  uint32_t t = atomic_load_explicit(&d->top, memory_order_acquire);
-  if (b - t >= VAT__DEQUE_SIZE)
-    return false;
-  /* The slots below top were stolen: each thief read its slot before its
-   * CAS, which the acquire above saw, so no thief still needs them. */
+  uint32_t t = d->top_seen; /* top is at least this: room is at least so */
+  if (b - t >= VAT__DEQUE_SIZE) {
+    /* Acquire: a thief's CAS past a slot comes before we overwrite it. */
+    t = d->top_seen = atomic_load_explicit(&d->top, memory_order_acquire);
+    if (b - t >= VAT__DEQUE_SIZE)
+      return false;
+  }
+  /* The slots below t were stolen: each thief read its slot before its
+   * CAS, which an acquire load of top (here or in pop) saw, so no thief
+   * still needs them. */
   for (; d->clean != t; d->clean++)
     atomic_store_explicit(SLOT(d, d->clean), NULL, memory_order_relaxed);
   atomic_store_explicit(SLOT(d, b), v, memory_order_relaxed);
@@ -44,7 +49,8 @@ VAT__HOT vat__vat *vat__deque_pop(vat__deque *d) {
    * ordered against a thief's look at bottom after its read of top, so of
    * an owner and a thief after the same last vat, one sees the other. */
   atomic_thread_fence(memory_order_seq_cst);
-  t = atomic_load_explicit(&d->top, memory_order_relaxed);
+  /* Acquire, for the clean-up in push (top_seen). */
+  t = d->top_seen = atomic_load_explicit(&d->top, memory_order_acquire);
   if ((int32_t)(b - t) < 0) { /* thieves took everything meanwhile */
     atomic_store_explicit(&d->bottom, b + 1, memory_order_relaxed);
     return NULL;
