@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -84,6 +85,16 @@ uint64_t test_seed(const char *test_name) {
           "%s: seed %" PRIu64 " (replay with VAT_TEST_SEED=%" PRIu64 ")\n",
           test_name, seed, seed);
   return seed;
+}
+
+void test_fail_first(test_failure *f, const char *fmt, ...) {
+  int was = 0;
+  if (!atomic_compare_exchange_strong(&f->failed, &was, 1))
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(f->text, sizeof f->text, fmt, ap);
+  va_end(ap);
 }
 
 uint32_t test_stress_size(uint64_t *state, uint32_t lo, uint32_t hi) {

@@ -104,6 +104,18 @@ static inline uint64_t test_rand_between(uint64_t *state, uint64_t lo,
   return lo + test_rand(state) % (hi - lo + 1);
 }
 
+/** The first failure a test's own threads saw: they cannot use
+ *  ck_assert, so they record it here and the test's thread checks
+ *  `failed` once they are joined. */
+typedef struct test_failure {
+  _Atomic int failed;
+  char text[256];
+} test_failure;
+
+/** Records a failure in `f` unless one is recorded already. Any thread. */
+void test_fail_first(test_failure *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /** A random size in [lo, hi] for a stress test; a tenth of it with
  *  $VAT_TEST_QUICK set, for runs under tools that serialise threads
  *  (valgrind). */

@@ -13,9 +13,9 @@
 
 #include "core/deque.h"
 #include "core/vat.h"
-#include "util/mem.h"
 #include "suites.h"
 #include "support.h"
+#include "util/mem.h"
 
 #define SIZE VAT__DEQUE_SIZE
 
@@ -158,32 +158,19 @@ static struct {
   uint32_t count;
   _Atomic uint32_t taken_total;
   _Atomic bool owner_done;
-  _Atomic int failed;
-  char failure[256];
+  test_failure failure;
 } st;
-
-static void fail_at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* Records the first failure: threads other than the test's own cannot use
- * ck_assert. */
-static void fail_at(const char *fmt, ...) {
-  int was = 0;
-  if (!atomic_compare_exchange_strong(&st.failed, &was, 1))
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(st.failure, sizeof st.failure, fmt, ap);
-  va_end(ap);
-}
 
 static uint32_t take(vat__vat *v, unsigned who) {
   if (v < st.vats || v >= st.vats + st.count) {
-    fail_at("thread %u took %p, not a pushed vat", who, (void *)v);
+    test_fail_first(&st.failure, "thread %u took %p, not a pushed vat", who,
+                    (void *)v);
     return 0;
   }
   uint32_t i = (uint32_t)(v - st.vats);
   if (atomic_fetch_add(&st.taken[i], 1) != 0)
-    fail_at("thread %u took vat %" PRIu32 " a second time", who, i);
+    test_fail_first(&st.failure, "thread %u took vat %" PRIu32 " a second time",
+                    who, i);
   atomic_fetch_add(&st.taken_total, 1);
   return i;
 }
@@ -210,14 +197,16 @@ static void owner_pop(owner_state *o) {
   if (v == NULL) {
     for (uint32_t k = 0; k < o->mirrored; k++)
       if (!taken_soon(o->mirror[k]))
-        fail_at("pop found nothing, but vat %" PRIu32 " was not taken",
-                o->mirror[k]);
+        test_fail_first(&st.failure,
+                        "pop found nothing, but vat %" PRIu32 " was not taken",
+                        o->mirror[k]);
     o->mirrored = 0;
     return;
   }
   uint32_t i = take(v, 0);
   if (o->mirrored == 0 || i != o->mirror[o->mirrored - 1])
-    fail_at("owner popped vat %" PRIu32 ", not the newest", i);
+    test_fail_first(&st.failure, "owner popped vat %" PRIu32 ", not the newest",
+                    i);
   else
     o->mirrored--;
 }
@@ -225,7 +214,7 @@ static void owner_pop(owner_state *o) {
 static void *run_owner(void *p) {
   owner_state *o = p;
   uint32_t next = 0;
-  while (next < st.count && !atomic_load(&st.failed)) {
+  while (next < st.count && !atomic_load(&st.failure.failed)) {
     /* Mostly a few vats at a time; now and then enough to fill it. */
     uint32_t pushes = test_rand_between(&o->rng, 0, 15) == 0
                           ? (uint32_t)test_rand_between(&o->rng, 0, 2 * SIZE)
@@ -264,13 +253,14 @@ typedef struct {
 static void *run_thief(void *p) {
   thief_state *t = p;
   int64_t last = -1;
-  while (!atomic_load(&st.owner_done) && !atomic_load(&st.failed)) {
+  while (!atomic_load(&st.owner_done) && !atomic_load(&st.failure.failed)) {
     vat__vat *v = vat__deque_steal(st.deque);
     if (v != NULL) {
       uint32_t i = take(v, t->index);
       if ((int64_t)i <= last)
-        fail_at("thief %u stole vat %" PRIu32 " after vat %" PRId64, t->index,
-                i, last);
+        test_fail_first(&st.failure,
+                        "thief %u stole vat %" PRIu32 " after vat %" PRId64,
+                        t->index, i, last);
       last = i;
     } else if (test_rand_between(&t->rng, 0, 7) == 0) {
       sched_yield();
@@ -306,9 +296,9 @@ static void stress_round(uint64_t seed, unsigned round) {
   for (unsigned i = 0; i < thieves; i++)
     pthread_join(thief_threads[i], NULL);
 
-  ck_assert_msg(!atomic_load(&st.failed),
+  ck_assert_msg(!atomic_load(&st.failure.failed),
                 "VAT_TEST_SEED=%" PRIu64 " round %u: %s", seed, round,
-                st.failure);
+                st.failure.text);
   ck_assert_uint_eq(atomic_load(&st.taken_total), st.count);
   for (uint32_t i = 0; i < st.count; i++)
     ck_assert_msg(atomic_load(&st.taken[i]) == 1,

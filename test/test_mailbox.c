@@ -374,8 +374,7 @@ static struct {
   sem_t scheduled;
   _Atomic int tokens;
   _Atomic uint64_t handovers;
-  _Atomic int failed;
-  char failure[256];
+  test_failure failure;
   unsigned producers;
   uint32_t expected[MAX_PRODUCERS];
   uint64_t seed;
@@ -390,20 +389,6 @@ static uint64_t splitmix(uint64_t *s) {
 
 static uint32_t below(uint64_t *s, uint32_t n) {
   return (uint32_t)(splitmix(s) % n);
-}
-
-/* Records the first failure; threads other than the test's own cannot
- * use ck_assert. */
-static void fail_at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fail_at(const char *fmt, ...) {
-  int was = 0;
-  if (!atomic_compare_exchange_strong(&st.failed, &was, 1))
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(st.failure, sizeof st.failure, fmt, ap);
-  va_end(ap);
 }
 
 /* (producer, sequence number), so order per producer can be checked. */
@@ -447,7 +432,7 @@ static void *produce(void *p) {
     for (uint32_t i = 0; i < n; i++) {
       chain[i] = GC_MALLOC(sizeof *chain[i]);
       if (chain[i] == NULL) {
-        fail_at("out of memory");
+        test_fail_first(&st.failure, "out of memory");
         return NULL;
       }
       chain[i]->arg = (void *)stress_tag(a->id, seq + i);
@@ -459,7 +444,9 @@ static void *produce(void *p) {
             : vat__mailbox_push_chain(&st.mb, chain[0], chain[n - 1]);
     if (was_idle) {
       if (atomic_fetch_add(&st.tokens, 1) != 0)
-        fail_at("vat scheduled twice: producer %u at seq %" PRIu32, a->id, seq);
+        test_fail_first(&st.failure,
+                        "vat scheduled twice: producer %u at seq %" PRIu32,
+                        a->id, seq);
       atomic_fetch_add_explicit(&st.handovers, 1, memory_order_relaxed);
       sem_post(&st.scheduled);
     }
@@ -478,12 +465,13 @@ typedef struct {
 
 static void take_token(void) {
   if (atomic_fetch_add(&st.tokens, 1) != 0)
-    fail_at("a push scheduled the vat while the consumer ran it");
+    test_fail_first(&st.failure,
+                    "a push scheduled the vat while the consumer ran it");
 }
 
 static void give_token(void) {
   if (atomic_fetch_sub(&st.tokens, 1) != 1)
-    fail_at("the consumer ran without the token");
+    test_fail_first(&st.failure, "the consumer ran without the token");
 }
 
 /* Like vat__run_batch: pops up to a batch; runs dry means try_idle, and a
@@ -507,8 +495,9 @@ static bool consume_batch(uint32_t batch, uint32_t *next_seq,
     unsigned producer = tag & 7;
     uint32_t seq = (uint32_t)(tag >> 3);
     if (producer >= st.producers || seq != next_seq[producer]) {
-      fail_at("producer %u: got seq %" PRIu32 ", expected %" PRIu32, producer,
-              seq, producer < st.producers ? next_seq[producer] : 0);
+      test_fail_first(
+          &st.failure, "producer %u: got seq %" PRIu32 ", expected %" PRIu32,
+          producer, seq, producer < st.producers ? next_seq[producer] : 0);
       return false;
     }
     next_seq[producer]++;
@@ -533,7 +522,7 @@ static void *consume(void *p) {
   uint64_t rng = st.seed ^ 0x5bd1e995u;
   r->idle_periods = 1; /* it starts idle */
   bool idle = true;
-  while (!atomic_load(&st.failed)) {
+  while (!atomic_load(&st.failure.failed)) {
     if (idle) {
       if (r->received == total)
         break;
@@ -589,13 +578,13 @@ static void stress_round(uint64_t seed, unsigned round) {
     ck_assert_int_eq(pthread_create(&producers[i], NULL, produce, &args[i]), 0);
   for (unsigned i = 0; i < st.producers; i++)
     pthread_join(producers[i], NULL);
-  if (atomic_load(&st.failed))
+  if (atomic_load(&st.failure.failed))
     sem_post(&st.scheduled); /* the consumer may wait for a push */
   pthread_join(consumer, NULL);
 
-  ck_assert_msg(!atomic_load(&st.failed),
+  ck_assert_msg(!atomic_load(&st.failure.failed),
                 "VAT_TEST_SEED=%" PRIu64 " round %u: %s", seed, round,
-                st.failure);
+                st.failure.text);
   uint64_t total = 0;
   for (unsigned i = 0; i < st.producers; i++)
     total += st.expected[i];

@@ -190,8 +190,7 @@ static struct {
   _Atomic uint32_t pushed;
   _Atomic uint32_t taken_total;
   _Atomic bool give_up;
-  _Atomic int failed;
-  char failure[256];
+  test_failure failure;
 } st;
 
 static uint64_t splitmix(uint64_t *s) {
@@ -205,36 +204,26 @@ static uint32_t below(uint64_t *s, uint32_t n) {
   return (uint32_t)(splitmix(s) % n);
 }
 
-/* Records the first failure; threads other than the test's own cannot
- * use ck_assert. */
-static void fail_at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fail_at(const char *fmt, ...) {
-  int was = 0;
-  if (!atomic_compare_exchange_strong(&st.failed, &was, 1))
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(st.failure, sizeof st.failure, fmt, ap);
-  va_end(ap);
-}
-
 static bool finished(void) {
   return atomic_load(&st.taken_total) == st.count || atomic_load(&st.give_up) ||
-         atomic_load(&st.failed);
+         atomic_load(&st.failure.failed);
 }
 
 /* Counts `v` as taken by thread `who`; returns its index. */
 static uint32_t take(vat__vat *v, unsigned who) {
   if (v < st.vats || v >= st.vats + st.count) {
-    fail_at("thread %u took %p, not a queued vat", who, (void *)v);
+    test_fail_first(&st.failure, "thread %u took %p, not a queued vat", who,
+                    (void *)v);
     return 0;
   }
   uint32_t i = (uint32_t)(v - st.vats);
   if (i >= atomic_load(&st.pushed))
-    fail_at("thread %u took vat %" PRIu32 " before it was pushed", who, i);
+    test_fail_first(&st.failure,
+                    "thread %u took vat %" PRIu32 " before it was pushed", who,
+                    i);
   if (atomic_fetch_add(&st.taken[i], 1) != 0)
-    fail_at("thread %u took vat %" PRIu32 " a second time", who, i);
+    test_fail_first(&st.failure, "thread %u took vat %" PRIu32 " a second time",
+                    who, i);
   v->rq_next = NULL;
   atomic_fetch_add(&st.taken_total, 1);
   return i;
@@ -249,8 +238,9 @@ typedef struct {
 static void owner_take(owner_state *o, vat__vat *v) {
   uint32_t i = take(v, 0);
   if (i + 1 <= o->owner_last)
-    fail_at("owner took vat %" PRIu32 " after vat %" PRIu32, i,
-            o->owner_last - 1);
+    test_fail_first(&st.failure,
+                    "owner took vat %" PRIu32 " after vat %" PRIu32, i,
+                    o->owner_last - 1);
   o->owner_last = i + 1;
 }
 
@@ -266,7 +256,9 @@ static void owner_move_half(owner_state *o, vat__vat *refused) {
     v = next;
   }
   if (seen != n)
-    fail_at("take_half said %" PRIu32 " vats, linked %" PRIu32, n, seen);
+    test_fail_first(&st.failure,
+                    "take_half said %" PRIu32 " vats, linked %" PRIu32, n,
+                    seen);
   /* Never queued: outside the queue's order. */
   take(refused, 0);
 }
@@ -276,7 +268,7 @@ static void *run_owner(void *p) {
   uint64_t rng = o->seed;
   vat__runq *q = st.queues[0];
   uint32_t next = 0;
-  while (next < st.count && !atomic_load(&st.failed)) {
+  while (next < st.count && !atomic_load(&st.failure.failed)) {
     /* Large batches fill the ring; small ones keep it short so thieves
      * race the owner for the last few slots. */
     uint32_t pushes = o->fill || below(&rng, 4) == 0 ? below(&rng, 2 * SIZE)
@@ -384,9 +376,9 @@ static void stress_round(uint64_t seed, unsigned round, bool fill) {
   for (unsigned i = 0; i < thieves; i++)
     pthread_join(thief_threads[i], NULL);
 
-  ck_assert_msg(!atomic_load(&st.failed),
+  ck_assert_msg(!atomic_load(&st.failure.failed),
                 "VAT_TEST_SEED=%" PRIu64 " round %u: %s", seed, round,
-                st.failure);
+                st.failure.text);
   for (uint32_t i = 0; i < st.count; i++)
     ck_assert_msg(atomic_load(&st.taken[i]) == 1,
                   "VAT_TEST_SEED=%" PRIu64 " round %u: vat %" PRIu32
