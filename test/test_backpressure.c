@@ -75,10 +75,13 @@ static vat_ref *spawn_sink(vat_system *sys, const vat_overload *ov,
  * sink's backlog stays within the mark plus what one batch of the
  * producer sends before the sink measures again: exact, as the two take
  * turns. On two, the sink measures while the producer runs, so the bound
- * is as tight unless the system preempts the sink's thread (the producer
- * then sends until the sink runs again): the test allows a tenth of the
- * flood more, which a shared machine keeps. Without backpressure the backlog
- * reached nearly the whole flood. */
+ * is as tight unless the system preempts the sink's thread: the producer
+ * then sends until the sink runs again, which vat/core.h does not bound
+ * ("what senders on other cores send meanwhile"). With other tests
+ * running beside it, that was 80,000-103,000 messages in about one run
+ * of the whole suite in seven, against a tenth of the flood the test once
+ * allowed; it allows half now. Without backpressure the backlog reached
+ * nearly the whole flood. */
 static void check_flood(unsigned workers) {
   enum { N = 400000 / TEST_SCALE, PER_TURN = 200, HIGH = 2048 / TEST_SCALE };
   vat_config cfg;
@@ -97,7 +100,7 @@ static void check_flood(unsigned workers) {
   ck_assert_uint_eq(atomic_load(&p->done), 1);
   uint64_t bound = HIGH + (uint64_t)(cfg.batch + 1) * PER_TURN;
   if (workers > 1)
-    bound += N / 10;
+    bound += N / 2;
   ck_assert_msg(p->worst <= bound,
                 "%u workers: backlog reached %" PRIu64 " (bound %" PRIu64 ")",
                 workers, p->worst, bound);
