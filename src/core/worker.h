@@ -17,6 +17,7 @@
 #include "core/deque.h"
 #include "core/msgpool.h"
 #include "core/runq.h"
+#include "core/steal_gauge.h"
 #include "core/vat.h"
 
 /* Counters a worker writes alone and others read: relaxed atomics, so that
@@ -53,7 +54,8 @@ struct vat__worker {
   struct vat__trace_ring *trace;
   vat_system *sys;
   uint32_t ticks;
-  uint32_t fresh_run; /* vats from `fresh` in a row (sched/worker.c) */
+  uint32_t fresh_run;     /* vats from `fresh` in a row (sched/worker.c) */
+  vat__steal_gauge gauge; /* what its steals of fresh vats were worth */
   /* Vats went on `fresh` since the last wake-up (vat__pay_wake). */
   bool wake_owed;
   uint32_t rng;
