@@ -19,8 +19,10 @@
  * its budget or its private runs has waited its turn and must let the
  * others run: it goes behind, to the run queue, first in, first out. A
  * spawner that makes vats a batch at a time thus lets each batch run
- * before it makes the next. Now and then (FAIR_*) the oldest vat of each
- * queue runs first, so that no vat waits behind a stream of newer ones.
+ * before it makes the next. Now and then (FRESH_RUN_MAX, FAIR_FRESH_EVERY)
+ * the oldest vat of each queue runs first, so that no vat waits behind a
+ * stream of newer ones. A thief leaves alone fresh vats too small to
+ * repay their move to its core (core/steal_gauge.h).
  *
  * The busy list keeps busy vats where they are. A vat that used up its budget
  * with work left, put in the run queue, would be stolen by an idle worker
