@@ -97,10 +97,14 @@ void test_fail_first(test_failure *f, const char *fmt, ...) {
   va_end(ap);
 }
 
-uint32_t test_stress_size(uint64_t *state, uint32_t lo, uint32_t hi) {
+bool test_quick(void) {
   const char *quick = getenv("VAT_TEST_QUICK");
+  return quick != NULL && *quick != '\0';
+}
+
+uint32_t test_stress_size(uint64_t *state, uint32_t lo, uint32_t hi) {
   uint32_t n = (uint32_t)test_rand_between(state, lo, hi);
-  return quick != NULL && *quick != '\0' ? n / 10 : n;
+  return test_quick() ? n / 10 : n;
 }
 
 void test_sleep(double seconds) {

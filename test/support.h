@@ -116,9 +116,13 @@ typedef struct test_failure {
 void test_fail_first(test_failure *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/** A random size in [lo, hi] for a stress test; a tenth of it with
- *  $VAT_TEST_QUICK set, for runs under tools that serialise threads
- *  (valgrind). */
+/** Whether $VAT_TEST_QUICK is set: the run is under a tool that runs one
+ *  thread at a time (valgrind), so stress tests shrink and tests of how
+ *  work spreads over threads do not check it. */
+bool test_quick(void);
+
+/** A random size in [lo, hi] for a stress test; a tenth of it when
+ *  test_quick(). */
 uint32_t test_stress_size(uint64_t *state, uint32_t lo, uint32_t hi);
 
 /** Sleeps until `seconds` have passed. A bare nanosleep or usleep returns

@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "core/steal_gauge.h"
 #include "support.h"
@@ -326,8 +325,7 @@ START_TEST(heavy_vats_spread_after_tiny_ones) {
   /* An even split puts 32 on each; one worker alone runs all 64. Not
    * under valgrind ($VAT_TEST_QUICK), which runs one thread at a time: a
    * thread spinning in a turn keeps the other from running at all. */
-  const char *quick = getenv("VAT_TEST_QUICK");
-  if (quick == NULL || *quick == '\0')
+  if (!test_quick())
     ck_assert_msg(on_first >= 8 && on_first <= HEAVY_VATS - 8,
                   "%u of the %d heavy vats ran on one worker", on_first,
                   HEAVY_VATS);

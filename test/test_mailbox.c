@@ -547,14 +547,6 @@ static uint64_t stress_seed(void) {
   return (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
 }
 
-/* A random size in [lo, hi]; a tenth of it with VAT_TEST_QUICK set, for
- * runs under tools that serialise threads (valgrind). */
-static uint32_t stress_size(uint64_t *rng, uint32_t lo, uint32_t hi) {
-  const char *quick = getenv("VAT_TEST_QUICK");
-  uint32_t n = lo + below(rng, hi - lo + 1);
-  return quick != NULL && *quick != '\0' ? n / 10 : n;
-}
-
 /* `seed` is the test's, printed on failure so VAT_TEST_SEED replays it. */
 static void stress_round(uint64_t seed, unsigned round) {
   uint64_t rng = seed + round * 0x2545f4914f6cdd1du;
@@ -570,7 +562,7 @@ static void stress_round(uint64_t seed, unsigned round) {
   for (unsigned i = 0; i < st.producers; i++) {
     args[i] = (producer_arg){.id = i,
                              .seed = splitmix(&rng),
-                             .count = stress_size(&rng, 20000, 100000)};
+                             .count = test_stress_size(&rng, 20000, 100000)};
     st.expected[i] = args[i].count;
   }
   ck_assert_int_eq(pthread_create(&consumer, NULL, consume, &result), 0);

@@ -330,19 +330,11 @@ static uint64_t stress_seed(void) {
   return (uint64_t)ts.tv_sec * 1000000007u ^ (uint64_t)ts.tv_nsec;
 }
 
-/* A random size in [lo, hi]; a tenth of it with VAT_TEST_QUICK set, for
- * runs under tools that serialise threads (valgrind). */
-static uint32_t stress_size(uint64_t *rng, uint32_t lo, uint32_t hi) {
-  const char *quick = getenv("VAT_TEST_QUICK");
-  uint32_t n = lo + below(rng, hi - lo + 1);
-  return quick != NULL && *quick != '\0' ? n / 10 : n;
-}
-
 /* `seed` is the test's, printed on failure so VAT_TEST_SEED replays it. */
 static void stress_round(uint64_t seed, unsigned round, bool fill) {
   uint64_t rng = seed + round * 0x2545f4914f6cdd1du;
   memset(&st, 0, sizeof st);
-  st.count = stress_size(&rng, 50000, 200000);
+  st.count = test_stress_size(&rng, 50000, 200000);
   st.vats = vats_new(st.count);
   st.taken = GC_MALLOC_ATOMIC(st.count * sizeof *st.taken);
   ck_assert_ptr_nonnull(st.taken);

@@ -810,8 +810,7 @@ static double env_seconds(const char *name) {
 }
 
 static bool quick(void) {
-  const char *v = getenv("VAT_TEST_QUICK");
-  return TEST_SCALE > 1 || (v != NULL && *v != '\0');
+  return TEST_SCALE > 1 || test_quick();
 }
 
 START_TEST(faults_keep_the_promises) {

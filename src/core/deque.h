@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct vat__vat;
+#include "core/vat.h"
 
 #define VAT__DEQUE_SIZE 4096u
 
@@ -33,24 +33,24 @@ struct vat__vat;
  * top only to pop, or when the deque looks full (`top_seen`, a value top
  * had: never ahead of it). Spawn on two workers: 10% faster. */
 typedef struct vat__deque {
-  _Alignas(64) _Atomic uint32_t top;    /* thieves and owner: CAS */
-  _Alignas(64) _Atomic uint32_t bottom; /* owner: store */
-  uint32_t top_seen;                    /* owner: top as it last read it */
-  uint32_t clean;                       /* owner: slots below it are cleared */
-  _Alignas(64) _Atomic(struct vat__vat *) slots[VAT__DEQUE_SIZE];
+  _Alignas(VAT__CACHE_LINE) _Atomic uint32_t top; /* thieves and owner: CAS */
+  _Alignas(VAT__CACHE_LINE) _Atomic uint32_t bottom; /* owner: store */
+  uint32_t top_seen; /* owner: top as it last read it */
+  uint32_t clean;    /* owner: slots below it are cleared */
+  _Alignas(VAT__CACHE_LINE) _Atomic(vat__vat *) slots[VAT__DEQUE_SIZE];
 } vat__deque;
 
 void vat__deque_init(vat__deque *d);
 
 /** Owner: puts `v` on top. Returns false when the deque is full. */
-bool vat__deque_push(vat__deque *d, struct vat__vat *v);
+bool vat__deque_push(vat__deque *d, vat__vat *v);
 
 /** Owner: takes the newest vat, or NULL. */
-struct vat__vat *vat__deque_pop(vat__deque *d);
+vat__vat *vat__deque_pop(vat__deque *d);
 
 /** Any thread (the owner included): takes the oldest vat, or NULL when
  *  the deque was empty or another thread won the race for that vat. */
-struct vat__vat *vat__deque_steal(vat__deque *d);
+vat__vat *vat__deque_steal(vat__deque *d);
 
 /** Any thread: how many vats are held (a snapshot). */
 uint32_t vat__deque_size(vat__deque *d);
