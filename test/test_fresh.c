@@ -3,11 +3,9 @@
  * before it makes more; a vat at the bottom of the deque still runs while
  * newer ones keep coming; and an idle worker takes fresh vats from a busy
  * one. */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/steal_gauge.h"
 #include "support.h"
 
 /* --- A tree runs depth first ---------------------------------------------- */
@@ -102,15 +100,14 @@ END_TEST
  * were the spawner let in early, each early batch would pile 256 more on
  * the deque (with the run queue's turn every 61st tick, 4,000 alive). */
 
-enum { SPAWNS_PER_TURN = 4, SPAWN_TOTAL = 200000 / TEST_SCALE };
+enum { SPAWNS_PER_TURN = 4, SPAWN_TOTAL = 200000 };
 
-static _Atomic uint64_t spawn_alive, spawn_peak, spawn_ended;
+static _Atomic uint64_t spawn_alive, spawn_peak;
 
 static void spawned_runs_once(vat_turn *turn, void *state, void *arg) {
   (void)state;
   (void)arg;
   atomic_fetch_sub(&spawn_alive, 1);
-  atomic_fetch_add(&spawn_ended, 1);
   vat_stop(turn);
 }
 
@@ -271,121 +268,13 @@ START_TEST(an_idle_worker_takes_fresh_vats_from_a_busy_one) {
 }
 END_TEST
 
-/* --- Heavy vats still spread after a run of tiny ones ---------------------
- *
- * On two workers, tiny vats first (a spawner's, each one turn): the idle
- * worker's steals of them come out tiny, and its gauge stops it taking
- * such vats from a worker that keeps up. Then one turn wakes vats that
- * each run a millisecond, fewer than a worker "behind" holds: they must
- * still spread over both workers, the idle one trying again a little
- * after its last steal (core/steal_gauge.h). */
-
-enum { HEAVY_VATS = 64, HEAVY_US = 1000 };
-
-static pthread_t heavy_runner[HEAVY_VATS];
-static _Atomic uint64_t heavy_done;
-
-static void run_heavy(vat_turn *turn, void *state, void *arg) {
-  (void)turn;
-  (void)state;
-  double until = test_wall_seconds() + HEAVY_US * 1e-6;
-  while (test_wall_seconds() < until)
-    ;
-  heavy_runner[(uintptr_t)arg] = pthread_self();
-  atomic_fetch_add(&heavy_done, 1); /* release: the runner's slot first */
-}
-
-static void wake_heavy(vat_turn *turn, void *state, void *arg) {
-  (void)state;
-  (void)arg;
-  for (uintptr_t i = 0; i < HEAVY_VATS; i++) {
-    vat_ref *ref;
-    expect_vat_ok(vat_spawn(turn, &(vat_entity_def){0}, &ref, NULL));
-    expect_vat_ok(vat_send(turn, ref, run_heavy, (void *)i));
-  }
-}
-
-START_TEST(heavy_vats_spread_after_tiny_ones) {
-  vat_system *sys = test_system(2);
-  atomic_store(&spawn_alive, 0);
-  atomic_store(&spawn_peak, 0);
-  atomic_store(&spawn_ended, 0);
-  atomic_store(&heavy_done, 0);
-  uint64_t *left;
-  vat_ref *spawner = test_spawn(sys, sizeof *left, (void **)&left);
-  *left = SPAWN_TOTAL;
-  ck_assert_vat_ok(vat_host_send(spawner, spawn_some, NULL));
-  ck_assert(test_wait_u64(&spawn_ended, SPAWN_TOTAL, 60));
-  vat_ref *waker = test_spawn(sys, 0, NULL);
-  ck_assert_vat_ok(vat_host_send(waker, wake_heavy, NULL));
-  ck_assert(test_wait_u64(&heavy_done, HEAVY_VATS, 60));
-  unsigned on_first = 0;
-  for (int i = 0; i < HEAVY_VATS; i++)
-    on_first += pthread_equal(heavy_runner[i], heavy_runner[0]) != 0;
-  /* An even split puts 32 on each; one worker alone runs all 64. Not
-   * under valgrind ($VAT_TEST_QUICK), which runs one thread at a time: a
-   * thread spinning in a turn keeps the other from running at all. */
-  if (!test_quick())
-    ck_assert_msg(on_first >= 8 && on_first <= HEAVY_VATS - 8,
-                  "%u of the %d heavy vats ran on one worker", on_first,
-                  HEAVY_VATS);
-  test_quiesce(sys);
-}
-END_TEST
-
-/* --- The gauge alone, on made-up times ------------------------------------ */
-
-START_TEST(gauge_stops_tiny_steals_and_tries_again) {
-  vat__steal_gauge g = {0};
-  uint64_t t = 1000000;
-  ck_assert(vat__steal_gauge_allows(&g, 1, t));
-  /* Steals a microsecond apart, 10 vats each: 100 ns a vat, tiny. */
-  vat__steal_gauge_note(&g, 10, t);
-  for (int i = 0; i < VAT__TINY_STEALS_MAX; i++) {
-    ck_assert(vat__steal_gauge_allows(&g, 1, t + 1000));
-    t += 1000;
-    vat__steal_gauge_note(&g, 10, t);
-  }
-  ck_assert_uint_eq(g.tiny, VAT__TINY_STEALS_MAX);
-  ck_assert(!vat__steal_gauge_allows(&g, 1, t + 1000));
-  ck_assert(!vat__steal_gauge_allows(&g, VAT__FRESH_BEHIND - 1, t + 1000));
-  /* A victim behind, or a while since the last steal: worth a try. */
-  ck_assert(vat__steal_gauge_allows(&g, VAT__FRESH_BEHIND, t + 1000));
-  ck_assert(vat__steal_gauge_allows(&g, 1, t + VAT__TINY_RETRY_NS));
-  /* That try's vats ran long (a millisecond for the 10): reset. */
-  t += 10 * 1000000;
-  vat__steal_gauge_note(&g, 1, t);
-  ck_assert_uint_eq(g.tiny, 0);
-  ck_assert(vat__steal_gauge_allows(&g, 1, t + 1));
-}
-END_TEST
-
-START_TEST(gauge_counts_no_tiny_steal_before_the_first) {
-  vat__steal_gauge g = {0};
-  /* The first steal has no earlier one to time. */
-  vat__steal_gauge_note(&g, 4, 5);
-  ck_assert_uint_eq(g.tiny, 0);
-  /* Exactly a microsecond a vat is not tiny; a nanosecond less is. */
-  vat__steal_gauge_note(&g, 2, 5 + 4 * VAT__TINY_VAT_NS);
-  ck_assert_uint_eq(g.tiny, 0);
-  vat__steal_gauge_note(&g, 2,
-                        5 + 4 * VAT__TINY_VAT_NS + 2 * VAT__TINY_VAT_NS - 1);
-  ck_assert_uint_eq(g.tiny, 1);
-}
-END_TEST
-
 Suite *test_fresh_suite(void) {
   Suite *s = suite_create("fresh");
   TCase *tc = test_case("order", 120);
   tcase_add_test(tc, a_tree_of_vats_runs_depth_first);
   tcase_add_test(tc, a_spawner_lets_each_batch_run_before_its_next);
-  tcase_add_test(tc, heavy_vats_spread_after_tiny_ones);
   tcase_add_test(tc, a_vat_under_a_stream_of_newer_ones_still_runs);
   tcase_add_test(tc, an_idle_worker_takes_fresh_vats_from_a_busy_one);
   suite_add_tcase(s, tc);
-  TCase *gauge = test_case("gauge", 0);
-  tcase_add_test(gauge, gauge_stops_tiny_steals_and_tries_again);
-  tcase_add_test(gauge, gauge_counts_no_tiny_steal_before_the_first);
-  suite_add_tcase(s, gauge);
   return s;
 }

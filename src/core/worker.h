@@ -17,7 +17,6 @@
 #include "core/deque.h"
 #include "core/msgpool.h"
 #include "core/runq.h"
-#include "core/steal_gauge.h"
 #include "core/vat.h"
 
 /* Counters a worker writes alone and others read: relaxed atomics, so that
@@ -54,8 +53,7 @@ struct vat__worker {
   struct vat__trace_ring *trace;
   vat_system *sys;
   uint32_t ticks;
-  uint32_t fresh_run;     /* vats from `fresh` in a row (sched/worker.c) */
-  vat__steal_gauge gauge; /* what its steals of fresh vats were worth */
+  uint32_t fresh_run; /* vats from `fresh` in a row (sched/worker.c) */
   /* Vats went on `fresh` since the last wake-up (vat__pay_wake). */
   bool wake_owed;
   uint32_t rng;

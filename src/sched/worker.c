@@ -21,8 +21,7 @@
  * spawner that makes vats a batch at a time thus lets each batch run
  * before it makes the next. Now and then (FRESH_RUN_MAX, FAIR_FRESH_EVERY)
  * the oldest vat of each queue runs first, so that no vat waits behind a
- * stream of newer ones. A thief leaves alone fresh vats too small to
- * repay their move to its core (core/steal_gauge.h).
+ * stream of newer ones.
  *
  * The busy list keeps busy vats where they are. A vat that used up its budget
  * with work left, put in the run queue, would be stolen by an idle worker
@@ -173,29 +172,19 @@ void vat__schedule_stealable(vat__worker *w, vat__vat *v) {
 
 /* About half of the victim's fresh vats, one CAS each: its owner pops the
  * other end, so a batch cannot be claimed in one move. Runs the oldest,
- * the largest branch of a tree; the rest go on this worker's deque. Not
- * while this worker's gauge says its steals moved vats too small to be
- * worth it, and the victim keeps up. */
+ * the largest branch of a tree; the rest go on this worker's deque. */
 static vat__vat *steal_fresh(vat__worker *w, vat__worker *victim) {
   uint32_t n = vat__deque_size(&victim->fresh);
   if (n == 0)
     return NULL;
-  /* The clock only here: this worker has nothing else to do. */
-  uint64_t now = vat__monotonic_ns();
-  if (!vat__steal_gauge_allows(&w->gauge, n, now))
-    return NULL; /* too small to be worth moving (core/steal_gauge.h) */
   vat__vat *run = vat__deque_steal(&victim->fresh);
-  if (run == NULL)
-    return NULL;
-  uint32_t taken = 1;
-  for (; taken < n / 2; taken++) {
+  for (uint32_t i = 1; run != NULL && i < n / 2; i++) {
     vat__vat *v = vat__deque_steal(&victim->fresh);
     if (v == NULL)
       break;
     if (!vat__deque_push(&w->fresh, v))
       enqueue(w, v);
   }
-  vat__steal_gauge_note(&w->gauge, taken, now);
   return run;
 }
 
