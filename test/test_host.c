@@ -241,7 +241,11 @@ START_TEST(idle_embedded_host_does_not_spin) {
   fprintf(stderr, "idle_embedded_host: %.4f s CPU in 2 s, %d loops\n", used,
           loops);
   ck_assert_int_le(loops, 10);
-  ck_assert_msg(used < 0.02, "idle host loop used %.4f s CPU", used);
+  /* valgrind (test_quick) runs everything tens of times slower, so its own
+   * start-up and the collector's threads can pass 0.02 s (0.0209 s seen
+   * in CI, 8 loops); the loop count still shows no spinning there. */
+  ck_assert_msg(used < (test_quick() ? 0.2 : 0.02),
+                "idle host loop used %.4f s CPU", used);
   test_quiesce(sys);
 }
 END_TEST
