@@ -22,6 +22,7 @@
   X(error)                                                                     \
   X(value)                                                                     \
   X(mailbox)                                                                   \
+  X(msgpool)                                                                   \
   X(runq)                                                                      \
   X(deque)                                                                     \
   X(sched)                                                                     \

@@ -1,15 +1,33 @@
 /* Message nodes without the collector on the hot path.
  *
- * Each worker keeps a free list of nodes. A node freed on another worker
- * than the one that allocated it joins the freeing worker's list, so a
- * producer on one core and a consumer on another would drain one list and
- * flood the other. The system's depot evens that out: a worker with too
- * many free nodes hands a batch to the depot, and a worker that ran out
- * takes a batch from it (one lock per batch, not per node) before it carves
- * a new slab from the collector. Past the depot's cap, batches are left to
- * the collector with their links cut, so a burst does not pin memory for
- * ever: what stays is at most VAT__MSGPOOL_CAP nodes per worker and the
- * depot's batches.
+ * Each worker keeps a free list of nodes, newest first, so a node freed
+ * here is the next one sent from here while its line is still in this
+ * core's cache. A node freed on another worker than the one that
+ * allocated it joins the freeing worker's list, so a producer on one core
+ * and a consumer on another would drain one list and flood the other. The
+ * system's depot evens that out: a worker with too many free nodes hands
+ * a batch to the depot, and a worker that ran out takes a batch from it
+ * (one lock per batch, not per node) before it carves a new slab from the
+ * collector.
+ *
+ * Batches travel as arrays of addresses, not as lists threaded through
+ * the nodes. A node that crossed cores is in the other core's cache, and
+ * a list of such nodes is a chain of misses, each waiting for the one
+ * before it (the next address is in the line that misses): a producer fed
+ * from the depot waited for one at every send, and handed its consumer
+ * nodes in an order the hardware could not prefetch either. From an array
+ * the refill knows every address at once: it puts them in address order
+ * where they are not in runs already (reading the addresses, never the
+ * nodes), then links the nodes, its stores to the other core's lines
+ * overlapping instead of queueing. The producer then sends from lines in
+ * its own cache, and a burst's consumer walks its nodes in an order the
+ * prefetcher follows (bench/README.md, "Message nodes that cross
+ * cores").
+ *
+ * Past the depot's cap, batches are left to the collector with their
+ * links cut, so one node still reachable (a stale word anywhere) keeps no
+ * other from the collector: what a burst leaves is at most
+ * VAT__MSGPOOL_CAP nodes per worker and the depot's batches.
  *
  * Pools and the depot live in collector memory reachable from their system,
  * so listed nodes are never reclaimed.
@@ -22,26 +40,49 @@
 
 #include "core/message.h"
 
+enum {
+  VAT__MSGPOOL_BATCH = 1024,
+  VAT__MSGPOOL_CAP = 2 * VAT__MSGPOOL_BATCH,
+  VAT__MSGDEPOT_CAP = 64, /* full batches the depot keeps at most (4 MiB) */
+};
+
+/* VAT__MSGPOOL_BATCH free nodes on their way between workers: their
+ * addresses, and the same nodes still linked in that order, which a depot
+ * with one pool hands back whole. */
+typedef struct vat__msgbatch {
+  struct vat__msgbatch *next; /* in the depot */
+  vat__msg *nodes[VAT__MSGPOOL_BATCH];
+} vat__msgbatch;
+
 /* Batches of free nodes shared by a system's workers. */
 typedef struct vat__msgdepot {
   pthread_mutex_t lock;
-  vat__msg *batches;    /* linked through each batch's first node's `arg` */
-  _Atomic size_t count; /* written under the lock; read without it, as a hint */
+  vat__msgbatch *full;
+  vat__msgbatch *empty; /* arrays emptied by refills, for spills to reuse */
+  _Atomic size_t count; /* full batches; written under the lock, read
+                           without it as a hint */
+  unsigned pools;        /* sharing it: set before any of them runs */
 } vat__msgdepot;
 
 typedef struct vat__msgpool {
   vat__msg *free;
   size_t count;
   vat__msgdepot *depot; /* NULL: no sharing */
+  /* Only for spills and refills, made on first need: an empty array for
+   * the next spill, and the refill's sorting space. */
+  vat__msgbatch *spare;
+  vat__msg **sorted;
 } vat__msgpool;
 
 void vat__msgdepot_init(vat__msgdepot *depot);
 
+/** Makes the (zeroed) `pool` share `depot`. Before any pool of the depot
+ *  is used. */
+void vat__msgpool_join(vat__msgpool *pool, vat__msgdepot *depot);
+
 /* The slow halves of alloc and free, out of line. */
 void vat__msgpool_refill(vat__msgpool *pool);
 void vat__msgpool_spill(vat__msgpool *pool);
-
-enum { VAT__MSGPOOL_BATCH = 1024, VAT__MSGPOOL_CAP = 2 * VAT__MSGPOOL_BATCH };
 
 /** A node whose link is NULL; the caller sets the rest. Aborts on
  *  out-of-memory. Owner thread only. Inline: one per send. */

@@ -454,7 +454,7 @@ static vat__worker *worker_new(vat_system *sys, unsigned index) {
   vat__runq_init(&w->runq);
   vat__deque_init(&w->fresh);
   w->sys = sys;
-  w->pool.depot = &sys->depot;
+  vat__msgpool_join(&w->pool, &sys->depot);
   w->rng = 2654435761u * (index + 1);
   if (sys->trace_events != 0)
     w->trace = vat__trace_ring_new(sys, index);
