@@ -206,6 +206,61 @@ START_TEST(count_sees_stack_and_private_list) {
 }
 END_TEST
 
+/* Pushes ms[0..n) as one run behind a header of its own. */
+static bool push_run(vat__mailbox *mb, vat__msg **ms, size_t n) {
+  link_chain(ms, n);
+  return vat__mailbox_push_run(mb, msg_new(0), ms[0], ms[n - 1], n);
+}
+
+/* Runs and single nodes in one stack come out in push order, counted by
+ * what they hold, from the consumer's take and from a snapshot alike. */
+START_TEST(runs_keep_order_and_count) {
+  vat__mailbox mb;
+  vat__mailbox_init(&mb);
+  vat__msg *a[] = {msg_new(2), msg_new(3), msg_new(4)};
+  vat__msg *b[] = {msg_new(6), msg_new(7)};
+  ck_assert(vat__mailbox_push(&mb, msg_new(1)));
+  ck_assert(!push_run(&mb, a, 3));
+  ck_assert(!vat__mailbox_push(&mb, msg_new(5)));
+  ck_assert(!push_run(&mb, b, 2));
+  ck_assert_uint_eq(vat__mailbox_peek_len(&mb, 100), 7);
+  ck_assert_uint_eq(vat__mailbox_peek_len(&mb, 5), 5);
+  ck_assert_uint_eq(vat__mailbox_take_counted(&mb, NULL), 7);
+  ck_assert_uint_eq(vat__mailbox_peek_len(&mb, 100), 7);
+  /* A run on top: what is pushed next goes after its last node. */
+  ck_assert(!vat__mailbox_push(&mb, msg_new(8)));
+  ck_assert_uint_eq(vat__mailbox_peek_len(&mb, 100), 8);
+  for (uintptr_t i = 1; i <= 8; i++)
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
+}
+END_TEST
+
+/* A header is recycled once the take has passed it, and the one on top
+ * once a later take or going idle replaces it; the run's own nodes only
+ * when their messages are done. */
+START_TEST(run_headers_are_recycled) {
+  vat__msgpool pool = {0};
+  vat__mailbox mb;
+  vat__mailbox_init(&mb);
+  vat__msg *a[] = {msg_new(1), msg_new(2)};
+  vat__msg *b[] = {msg_new(3), msg_new(4)};
+  ck_assert(push_run(&mb, a, 2));
+  ck_assert(!push_run(&mb, b, 2));
+  ck_assert(vat__mailbox_take_new(&mb, &pool));
+  ck_assert_uint_eq(pool.count, 1); /* a's header; b's stays on top */
+  for (uintptr_t i = 1; i <= 4; i++) {
+    vat__msg *m = vat__mailbox_pop(&mb, &pool);
+    ck_assert_uint_eq(tag_of(m), i);
+    vat__mailbox_done(&mb, &pool, m);
+  }
+  ck_assert_uint_eq(pool.count, 5);
+  ck_assert(vat__mailbox_try_idle(&mb, &pool));
+  ck_assert_uint_eq(pool.count, 6); /* and b's, no longer on top */
+}
+END_TEST
+
 /* --- A producer caught between its exchange and its link ---------------
  *
  * push_chain publishes a node with its exchange and links it to the older
@@ -284,6 +339,29 @@ START_TEST(take_leaves_half_pushed_segment) {
 
   push_complete(h);
   for (uintptr_t i = 4; i <= 6; i++)
+    ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
+  ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
+  ck_assert(vat__mailbox_try_idle(&mb, NULL));
+}
+END_TEST
+
+/* A take that passed a run before it met the stall puts the run back as
+ * it was: nothing of the segment is taken, and the run comes out whole,
+ * in order, once the producer links its node. */
+START_TEST(run_above_half_push_is_put_back) {
+  vat__mailbox mb;
+  vat__mailbox_init(&mb);
+  ck_assert(vat__mailbox_push(&mb, msg_new(1)));
+  ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), 1);
+  half_push h = push_exchange_only(&mb, msg_new(2));
+  vat__msg *run[] = {msg_new(3), msg_new(4), msg_new(5)};
+  ck_assert(!push_run(&mb, run, 3));
+  ck_assert(!vat__mailbox_push(&mb, msg_new(6)));
+  ck_assert_ptr_null(pop_or_fail(&mb));
+  ck_assert_uint_eq(vat__mailbox_take_counted(&mb, NULL), 0);
+  ck_assert(!vat__mailbox_try_idle(&mb, NULL));
+  push_complete(h);
+  for (uintptr_t i = 2; i <= 6; i++)
     ck_assert_uint_eq(tag_of(vat__mailbox_pop(&mb, NULL)), i);
   ck_assert_ptr_null(vat__mailbox_pop(&mb, NULL));
   ck_assert(vat__mailbox_try_idle(&mb, NULL));
@@ -438,10 +516,21 @@ static void *produce(void *p) {
       chain[i]->arg = (void *)stress_tag(a->id, seq + i);
     }
     link_chain(chain, n);
-    bool was_idle =
-        below(&rng, 16) == 0
-            ? slow_push_chain(chain[0], chain[n - 1], &rng)
-            : vat__mailbox_push_chain(&st.mb, chain[0], chain[n - 1]);
+    /* A chain of several goes in as a run now and then, as a commit's do,
+     * behind a header whose link is the one the consumer waits for. */
+    vat__msg *first = chain[0], *last = chain[n - 1];
+    if (n > 1 && below(&rng, 2) == 0) {
+      vat__msg *header = GC_MALLOC(sizeof *header);
+      if (header == NULL) {
+        test_fail_first(&st.failure, "out of memory");
+        return NULL;
+      }
+      vat__mailbox_run_header_init(header, first, last, n);
+      first = last = header;
+    }
+    bool was_idle = below(&rng, 16) == 0
+                        ? slow_push_chain(first, last, &rng)
+                        : vat__mailbox_push_chain(&st.mb, first, last);
     if (was_idle) {
       if (atomic_fetch_add(&st.tokens, 1) != 0)
         test_fail_first(&st.failure,
@@ -620,8 +709,11 @@ Suite *test_mailbox_suite(void) {
   tcase_add_test(tc, append_local_joins_private_list);
   tcase_add_test(tc, try_idle_fails_after_push);
   tcase_add_test(tc, count_sees_stack_and_private_list);
+  tcase_add_test(tc, runs_keep_order_and_count);
+  tcase_add_test(tc, run_headers_are_recycled);
   tcase_add_test(tc, take_leaves_half_pushed_segment);
   tcase_add_test(tc, taken_messages_pop_past_half_push);
+  tcase_add_test(tc, run_above_half_push_is_put_back);
   tcase_add_test(tc, drain_of_stopped_vat_waits_for_half_push);
   suite_add_tcase(s, tc);
 

@@ -105,7 +105,7 @@ static void drop_chain(vat__worker *w, vat__msg *m, vat__msg *last) {
  * held (core/message.h): a traced receiver must not read one. */
 static void clear_flows(vat__msg *m, vat__msg *last) {
   for (;; m = atomic_load_explicit(&m->next, memory_order_relaxed)) {
-    m->flow = 0;
+    vat__msg_set_flow(m, 0);
     if (m == last)
       return;
   }
@@ -150,7 +150,8 @@ int vat__deliver_from_host(vat__msg *m) {
   return deliver_external(NULL, m, m);
 }
 
-VAT__HOT void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last) {
+VAT__HOT void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last,
+                          size_t n) {
   vat__vat *to = first->target->vat;
   if (to->sys != w->sys) {
     deliver_external(w, first, last);
@@ -168,8 +169,15 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last) {
     }
     if ((first = vat__flow_on_send(w, to, first, &last)) == NULL)
       return;
+    n = 0; /* some may have been dropped: pushed node by node below */
   }
-  if (vat__mailbox_push_chain(&to->mailbox, first, last))
+  bool was_idle;
+  if (n > 1)
+    was_idle = vat__mailbox_push_run(&to->mailbox, vat__msg_alloc(&w->pool),
+                                     first, last, n);
+  else
+    was_idle = vat__mailbox_push_chain(&to->mailbox, first, last);
+  if (was_idle)
     vat__schedule(w, to);
 }
 
@@ -191,7 +199,7 @@ static void send_node(vat__worker *w, vat__msg *m) {
   if (w != NULL && w->trace != NULL)
     vat__trace_send_now(w->trace, m);
   if (w != NULL) {
-    vat__deliver(w, m, m);
+    vat__deliver(w, m, m, 1);
     /* Sent now, from a hook or a signal, maybe outside any turn: no
      * commit follows to pay the wake-up the push may owe. */
     if (w->wake_owed)
@@ -204,7 +212,7 @@ static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
                          void *aux) {
   vat__worker *w = vat__current_worker;
   vat__msg *m = new_node(w, to, arg, value);
-  m->fn = fn;
+  vat__msg_set_fn(m, fn);
   m->aux = aux;
   send_node(w, m);
 }

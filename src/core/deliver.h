@@ -56,9 +56,10 @@ int vat__send_signal(vat_turn *turn, vat_ref *to, vat__signal *sig);
  *  system closes. */
 int vat__host_send_signal(vat_ref *to, vat__signal *sig);
 
-/** A committing turn's chain first..last (linked, last->next NULL), all to
- *  one vat, from worker `w`. */
-void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last);
+/** A committing turn's chain first..last (linked, last->next NULL) of `n`
+ *  messages, all to one vat, from worker `w`. A chain of more than one
+ *  goes in as one run (core/mailbox.h, vat__mailbox_push_run). */
+void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last, size_t n);
 
 /* Delivery now, bypassing any turn's buffer: for a turn's commit effects,
  * the modules' hooks, the timer thread and host threads. On a worker it

@@ -8,7 +8,8 @@
  * node (`mark`) and how many nodes lie from the head to it (`ahead`). A
  * batch's end learns how many messages it popped from the vat's turn
  * counter, so `ahead` drops by that; then it takes what was pushed,
- * counting it as the take walks it (vat__mailbox_take_counted). Only
+ * counting it as the take walks it (vat__mailbox_take_counted; a run
+ * pushed whole counts by its header, core/mailbox.h). Only
  * nodes that came in another way (a pop's take when the list ran dry, a
  * self-send) need the cursor to walk over them, counting, up to the mark
  * that matters (high, or low while overloaded): a longer walk would only

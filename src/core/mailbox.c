@@ -43,6 +43,38 @@ VAT__HOT bool vat__mailbox_push_chain(vat__mailbox *mb, vat__msg *first,
   return below == NULL;
 }
 
+/* Only its address matters: a header never reaches the turn loop. */
+void vat__mailbox_run_header(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)state;
+  (void)arg;
+}
+
+/* A header's fields: `arg` the run's first node, `aux` its last, `flow`
+ * its length; `value.as.obj` links the headers one take has passed. */
+void vat__mailbox_run_header_init(vat__msg *header, vat__msg *first,
+                                  vat__msg *last, size_t n) {
+  vat__msg_set_fn(header, vat__mailbox_run_header);
+  header->target = first->target;
+  header->arg = first;
+  header->aux = last;
+  vat__msg_set_flow(header, n);
+  atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+}
+
+VAT__HOT bool vat__mailbox_push_run(vat__mailbox *mb, vat__msg *header,
+                                    vat__msg *first, vat__msg *last,
+                                    size_t n) {
+  vat__mailbox_run_header_init(header, first, last, n);
+  return vat__mailbox_push(mb, header);
+}
+
+static vat__msg *run_first(const vat__msg *h) { return h->arg; }
+static vat__msg *run_last(const vat__msg *h) { return h->aux; }
+static vat__msg *next_header(const vat__msg *h) {
+  return (vat__msg *)h->value.as.obj;
+}
+
 VAT__HOT void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m) {
   atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
   if (mb->tail)
@@ -81,10 +113,23 @@ static vat__msg *link_below(vat__msg *m, bool wait) {
 }
 
 /* Puts back the stack links of the nodes already reversed into `fifo` (the
- * newest last), above `stalled`: the segment stays as producers left it. */
-static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
+ * newest last), above `stalled`: the segment stays as producers left it.
+ * `headers` lists the run headers passed, oldest first; each one's run
+ * lies whole in `fifo`, and only its last node's link was changed (the
+ * header's own link still names the node below it). */
+static void restore_stack(vat__msg *fifo, vat__msg *headers,
+                          vat__msg *stalled) {
   vat__msg *below = stalled;
   while (fifo != NULL) {
+    if (headers != NULL && fifo == run_first(headers)) {
+      vat__msg *last = run_last(headers);
+      fifo = atomic_load_explicit(&last->next, memory_order_relaxed);
+      atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+      below = headers;
+      headers = next_header(headers);
+      below->value = (vat_value){0};
+      continue;
+    }
     vat__msg *newer = atomic_load_explicit(&fifo->next, memory_order_relaxed);
     atomic_store_explicit(&fifo->next, below, memory_order_relaxed);
     below = fifo;
@@ -92,9 +137,69 @@ static void restore_stack(vat__msg *fifo, vat__msg *stalled) {
   }
 }
 
+/* Appends fifo (oldest first, ending at `tail`) to the private list, and
+ * makes `top` the newest node taken, `done` when it is in no list (a run
+ * header): replacing it then recycles it. The old `taken` is recycled if it
+ * was handled; if it is still queued, it is an ordinary node from now on,
+ * recycled when done. */
+static inline void take_finish(vat__mailbox *mb, vat__msgpool *pool,
+                               vat__msg *taken, vat__msg *top, bool done,
+                               vat__msg *fifo, vat__msg *tail) {
+  if (mb->taken & VAT__TAKEN_DONE)
+    recycle(pool, taken);
+  if (mb->head == NULL)
+    vat__mailbox_set_head(mb, fifo);
+  else
+    atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
+  vat__mailbox_set_taken(mb, (uintptr_t)top | (done ? VAT__TAKEN_DONE : 0));
+  mb->tail = tail;
+}
+
+/* The take's walk from `m` on, once it met a run header; `fifo` and `n`
+ * are what it took above `m`. Out of line: only commits of several
+ * messages to one vat push runs, and the walk over single nodes stays as
+ * small as it was. Returns the count taken, or 0 when a producer was
+ * caught mid-push (nothing taken, as in take_impl). */
+static __attribute__((noinline)) size_t
+take_runs(vat__mailbox *mb, vat__msgpool *pool, bool wait, vat__msg *top,
+          vat__msg *taken, vat__msg *m, vat__msg *fifo, size_t n) {
+  vat__msg *headers = NULL; /* passed, oldest first (see restore_stack) */
+  while (m != taken) {
+    vat__msg *older = atomic_load_explicit(&m->next, memory_order_acquire);
+    if (older == VAT__MAILBOX_UNLINKED &&
+        (older = link_below(m, wait)) == VAT__MAILBOX_UNLINKED) {
+      restore_stack(fifo, headers, m);
+      return 0;
+    }
+    if (vat__mailbox_is_run_header(m)) {
+      /* The run goes in whole, its nodes untouched. */
+      atomic_store_explicit(&run_last(m)->next, fifo, memory_order_relaxed);
+      fifo = run_first(m);
+      m->value.as.obj = headers;
+      headers = m;
+      n += m->flow;
+    } else {
+      atomic_store_explicit(&m->next, fifo, memory_order_relaxed);
+      fifo = m;
+      n++;
+    }
+    m = older;
+  }
+  bool top_is_header = vat__mailbox_is_run_header(top);
+  take_finish(mb, pool, taken, top, top_is_header, fifo,
+              top_is_header ? run_last(top) : top);
+  while (headers != NULL) {
+    vat__msg *h = headers;
+    headers = next_header(h);
+    h->value = (vat_value){0};
+    if (h != top)
+      recycle(pool, h);
+  }
+  return n;
+}
+
 /* Takes what was pushed since `taken` and appends it, oldest first, to the
- * private list. The old `taken` is recycled if it was handled; if it is
- * still queued, it is an ordinary node from now on, recycled when done.
+ * private list.
  *
  * A producer caught between its exchange and its link leaves a node the
  * walk cannot get past. Then nothing of the segment is taken: the nodes
@@ -118,8 +223,12 @@ take_impl(vat__mailbox *mb, vat__msgpool *pool, bool wait,
     vat__msg *older = atomic_load_explicit(&m->next, memory_order_acquire);
     if (older == VAT__MAILBOX_UNLINKED &&
         (older = link_below(m, wait)) == VAT__MAILBOX_UNLINKED) {
-      restore_stack(fifo, m);
+      restore_stack(fifo, NULL, m);
       return 0;
+    }
+    if (__builtin_expect(vat__mailbox_is_run_header(m), 0)) {
+      size_t got = take_runs(mb, pool, wait, top, taken, m, fifo, n);
+      return counting || got == 0 ? got : 1;
     }
     atomic_store_explicit(&m->next, fifo, memory_order_relaxed);
     fifo = m;
@@ -127,14 +236,7 @@ take_impl(vat__mailbox *mb, vat__msgpool *pool, bool wait,
     if (counting)
       n++;
   }
-  if (mb->taken & VAT__TAKEN_DONE)
-    recycle(pool, taken);
-  if (mb->head == NULL)
-    vat__mailbox_set_head(mb, fifo);
-  else
-    atomic_store_explicit(&mb->tail->next, fifo, memory_order_relaxed);
-  vat__mailbox_set_taken(mb, (uintptr_t)top);
-  mb->tail = top;
+  take_finish(mb, pool, taken, top, false, fifo, top);
   return counting ? n : 1;
 }
 
@@ -261,9 +363,16 @@ size_t vat__mailbox_count(vat__mailbox *mb) {
 static size_t walk(vat__msg *from, vat__msg *stop, size_t max) {
   size_t n = 0;
   for (vat__msg *m = from;
-       m != NULL && m != stop && m != VAT__MAILBOX_UNLINKED && n < max; n++)
+       m != NULL && m != stop && m != VAT__MAILBOX_UNLINKED && n < max;) {
+    /* A run header counts its run. Relaxed atomic reads: the node may be
+     * reused under us, and its writers store these fields atomically. */
+    if (__atomic_load_n(&m->fn, __ATOMIC_RELAXED) == vat__mailbox_run_header)
+      n += __atomic_load_n(&m->flow, __ATOMIC_RELAXED);
+    else
+      n++;
     m = atomic_load_explicit(&m->next, memory_order_acquire);
-  return n;
+  }
+  return n < max ? n : max;
 }
 
 size_t vat__mailbox_peek_len(vat__mailbox *mb, size_t max) {

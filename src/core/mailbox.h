@@ -9,6 +9,15 @@
  * into its private FIFO list. Producers only ever write their own nodes, so
  * taking needs no atomic read-modify-write.
  *
+ * A run of messages one commit sends to one vat goes in as one node: a
+ * run header (vat__mailbox_push_run) that says where the run starts and
+ * ends and how long it is, the run itself linked in order. The consumer
+ * splices the run into its list whole instead of walking it: a walk over
+ * nodes written on another core is a chain of misses, and a flood's 1,000
+ * sends a turn became one (bench/README.md, "Runs pushed whole"). Headers
+ * live only in the stack; the take recycles each it passes, but the one
+ * `top` holds, which stays `taken` (marked handled: it is in no list).
+ *
  * `top` is IDLE (NULL) while the vat is neither scheduled nor running; the
  * producer whose exchange replaces IDLE must schedule the vat. The consumer
  * returns the vat to IDLE with one CAS from `taken`, which fails if a push
@@ -83,6 +92,24 @@ static inline bool vat__mailbox_push(vat__mailbox *mb, vat__msg *m) {
   atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
   return vat__mailbox_push_chain(mb, m, m);
 }
+
+/** What a run header runs: never called (a header is never a message). */
+void vat__mailbox_run_header(vat_turn *turn, void *state, void *arg);
+
+static inline bool vat__mailbox_is_run_header(const vat__msg *m) {
+  return m->fn == vat__mailbox_run_header;
+}
+
+/** Makes `header` the run header of the `n` messages first..last (linked
+ *  in order), and ends the run at `last`. */
+void vat__mailbox_run_header_init(vat__msg *header, vat__msg *first,
+                                  vat__msg *last, size_t n);
+
+/** Pushes the `n` messages first..last (linked in order, last->next NULL)
+ *  as one run, with `header` (a node of the caller's, for the mailbox to
+ *  recycle) in front of them. As vat__mailbox_push_chain otherwise. */
+bool vat__mailbox_push_run(vat__mailbox *mb, vat__msg *header,
+                           vat__msg *first, vat__msg *last, size_t n);
 
 /** Consumer: appends a message to the private list without any atomic. Only
  *  for messages the running vat sends to itself (it is the only producer of

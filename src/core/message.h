@@ -50,10 +50,22 @@ static inline vat_fn vat__msg_fn(const vat__msg *m) {
   return fn;
 }
 
+/** Sets what `m` runs. A relaxed atomic store, a plain move: a snapshot
+ *  of a queue on another thread reads `fn` of nodes that may be reused
+ *  under it (core/mailbox.c, peek_len). */
+static inline void vat__msg_set_fn(vat__msg *m, vat_fn fn) {
+  __atomic_store_n(&m->fn, fn, __ATOMIC_RELAXED);
+}
+
+/** Sets `m`'s flow id, for the same reason as vat__msg_set_fn. */
+static inline void vat__msg_set_flow(vat__msg *m, uint64_t flow) {
+  __atomic_store_n(&m->flow, flow, __ATOMIC_RELAXED);
+}
+
 /** Makes `m` an urgent message that runs `fn`. */
 static inline void vat__msg_set_urgent(vat__msg *m, vat_fn fn) {
   _Static_assert(sizeof fn == sizeof m->aux, "a function fits in aux");
-  m->fn = vat__run_urgent;
+  vat__msg_set_fn(m, vat__run_urgent);
   memcpy(&m->aux, &fn, sizeof fn);
 }
 

@@ -10,7 +10,7 @@
 static vat__msg *buffer(vat_turn *t, vat_ref *to, vat_fn fn, void *arg) {
   vat__msg *m = vat__msg_alloc(&t->worker->pool);
   m->target = to;
-  m->fn = fn;
+  vat__msg_set_fn(m, fn);
   m->arg = arg;
   if (t->out_tail)
     atomic_store_explicit(&t->out_tail->next, m, memory_order_relaxed);
@@ -114,7 +114,7 @@ static inline int host_send(vat_ref *to, bool check, vat_fn fn, void *arg,
     return VAT_EINVAL;
   vat__msg *m = vat__msg_alloc_unpooled();
   m->target = to;
-  m->fn = fn;
+  vat__msg_set_fn(m, fn);
   if (urgent)
     vat__msg_set_urgent(m, fn);
   m->arg = arg;

@@ -73,7 +73,7 @@ static vat__trace_event *record(vat__trace_ring *r, uint32_t kind,
 static void record_loose(vat__trace_ring *r, vat__msg *m, uint64_t ts) {
   vat__trace_event *e = vat__trace_slot(r);
   uint64_t flow = ++r->next_flow;
-  m->flow = flow;
+  vat__msg_set_flow(m, flow);
   e->ts = ts;
   e->flow = flow;
   e->vat = m->target->vat;

@@ -250,7 +250,7 @@ static inline void vat__trace_sends(vat__trace_ring *r, vat__msg *m) {
       vat__trace_sends_loose(r, m);
       break;
     }
-    m->flow = flow | k++;
+    vat__msg_set_flow(m, flow | k++);
   }
   r->turn_sends = k;
   vat__trace_count_sends(r);

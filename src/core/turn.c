@@ -42,7 +42,8 @@ static __attribute__((noinline, cold)) void yield_after_burst(vat_turn *t) {
  * the burst bound (inlined, the count cost a ring 3% more instructions,
  * in registers spilled). */
 static __attribute__((noinline)) vat__msg *run_to(vat_turn *t, vat__vat *to,
-                                                  vat__msg **next) {
+                                                  vat__msg **next,
+                                                  size_t *count) {
   vat__msg *last, *m = *next;
   unsigned run = 0;
   do {
@@ -51,6 +52,7 @@ static __attribute__((noinline)) vat__msg *run_to(vat_turn *t, vat__vat *to,
     run++;
   } while (m != NULL && m->target->vat == to);
   *next = m;
+  *count += run;
   vat__worker *w = t->worker;
   if ((w->burst += run) >= VAT_SEND_BURST) {
     w->burst = 0;
@@ -77,10 +79,11 @@ static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
     }
     /* Consecutive sends to one vat go in one push. */
     vat__msg *last = m;
+    size_t n = 1;
     if (next != NULL && next->target->vat == to)
-      last = run_to(t, to, &next);
+      last = run_to(t, to, &next, &n);
     atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
-    vat__deliver(w, m, last);
+    vat__deliver(w, m, last, n);
     m = next;
   }
   return took;
