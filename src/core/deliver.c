@@ -169,7 +169,7 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last,
     }
     if ((first = vat__flow_on_send(w, to, first, &last)) == NULL)
       return;
-    n = 0; /* some may have been dropped: pushed node by node below */
+    n = 0; /* some may have been dropped: pushed as a plain chain */
   }
   bool was_idle;
   if (n > 1)

@@ -55,7 +55,6 @@ void vat__mailbox_run_header(vat_turn *turn, void *state, void *arg) {
 void vat__mailbox_run_header_init(vat__msg *header, vat__msg *first,
                                   vat__msg *last, size_t n) {
   vat__msg_set_fn(header, vat__mailbox_run_header);
-  header->target = first->target;
   header->arg = first;
   header->aux = last;
   vat__msg_set_flow(header, n);
