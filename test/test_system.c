@@ -533,11 +533,26 @@ START_TEST(idle_system_burns_no_cpu) {
    * then a moment for the workers to spin down and park. */
   ck_assert(test_wait_u64(&counter->hits, 1000, 30));
   ck_assert_msg(settled_to_idle(), "the workers never parked");
+  vat_sys_info info;
+  vat_worker_info before_w[2], after_w[2];
+  ck_assert_int_eq(vat_system_inspect(sys, &info, before_w, 2), 2);
   double before = test_cpu_seconds();
   test_sleep(2);
   double used = test_cpu_seconds() - before;
-  fprintf(stderr, "idle_system_burns_no_cpu: %.4f s CPU in 2 s idle\n", used);
-  ck_assert_msg(used < 0.02, "idle system used %.4f s CPU in 2 s", used);
+  ck_assert_int_eq(vat_system_inspect(sys, &info, after_w, 2), 2);
+  uint64_t wakes = after_w[0].parks - before_w[0].parks + after_w[1].parks -
+                   before_w[1].parks;
+  fprintf(stderr, "idle_system_burns_no_cpu: %.4f s CPU in 2 s idle, %llu "
+          "parks\n", used, (unsigned long long)wakes);
+  /* A worker that wakes and parks again while nothing happens is spinning
+   * however cheaply, whatever the clock says. */
+  ck_assert_msg(wakes <= 2, "idle workers parked %llu times in 2 s",
+                (unsigned long long)wakes);
+  /* valgrind (test_quick) runs its own scheduler and the collector's
+   * threads tens of times slower: 0.0264 s seen there in CI with the
+   * workers asleep; the park count above still catches spinning. */
+  ck_assert_msg(used < (test_quick() ? 0.2 : 0.02),
+                "idle system used %.4f s CPU in 2 s", used);
   test_quiesce(sys);
 }
 END_TEST
