@@ -165,3 +165,13 @@ double test_wall_seconds(void) {
 double test_cpu_seconds(void) {
   return seconds_on(CLOCK_PROCESS_CPUTIME_ID);
 }
+
+bool test_settled_to_idle(void) {
+  for (int i = 0; i < 100; i++) {
+    double before = test_cpu_seconds();
+    test_sleep(0.1);
+    if (test_cpu_seconds() - before < 0.002)
+      return true;
+  }
+  return false;
+}

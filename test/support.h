@@ -69,6 +69,10 @@ vat_ref *test_spawn_counter(vat_system *sys, test_counter **state);
 /** Seconds on the monotonic clock, and CPU seconds of this process. */
 double test_wall_seconds(void);
 double test_cpu_seconds(void);
+/** Waits, up to 10 s, for a 0.1 s window in which the process used
+ *  (nearly) no CPU: its threads (workers, the collector's, a sanitizer's)
+ *  have settled. A condition, not a fixed pause; false if never. */
+bool test_settled_to_idle(void);
 
 /** A system with `workers` workers (0: the default count). */
 vat_system *test_system(unsigned workers);

@@ -224,6 +224,9 @@ START_TEST(idle_embedded_host_does_not_spin) {
   vat_system *sys = test_host_system(false, 0);
   int fd;
   ck_assert_vat_ok(vat_system_fd(sys, &fd));
+  /* What starting took (the collector's threads, a sanitizer's) is not
+   * the loop's: 0.0346 s was seen in the ASan build without settling. */
+  ck_assert_msg(test_settled_to_idle(), "the process never went idle");
   double cpu = test_cpu_seconds(), start = test_wall_seconds();
   int loops = 0;
   while (test_wall_seconds() - start < 2.0) {
@@ -241,10 +244,13 @@ START_TEST(idle_embedded_host_does_not_spin) {
   fprintf(stderr, "idle_embedded_host: %.4f s CPU in 2 s, %d loops\n", used,
           loops);
   ck_assert_int_le(loops, 10);
-  /* valgrind (test_quick) runs everything tens of times slower, so its own
-   * start-up and the collector's threads can pass 0.02 s (0.0209 s seen
-   * in CI, 8 loops); the loop count still shows no spinning there. */
-  ck_assert_msg(used < (test_quick() ? 0.2 : 0.02),
+  /* The loop count above is what shows spinning. The CPU bound catches a
+   * thread of the library's busy behind the loop's back (that would burn
+   * most of the 2 s), and no more: on a virtual machine each wake-up from
+   * poll alone is charged up to a millisecond (a bare loop of 8 polls
+   * measured 3-28 ms), the ASan build adds its own (0.030-0.048 s seen),
+   * and valgrind runs everything tens of times slower. */
+  ck_assert_msg(used < 0.25,
                 "idle host loop used %.4f s CPU", used);
   test_quiesce(sys);
 }

@@ -511,18 +511,6 @@ END_TEST
 
 /* --- Idle systems burn no CPU --------------------------------------------- */
 
-/* Waits until the workers have spun down and parked: a 0.1 s window with
- * (nearly) no CPU used, within 10 s. A condition, not a fixed pause. */
-static bool settled_to_idle(void) {
-  for (int i = 0; i < 100; i++) {
-    double before = test_cpu_seconds();
-    test_sleep(0.1);
-    if (test_cpu_seconds() - before < 0.002)
-      return true;
-  }
-  return false;
-}
-
 START_TEST(idle_system_burns_no_cpu) {
   vat_system *sys = test_system(2);
   test_counter *counter;
@@ -532,7 +520,7 @@ START_TEST(idle_system_burns_no_cpu) {
   /* Done (a collection per turn makes that slow in the hostile build),
    * then a moment for the workers to spin down and park. */
   ck_assert(test_wait_u64(&counter->hits, 1000, 30));
-  ck_assert_msg(settled_to_idle(), "the workers never parked");
+  ck_assert_msg(test_settled_to_idle(), "the workers never parked");
   vat_sys_info info;
   vat_worker_info before_w[2], after_w[2];
   ck_assert_int_eq(vat_system_inspect(sys, &info, before_w, 2), 2);
@@ -548,10 +536,13 @@ START_TEST(idle_system_burns_no_cpu) {
    * however cheaply, whatever the clock says. */
   ck_assert_msg(wakes <= 2, "idle workers parked %llu times in 2 s",
                 (unsigned long long)wakes);
-  /* valgrind (test_quick) runs its own scheduler and the collector's
-   * threads tens of times slower: 0.0264 s seen there in CI with the
-   * workers asleep; the park count above still catches spinning. */
-  ck_assert_msg(used < (test_quick() ? 0.2 : 0.02),
+  /* The park count is what shows spinning. The CPU bound catches a busy
+   * thread that does not park (a worker spinning without sleeping, the
+   * timer thread), which would burn most of the 2 s; a virtual machine
+   * charges up to a millisecond per wake-up of the collector's or
+   * sanitizer's threads, and valgrind runs its scheduler tens of times
+   * slower (0.0264 s seen there with the workers asleep). */
+  ck_assert_msg(used < 0.25,
                 "idle system used %.4f s CPU in 2 s", used);
   test_quiesce(sys);
 }
@@ -691,7 +682,7 @@ START_TEST(spin_setting_keeps_every_message) {
   }
   ck_assert_msg(test_wait_u64(&done, PAIRS, 60), "spin %u: %lu of %d done",
                 spin, (unsigned long)atomic_load(&done), PAIRS);
-  ck_assert_msg(settled_to_idle(), "spin %u: the workers never parked", spin);
+  ck_assert_msg(test_settled_to_idle(), "spin %u: the workers never parked", spin);
   test_quiesce(sys);
   ck_assert_uint_eq(test_stats(sys).delivered, (uint64_t)PAIRS * (VOLLEYS + 1));
 }
