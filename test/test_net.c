@@ -1294,9 +1294,52 @@ START_TEST(shutdown_settles_closed_and_close_still_closes) {
 }
 END_TEST
 
+/* vat_conn_closed settles once the connection's socket is closed and its
+ * I/O has let go of what it held, not only once the connection ended: a
+ * program may then exit, or count its descriptors, with nothing of the
+ * connection left behind (it was: LeakSanitizer saw the read buffer and
+ * the queued CTP_DISCONNECT of a connection whose test had returned). A
+ * raw peer that does not read holds the close: what the connection queued
+ * before it (a call with a 4 MiB argument, then CTP_DISCONNECT) cannot be
+ * written, so the socket cannot close, and closed must not settle. Once
+ * the peer reads, it does; the socket is closed by then, so the peer's
+ * next write fails with EPIPE. */
+START_TEST(closed_settles_once_the_socket_is_closed) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], NULL, NULL, &c));
+  enum { BIG = 4 << 20 };
+  char *big = malloc(BIG);
+  ck_assert_ptr_nonnull(big);
+  memset(big, 'x', BIG - 1);
+  big[BIG - 1] = '\0';
+  vat_promise *answer;
+  ck_assert_vat_ok(vat_host_request(vat_conn_bootstrap_ref(c), sel("echo"),
+                                    vat_list((vat_value[]){vat_string(big)}, 1),
+                                    0, &answer));
+  free(big);
+  ck_assert_vat_ok(vat_conn_close(c));
+  /* The call breaks at once; the socket cannot close while its writes wait. */
+  vat_value why;
+  ck_assert_vat_err(vat_promise_wait(answer, WAIT_S, &why), VAT_EBROKEN);
+  ck_assert_vat_err(vat_promise_wait(vat_conn_closed(c), 0.3, NULL),
+                    VAT_ETIMEDOUT);
+  ck_assert(raw_sees_end(sv[1], WAIT_S));
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_closed(c), WAIT_S, &why));
+  assert_disconnected(why, "closed");
+  ck_assert_int_eq(send(sv[1], "x", 1, MSG_NOSIGNAL), -1);
+  ck_assert_int_eq(errno, EPIPE);
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 static void add_shutdown_tests(Suite *s) {
   TCase *tc = test_case("shutdown", 120);
   tcase_add_test(tc, shutdown_settles_closed_and_close_still_closes);
+  tcase_add_test(tc, closed_settles_once_the_socket_is_closed);
   suite_add_tcase(s, tc);
 }
 

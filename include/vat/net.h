@@ -33,11 +33,17 @@
  * vat_conn_close), every question still waiting on the peer breaks with
  * the error disconnected(cause) (code vat_atom_disconnected(), the payload
  * a string naming the cause), as does the bootstrap promise if it is still
- * pending, and vat_conn_closed resolves with that error (a system shut
- * down with the connection open breaks it with `shutdown` instead). The
- * connection vat ends with the reason `noconnection`, as Erlang reports a
- * lost node: monitors held on its proxies fire with it, later messages to
- * them are dead letters, and requests sent to them break with it.
+ * pending. Then, once the socket is closed and the connection's I/O has
+ * let go of what it held (what was queued before a vat_conn_close is
+ * written first), vat_conn_closed resolves with that error (a system shut
+ * down with the connection open breaks it with `shutdown` instead) and
+ * the connection vat ends with the reason `noconnection`, as Erlang
+ * reports a lost node: monitors held on its proxies fire with it, later
+ * messages to them are dead letters, and requests sent to them break with
+ * it (in between, requests to them break with disconnected("closed")).
+ * So a program may exit, or count its descriptors, as soon as
+ * vat_conn_closed settles. A peer that never reads holds a close that has
+ * writes queued, and with it the promise.
  *
  * Promises inside values cross too: a local promise is exported ("p+N")
  * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
@@ -79,8 +85,8 @@
  *  - Before closing its loop, the host ends every connection on it
  *    (vat_conn_close, or the peer's end) and every listener
  *    (vat_listener_close) and runs the loop until their handles are closed:
- *    they close by themselves once vat_conn_closed has settled, so uv_run
- *    returns once the host's own handles are closed too, and
+ *    a connection's are closed by the time vat_conn_closed settles, so
+ *    uv_run returns once the host's own handles are closed too, and
  *    uv_loop_close then returns 0. A system shut down with a connection
  *    open leaves no turn to end it: vat_conn_close then closes its socket
  *    directly.
@@ -178,8 +184,8 @@ vat_promise *vat_conn_bootstrap(vat_conn *conn);
  *  call that came in that read, and never answers it. */
 vat_ref *vat_conn_bootstrap_ref(vat_conn *conn);
 
-/** A promise resolved, when the connection has ended, with its reason:
- *  the error disconnected(cause). If the connection vat ends otherwise it
+/** A promise resolved, when the connection has ended and its socket is
+ *  closed, with its reason: the error disconnected(cause). If the connection vat ends otherwise it
  *  breaks: with `shutdown` when its system shuts down with the connection
  *  open (once vat_system_shutdown has stopped the system), or with the
  *  reason its vat failed with. Any thread. NULL for NULL. */

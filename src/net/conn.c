@@ -4,8 +4,9 @@
  * sends: net_on_frame for each frame, net_on_lost once. Proxies of the
  * peer's objects are more entities of the same vat (slots.c), so all the
  * connection's tables are touched by one vat's turns only, with no lock.
- * Ending the connection breaks what waits on the peer and ends the vat,
- * which makes the proxies dead letters (vat/net.h). */
+ * Ending the connection breaks what waits on the peer at once, and ends
+ * the vat, which makes the proxies dead letters (vat/net.h), once the
+ * I/O says the socket is closed (net_on_io_done). */
 #define GC_THREADS 1
 #include <gc/gc.h>
 #include <inttypes.h>
@@ -117,11 +118,21 @@ void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer) {
   net_table_each(&c->promises, break_promise, &e);
   if (c->remote_bootstrap != NULL)
     vat_break(turn, c->remote_bootstrap, reason);
-  if (c->closed != NULL)
-    vat_resolve(turn, c->closed, reason);
   c->questions = c->promises = c->answers = (net_table){0};
   c->exports = c->export_ids = (net_table){0};
-  net_io_close(c->io);
+  c->end_reason = reason;
+  /* `closed` waits for the socket to close and the I/O to let go of what
+   * it holds (vat/net.h): the vat ends then, and not before, so that its
+   * I/O can still tell it. */
+  if (c->io == NULL || net_io_end(c->io))
+    net_on_io_done(turn, c, NULL);
+}
+
+void net_on_io_done(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  net_conn *c = state;
+  if (c->closed != NULL)
+    vat_resolve(turn, c->closed, c->end_reason);
   vat_stop_with(turn, vat_atom_value(vat_atom_noconnection()));
 }
 

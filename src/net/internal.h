@@ -49,6 +49,11 @@ bool net_io_run(net_io *io);
 bool net_io_write(net_io *io, const char *data, size_t len);
 /** Closes the socket once what was queued is written. Any thread. */
 void net_io_close(net_io *io);
+/** As net_io_close, for the connection vat ending the connection: returns
+ *  true when the loop side is done already (the socket closed, what it
+ *  held freed), else false, and it sends the vat one net_on_io_done when
+ *  it is. Connection vat's turns only. */
+bool net_io_end(net_io *io);
 /** The connection vat's share of `io`: released by net_io_release, or
  *  when collected (a vat whose system stopped with it alive). */
 typedef struct net_io_owner net_io_owner;
@@ -73,6 +78,7 @@ typedef struct net_frame {
 } net_frame;
 void net_on_frame(vat_turn *turn, void *state, void *arg);
 void net_on_lost(vat_turn *turn, void *state, void *arg);
+void net_on_io_done(vat_turn *turn, void *state, void *arg);
 
 /** The numbers of the answers kept for pipelining, oldest first. */
 typedef struct net_answer_ring {
@@ -87,6 +93,7 @@ struct net_conn {
   vat_ref *bootstrap;             /* offered to the peer; may be NULL */
   vat_resolver *remote_bootstrap; /* the peer's, until answered */
   vat_resolver *closed;           /* settled when the connection ends */
+  vat_value end_reason;           /* why it ended, for `closed` */
   const char *bootstrap_qid;      /* our CTP_BOOTSTRAP question */
   uint64_t bootstrap_q;           /* its number */
   uint64_t peer_bootstrap_q;      /* the peer's latest CTP_BOOTSTRAP */

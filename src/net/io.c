@@ -8,7 +8,9 @@
  * registered when it opened the connection, or vat_conn_open failed
  * there). The first failure (end of
  * stream, read or write error, bad frame) sends one net_on_lost and
- * closes the socket.
+ * closes the socket. A vat that ended the connection (net_io_end) hears
+ * net_on_io_done once the loop side let go, the socket closed: its
+ * `closed` promise waits for that.
  *
  * Writes: the connection vat's turns append frames to a queue under a
  * mutex held only to link a node, and wake the loop with uv_async_send
@@ -60,6 +62,8 @@ struct net_io {
   out_buf *head, *tail;
   bool close_asked; /* the vat asked for a close after the queued writes */
   bool closed;      /* the async handle is closing: do not wake it */
+  bool tell_done;   /* the vat waits for net_on_io_done (net_io_end) */
+  bool loop_done;   /* the loop side let go (loop_side_done) */
   bool finishing;   /* loop thread only: the handles are being closed */
   bool shutting;    /* loop thread only: uv_shutdown is under way */
   int open_handles; /* loop thread only: handles not closed yet */
@@ -79,11 +83,20 @@ static void release(net_io *io) {
 /* The loop side lets go. What only it used goes now, not with the last
  * owner: the handle's share may last until the process exits. */
 static void loop_side_done(net_io *io) {
+  vat_ref *conn = io->conn;
   io->conn = NULL; /* lets the vat become garbage (see net_io_owner) */
   vat_netstring_reader_free(io->reader);
   io->reader = NULL;
   free(io->in);
   io->in = NULL;
+  pthread_mutex_lock(&io->mu);
+  io->loop_done = true;
+  bool tell = io->tell_done;
+  pthread_mutex_unlock(&io->mu);
+  /* Last: once told, the vat may end and the program exit. The vat still
+   * holds its share, so the struct outlives this. */
+  if (tell && conn != NULL)
+    vat_host_send(conn, net_on_io_done, NULL);
   release(io);
 }
 
@@ -329,13 +342,26 @@ bool net_io_write(net_io *io, const char *data, size_t len) {
   return true;
 }
 
-void net_io_close(net_io *io) {
-  pthread_mutex_lock(&io->mu);
+static void close_locked(net_io *io) {
   if (!io->closed && !io->close_asked) {
     io->close_asked = true;
     uv_async_send(&io->wake);
   }
+}
+
+void net_io_close(net_io *io) {
+  pthread_mutex_lock(&io->mu);
+  close_locked(io);
   pthread_mutex_unlock(&io->mu);
+}
+
+bool net_io_end(net_io *io) {
+  pthread_mutex_lock(&io->mu);
+  close_locked(io);
+  bool done = io->loop_done;
+  io->tell_done = !done;
+  pthread_mutex_unlock(&io->mu);
+  return done;
 }
 
 /* --- The thread ---------------------------------------------------------- */
