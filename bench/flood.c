@@ -30,8 +30,9 @@
  * one turn. On 2 workers the pair runs on two cores, the consumer's queue
  * in its own; the backlog stays near that while the consumer's thread
  * runs, and grows by what the producer sends while the system preempts
- * it (20,000-40,000 here; 100,000-200,000 on a loaded machine). The
- * consumer's own work (about 45-55 ns) bounds one worker below 1.5x Go.
+ * it (20,000-40,000 here; 100,000-200,000 on a loaded machine). Later
+ * figures, and what changed: bench/README.md ("Runs built as they are
+ * sent").
  * On 2 workers each message crosses cores in its own 64-byte node (Go's
  * channel moves 8 values a line), and each worker parked some 400 times
  * a run, off its core for about half the run's time, so the pair runs

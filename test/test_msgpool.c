@@ -16,7 +16,11 @@
 #include "suites.h"
 #include "support.h"
 
-enum { BATCH = VAT__MSGPOOL_BATCH, CAP = VAT__MSGPOOL_CAP };
+enum {
+  BATCH = VAT__MSGPOOL_BATCH,
+  CAP = VAT__MSGPOOL_CAP,
+  LONE_CAP = VAT__MSGPOOL_LONE_CAP
+};
 
 static vat__msgdepot *depot_new(void) {
   vat__msgdepot *d = GC_MALLOC(sizeof *d);
@@ -118,7 +122,8 @@ END_TEST
  * taken out keeps no node from the collector. */
 START_TEST(a_batch_lists_its_nodes_once) {
   vat__msgdepot *depot = depot_new();
-  vat__msgpool *pool = pool_new(depot);
+  /* Two pools: one alone on its depot would not spill at CAP. */
+  vat__msgpool *pool = pool_new(depot), *taker = pool_new(depot);
   enum { N = CAP };
   vat__msg **nodes = GC_MALLOC(N * sizeof *nodes);
   for (size_t i = 0; i < N; i++) {
@@ -140,7 +145,6 @@ START_TEST(a_batch_lists_its_nodes_once) {
       ck_abort_msg("node %zu of a batch still holds its message", i);
   }
   /* Emptied by another pool's refill, the array keeps nothing. */
-  vat__msgpool *taker = pool_new(depot);
   vat__msg_alloc(taker);
   for (size_t i = 0; i < BATCH; i++)
     ck_assert_ptr_null(batch->nodes[i]);
@@ -159,7 +163,7 @@ START_TEST(a_lone_pool_takes_its_batches_back_whole) {
   uint64_t rng = test_seed("msgpool lone");
   vat__msgdepot *depot = depot_new();
   vat__msgpool *pool = pool_new(depot);
-  enum { N = 3 * CAP };
+  enum { N = 3 * LONE_CAP };
   vat__msg **nodes = free_shuffled(pool, pool, N, &rng);
   ck_assert_uint_gt(atomic_load(&depot->count), 0);
   size_t listed = pool->count + atomic_load(&depot->count) * BATCH;
@@ -175,6 +179,30 @@ START_TEST(a_lone_pool_takes_its_batches_back_whole) {
     if (nodes[i] != back[i])
       ck_abort_msg("node %zu handed back is %p, not %p", i, (void *)back[i],
                    (void *)nodes[i]);
+}
+END_TEST
+
+/* A pool alone on its depot (one worker) keeps up to LONE_CAP free nodes
+ * before it spills: a spill would only come back to it. A pool that
+ * shares its depot spills at CAP, for the others to take. */
+static size_t frees_until_spill(vat__msgpool *pool, vat__msgdepot *depot,
+                                vat__msgpool *maker) {
+  size_t frees = 0;
+  while (atomic_load(&depot->count) == 0 && frees < 4 * LONE_CAP) {
+    vat__msg_free(pool, vat__msg_alloc(maker));
+    frees++;
+  }
+  return frees;
+}
+
+START_TEST(a_lone_pool_spills_only_past_its_larger_cap) {
+  vat__msgpool *maker = pool_new(NULL);
+  vat__msgdepot *lone = depot_new();
+  ck_assert_uint_eq(frees_until_spill(pool_new(lone), lone, maker), LONE_CAP);
+  vat__msgdepot *shared = depot_new();
+  vat__msgpool *pool = pool_new(shared);
+  pool_new(shared);
+  ck_assert_uint_eq(frees_until_spill(pool, shared, maker), CAP);
 }
 END_TEST
 
@@ -198,7 +226,7 @@ START_TEST(a_full_depot_leaves_batches_to_the_collector) {
   /* The depot at its cap and the pool one node short of full, of pooled
    * nodes. */
   while (atomic_load(&depot->count) < VAT__MSGDEPOT_CAP ||
-         pool->count != CAP - 1)
+         pool->count != LONE_CAP - 1)
     vat__msg_free(pool, vat__msg_alloc(maker));
   /* Watched nodes now. The first fills the pool: its newest BATCH, that
    * node among them, spill, and the full depot refuses them. The next
@@ -210,7 +238,7 @@ START_TEST(a_full_depot_leaves_batches_to_the_collector) {
     vat__msg_free(pool, m);
   }
   ck_assert_uint_eq(atomic_load(&depot->count), VAT__MSGDEPOT_CAP);
-  ck_assert_uint_eq(pool->count, CAP - BATCH + KEPT);
+  ck_assert_uint_eq(pool->count, LONE_CAP - BATCH + KEPT);
   for (int i = 0; i < 4; i++) {
     GC_gcollect();
     GC_invoke_finalizers();
@@ -342,6 +370,7 @@ Suite *test_msgpool_suite(void) {
   tcase_add_test(tc, a_batch_in_runs_keeps_its_order);
   tcase_add_test(tc, a_batch_lists_its_nodes_once);
   tcase_add_test(tc, a_lone_pool_takes_its_batches_back_whole);
+  tcase_add_test(tc, a_lone_pool_spills_only_past_its_larger_cap);
 #if !VAT_GC_NO_COLLECT /* nothing is reclaimed where nothing collects */
   tcase_add_test(tc, a_full_depot_leaves_batches_to_the_collector);
 #endif

@@ -387,6 +387,133 @@ START_TEST(sends_between_systems) {
 }
 END_TEST
 
+/* --- Runs: a turn's consecutive sends to one vat ------------------------ */
+
+/* A turn's sends in a row to one vat go in as one run, whose header the
+ * sends build as they go (core/send.c). Each sink vat checks that what it
+ * gets arrives in the order sent, through either of its two entities;
+ * the sender's turns mix runs to each sink with sends to itself, urgent
+ * sends (effects, which cut a turn's sends where they are deferred) and
+ * sends to a vat of another system. */
+enum { RUN_TURNS = 3000 / TEST_SCALE, RUN_SINKS = 3, RUN_OPS_MAX = 40 };
+
+typedef struct run_order {
+  uint64_t expect, out_of_order;
+  _Atomic uint64_t got;
+  _Atomic uint64_t second_made; /* publishes the second entity's ref */
+} run_order;
+
+typedef struct run_sink_entity {
+  run_order *order; /* shared by the vat's two entities */
+} run_sink_entity;
+
+static void run_item(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  run_order *o = ((run_sink_entity *)state)->order;
+  if ((uintptr_t)arg != o->expect)
+    o->out_of_order++;
+  o->expect = (uintptr_t)arg + 1;
+  atomic_fetch_add_explicit(&o->got, 1, memory_order_release);
+}
+
+static void run_second_entity(vat_turn *turn, void *state, void *arg) {
+  run_sink_entity *first = state;
+  vat_ref **out = arg;
+  run_sink_entity *second;
+  expect_vat_ok(vat_entity_new(
+      turn, &(vat_entity_def){.state_size = sizeof(run_sink_entity)}, out,
+      (void **)&second));
+  second->order = first->order;
+  atomic_store_explicit(&first->order->second_made, 1, memory_order_release);
+}
+
+typedef struct run_sender {
+  uint64_t rng;
+  vat_ref *sink[RUN_SINKS][2]; /* sink 2 is in another system */
+  uint64_t sent[RUN_SINKS];
+  vat_ref *urgent_to;
+  uint64_t turns, self_sent;
+  _Atomic uint64_t self_got, urgent_sent, done;
+} run_sender;
+
+static void run_self(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  (void)arg;
+  run_sender *s = state;
+  atomic_fetch_add_explicit(&s->self_got, 1, memory_order_relaxed);
+}
+
+static void run_turn(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  run_sender *s = state;
+  unsigned ops = (unsigned)test_rand_between(&s->rng, 1, RUN_OPS_MAX);
+  for (unsigned i = 0; i < ops; i++) {
+    uint64_t r = test_rand(&s->rng);
+    unsigned kind = (unsigned)(r % 16);
+    /* Mostly runs: a sink kept for several sends in a row. */
+    unsigned sink = kind < 6 ? 0 : kind < 10 ? 1 : kind < 12 ? 2 : 3;
+    if (sink < RUN_SINKS) {
+      unsigned len = (unsigned)(r >> 8) % 6 + 1;
+      for (unsigned j = 0; j < len; j++) {
+        vat_ref *to = s->sink[sink][(r >> (16 + j)) & 1];
+        expect_vat_ok(vat_send(turn, to, run_item,
+                               (void *)(uintptr_t)s->sent[sink]++));
+      }
+    } else if (kind == 12 || kind == 13) {
+      expect_vat_ok(vat_send(turn, vat_self(turn), run_self, NULL));
+      s->self_sent++;
+    } else {
+      expect_vat_ok(vat_send_urgent(turn, s->urgent_to, test_hit, NULL));
+      atomic_fetch_add_explicit(&s->urgent_sent, 1, memory_order_relaxed);
+    }
+  }
+  if (++s->turns < RUN_TURNS)
+    expect_vat_ok(vat_send(turn, vat_self(turn), run_turn, NULL));
+  else
+    atomic_store_explicit(&s->done, 1, memory_order_release);
+}
+
+START_TEST(runs_keep_order_among_entities_effects_and_systems) {
+  vat_system *sys = test_system(2), *other = test_system(1);
+  run_sender *s;
+  vat_ref *sender = test_spawn(sys, sizeof(run_sender), (void **)&s);
+  s->rng = test_seed("runs_keep_order_among_entities_effects_and_systems");
+  run_order orders[RUN_SINKS] = {0};
+  for (unsigned k = 0; k < RUN_SINKS; k++) {
+    run_sink_entity *e;
+    vat_ref *first = test_spawn(k == 2 ? other : sys, sizeof *e, (void **)&e);
+    e->order = &orders[k];
+    s->sink[k][0] = first;
+    ck_assert_vat_ok(vat_host_send(first, run_second_entity, &s->sink[k][1]));
+  }
+  test_counter *urgent;
+  s->urgent_to = test_spawn_counter(sys, &urgent);
+  /* The second entities exist once each sink ran its first message. */
+  for (unsigned k = 0; k < RUN_SINKS; k++) {
+    ck_assert(test_wait_u64(&orders[k].second_made, 1, 30));
+    ck_assert_ptr_nonnull(s->sink[k][1]);
+  }
+  ck_assert_vat_ok(vat_host_send(sender, run_turn, NULL));
+  ck_assert(test_wait_u64(&s->done, 1, 60));
+  for (unsigned k = 0; k < RUN_SINKS; k++)
+    ck_assert_msg(test_wait_u64(&orders[k].got, s->sent[k], 30),
+                  "sink %u got %llu of %llu", k,
+                  (unsigned long long)atomic_load(&orders[k].got),
+                  (unsigned long long)s->sent[k]);
+  ck_assert(test_wait_u64(&s->self_got, s->self_sent, 30));
+  ck_assert(test_wait_u64(&urgent->hits, atomic_load(&s->urgent_sent), 30));
+  for (unsigned k = 0; k < RUN_SINKS; k++)
+    ck_assert_msg(orders[k].out_of_order == 0,
+                  "sink %u: %llu of %llu out of order", k,
+                  (unsigned long long)orders[k].out_of_order,
+                  (unsigned long long)s->sent[k]);
+  test_quiesce(sys);
+  test_quiesce(other);
+  ck_assert_uint_eq(test_stats(sys).dead_letters, 0);
+  ck_assert_uint_eq(test_stats(other).dead_letters, 0);
+}
+END_TEST
+
 Suite *test_send_suite(void) {
   Suite *s = suite_create("send");
   TCase *tc = test_case("send", 120);
@@ -398,6 +525,7 @@ Suite *test_send_suite(void) {
   tcase_add_test(tc, dead_letters_counted_and_hooked);
   tcase_add_test(tc, dead_letter_counted_on_the_targets_system);
   tcase_add_test(tc, sends_between_systems);
+  tcase_add_test(tc, runs_keep_order_among_entities_effects_and_systems);
   suite_add_tcase(s, tc);
   return s;
 }

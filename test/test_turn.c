@@ -2,6 +2,8 @@
  * turn-only / host-only rules. */
 #include <unistd.h>
 
+#include "core/system.h"
+#include "core/worker.h"
 #include "support.h"
 
 /* --- A failed turn commits nothing -------------------------------------- */
@@ -251,6 +253,81 @@ START_TEST(many_entities_per_vat) {
 }
 END_TEST
 
+/* --- A failed turn gives its runs' headers back ------------------------- */
+
+/* A turn's consecutive sends to one vat build a run header as they go
+ * (core/send.c), taken from the worker's pool. A failed turn sends none of
+ * it: the headers go back with the messages. Two turns that fail after
+ * the same sends, one in runs and one not, must leave the pool the same. */
+enum { RUN_FAIL_SENDS = 12 };
+
+typedef struct run_failer {
+  vat_ref *to[RUN_FAIL_SENDS];
+} run_failer;
+
+typedef enum { RUNS_FAIL, RUNS_TO_THE_DEAD } run_ending;
+
+static void send_runs(vat_turn *turn, void *state, void *arg) {
+  run_failer *f = state;
+  bool in_runs = ((uintptr_t)arg & 1) != 0;
+  for (int i = 0; i < RUN_FAIL_SENDS; i++)
+    /* In runs: three runs of four to one vat each. */
+    expect_vat_ok(vat_send(turn, f->to[in_runs ? i / 4 : i], test_hit, NULL));
+  if (((uintptr_t)arg >> 1) == RUNS_FAIL)
+    expect_vat_ok(vat_fail(turn, vat_atom_named("boom")));
+}
+
+/* How many nodes the worker's pool gained over one turn of send_runs. */
+static long pool_change_of(vat_system *sys, run_ending ending, bool in_runs) {
+  run_failer *f;
+  vat_ref *ref = test_spawn(sys, sizeof *f, (void **)&f);
+  for (int i = 0; i < RUN_FAIL_SENDS; i++)
+    f->to[i] = test_spawn_counter(sys, NULL);
+  vat_run_result r;
+  ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r)); /* settle the spawns */
+  if (ending == RUNS_TO_THE_DEAD) {
+    for (int i = 0; i < RUN_FAIL_SENDS; i++)
+      ck_assert_vat_ok(vat_host_exit(f->to[i], vat_atom_value(vat_atom_killed())));
+    ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
+  }
+  vat__msgpool *pool = &sys->workers[0]->pool;
+  size_t before = pool->count;
+  uintptr_t arg = (uintptr_t)ending << 1 | (in_runs ? 1 : 0);
+  ck_assert_vat_ok(vat_host_send(ref, send_runs, (void *)arg));
+  ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
+  return (long)pool->count - (long)before;
+}
+
+/* A failed turn sends none of its runs; a run to a vat that ended is
+ * dropped whole: either way, the headers go back with the messages. Two
+ * turns with the same sends, one in runs and one not, must leave the
+ * pool the same. */
+static void headers_come_back(run_ending ending) {
+  vat_system *sys = test_host_system(false, 0);
+  /* The first fills the empty pool from the collector. */
+  pool_change_of(sys, ending, false);
+  long singles = pool_change_of(sys, ending, false);
+  long runs = pool_change_of(sys, ending, true);
+  ck_assert_msg(runs == singles,
+                "the pool changed by %ld nodes after a turn of runs, by %ld "
+                "after one of single sends",
+                runs, singles);
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(st.dead_letters,
+                    ending == RUNS_TO_THE_DEAD ? 3 * RUN_FAIL_SENDS : 0);
+  test_quiesce(sys);
+}
+
+START_TEST(a_failed_turn_gives_back_its_run_headers) {
+  headers_come_back(RUNS_FAIL);
+}
+END_TEST
+
+START_TEST(a_run_to_an_ended_vat_gives_back_its_header) {
+  headers_come_back(RUNS_TO_THE_DEAD);
+}
+END_TEST
+
 /* --- Fairness: a vat that keeps sending to itself still hears others ---- */
 
 typedef struct looper {
@@ -361,6 +438,8 @@ Suite *test_turn_suite(void) {
   tcase_add_test(tc, turn_calls_refused_outside_a_turn);
   tcase_add_test(tc, bad_arguments_in_a_turn);
   tcase_add_test(tc, many_entities_per_vat);
+  tcase_add_test(tc, a_failed_turn_gives_back_its_run_headers);
+  tcase_add_test(tc, a_run_to_an_ended_vat_gives_back_its_header);
   tcase_add_test(tc, self_sends_do_not_starve_other_senders);
   tcase_add_test(tc, stop_with_checks_its_arguments);
   tcase_add_test(tc, stop_with_last_reason_wins);

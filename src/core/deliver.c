@@ -150,33 +150,40 @@ int vat__deliver_from_host(vat__msg *m) {
   return deliver_external(NULL, m, m);
 }
 
-VAT__HOT void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last,
-                          size_t n) {
-  vat__vat *to = first->target->vat;
-  if (to->sys != w->sys) {
+/* vat__deliver's rare cases: a vat of another system, or one that ended
+ * or is overloaded. A header not pushed is recycled: what is left after
+ * the overload's policy goes in as a plain chain. Out of line, so that
+ * the common path saves no registers for them. */
+static __attribute__((noinline, cold)) void
+deliver_rare(vat__worker *w, vat__msg *header, vat__msg *first, vat__msg *last,
+             vat__vat *to, uint8_t flags) {
+  if (header != NULL)
+    vat__msg_free(&w->pool, header);
+  if (to->sys != w->sys)
     deliver_external(w, first, last);
-    return;
-  }
-  /* One load, one test for both rare cases. The dead check is a shortcut:
+  else if (flags & VAT__DEAD)
+    drop_chain(w, first, last);
+  else if ((first = vat__flow_on_send(w, to, first, &last)) != NULL &&
+           vat__mailbox_push_chain(&to->mailbox, first, last))
+    vat__schedule(w, to);
+}
+
+VAT__HOT void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
+                          vat__msg *last) {
+  vat__vat *to = first->target->vat;
+  /* One load, one test for the rare cases. The dead check is a shortcut:
    * a vat that dies after it still drops the message, when its turn loop
    * drains the mailbox. The overload check reads the flag as the target
    * last measured it (core/flow.h): a hint, as the policy allows. */
   uint8_t flags = atomic_load_explicit(&to->flags, memory_order_acquire);
-  if (__builtin_expect(flags & (VAT__DEAD | VAT__OVERLOADED), 0)) {
-    if (flags & VAT__DEAD) {
-      drop_chain(w, first, last);
-      return;
-    }
-    if ((first = vat__flow_on_send(w, to, first, &last)) == NULL)
-      return;
-    n = 0; /* some may have been dropped: pushed as a plain chain */
+  if (__builtin_expect(
+          to->sys != w->sys || (flags & (VAT__DEAD | VAT__OVERLOADED)), 0)) {
+    deliver_rare(w, header, first, last, to, flags);
+    return;
   }
-  bool was_idle;
-  if (n > 1)
-    was_idle = vat__mailbox_push_run(&to->mailbox, vat__msg_alloc(&w->pool),
-                                     first, last, n);
-  else
-    was_idle = vat__mailbox_push_chain(&to->mailbox, first, last);
+  bool was_idle = header != NULL
+                      ? vat__mailbox_push_header(&to->mailbox, header)
+                      : vat__mailbox_push_chain(&to->mailbox, first, last);
   if (was_idle)
     vat__schedule(w, to);
 }
@@ -199,7 +206,7 @@ static void send_node(vat__worker *w, vat__msg *m) {
   if (w != NULL && w->trace != NULL)
     vat__trace_send_now(w->trace, m);
   if (w != NULL) {
-    vat__deliver(w, m, m, 1);
+    vat__deliver(w, NULL, m, m);
     /* Sent now, from a hook or a signal, maybe outside any turn: no
      * commit follows to pay the wake-up the push may owe. */
     if (w->wake_owed)

@@ -56,10 +56,13 @@ int vat__send_signal(vat_turn *turn, vat_ref *to, vat__signal *sig);
  *  system closes. */
 int vat__host_send_signal(vat_ref *to, vat__signal *sig);
 
-/** A committing turn's chain first..last (linked, last->next NULL) of `n`
+/** A committing turn's chain first..last (linked, last->next NULL) of
  *  messages, all to one vat, from worker `w`. A chain of more than one
- *  goes in as one run (core/mailbox.h, vat__mailbox_push_run). */
-void vat__deliver(vat__worker *w, vat__msg *first, vat__msg *last, size_t n);
+ *  comes with `header`, its run header (core/send.c builds it; NULL for
+ *  one message), and goes in as one run behind it (core/mailbox.h); a
+ *  header not pushed is recycled. */
+void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
+                  vat__msg *last);
 
 /* Delivery now, bypassing any turn's buffer: for a turn's commit effects,
  * the modules' hooks, the timer thread and host threads. On a worker it

@@ -111,6 +111,40 @@ void vat__mailbox_run_header_init(vat__msg *header, vat__msg *first,
 bool vat__mailbox_push_run(vat__mailbox *mb, vat__msg *header,
                            vat__msg *first, vat__msg *last, size_t n);
 
+/* A run built as it is sent (core/send.c): the header is made when the
+ * run gets its second message and grows with each after, so the commit
+ * knows the run's end and length without walking it. `fn` and `flow` are
+ * stored as peek_len reads them (relaxed: a plain move), as everywhere. */
+
+/** Makes `header` the header of a run of one message so far, `first`. */
+static inline void vat__mailbox_run_start(vat__msg *header, vat__msg *first) {
+  vat__msg_set_fn(header, vat__mailbox_run_header);
+  header->arg = first;
+  header->aux = first;
+  vat__msg_set_flow(header, 1);
+}
+
+/** Adds `m` at the end of header's run. */
+static inline void vat__mailbox_run_add(vat__msg *header, vat__msg *m) {
+  header->aux = m;
+  vat__msg_set_flow(header, header->flow + 1);
+}
+
+static inline vat__msg *vat__mailbox_run_last(const vat__msg *header) {
+  return header->aux;
+}
+
+static inline size_t vat__mailbox_run_len(const vat__msg *header) {
+  return (size_t)header->flow;
+}
+
+/** Pushes the run `header` made with vat__mailbox_run_start and _add
+ *  describes, its last message's link NULL. As vat__mailbox_push_chain. */
+static inline bool vat__mailbox_push_header(vat__mailbox *mb,
+                                            vat__msg *header) {
+  return vat__mailbox_push(mb, header);
+}
+
 /** Consumer: appends a message to the private list without any atomic. Only
  *  for messages the running vat sends to itself (it is the only producer of
  *  that pair, so order is kept); call vat__mailbox_take_new first, so

@@ -9,7 +9,7 @@
 enum {
   SLAB_NODES = 256, /* 16 KiB: one collector allocation per refill */
   /* Nodes moved to or from the depot at once; a worker keeps at most
-   * VAT__MSGPOOL_CAP free nodes. */
+   * VAT__MSGPOOL_CAP free nodes (VAT__MSGPOOL_LONE_CAP alone). */
   BATCH = VAT__MSGPOOL_BATCH,
   DEPOT_CAP = VAT__MSGDEPOT_CAP,
 };
@@ -182,6 +182,15 @@ static void unlink_nodes(vat__msg *m) {
  * there is one made. */
 void vat__msgpool_spill(vat__msgpool *pool) {
   vat__msgdepot *depot = pool->depot;
+  /* The cap is set here, at the first free, when every pool of the depot
+   * has joined (vat__msgpool_join: before any is used). */
+  size_t cap = depot != NULL && depot->pools == 1 ? VAT__MSGPOOL_LONE_CAP
+                                                  : VAT__MSGPOOL_CAP;
+  if (pool->cap != cap) {
+    pool->cap = cap;
+    if (pool->count < cap)
+      return;
+  }
   bool room = depot != NULL &&
               atomic_load_explicit(&depot->count, memory_order_relaxed) <
                   DEPOT_CAP;

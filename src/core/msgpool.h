@@ -27,7 +27,11 @@
  * Past the depot's cap, batches are left to the collector with their
  * links cut, so one node still reachable (a stale word anywhere) keeps no
  * other from the collector: what a burst leaves is at most
- * VAT__MSGPOOL_CAP nodes per worker and the depot's batches.
+ * VAT__MSGPOOL_CAP nodes per worker and the depot's batches, or
+ * VAT__MSGPOOL_LONE_CAP and the depot's for a pool alone on its depot: a
+ * one-worker flood swings by thousands of nodes between its producer's
+ * sends and its consumer's frees, and spilling at VAT__MSGPOOL_CAP cost
+ * it 15% of its rate (bench/README.md).
  *
  * Pools and the depot live in collector memory reachable from their system,
  * so listed nodes are never reclaimed.
@@ -43,6 +47,9 @@
 enum {
   VAT__MSGPOOL_BATCH = 1024,
   VAT__MSGPOOL_CAP = 2 * VAT__MSGPOOL_BATCH,
+  /* A pool alone on its depot (one worker) keeps more: its spills would
+   * only come back to it, and each cost a walk of BATCH nodes. */
+  VAT__MSGPOOL_LONE_CAP = 16 * VAT__MSGPOOL_BATCH,
   VAT__MSGDEPOT_CAP = 64, /* full batches the depot keeps at most (4 MiB) */
 };
 
@@ -67,6 +74,7 @@ typedef struct vat__msgdepot {
 typedef struct vat__msgpool {
   vat__msg *free;
   size_t count;
+  size_t cap; /* spills at this count; 0 until the first free (spill) */
   vat__msgdepot *depot; /* NULL: no sharing */
   /* Only for spills and refills, made on first need: an empty array for
    * the next spill, and the refill's sorting space. */
@@ -104,7 +112,7 @@ static inline void vat__msg_free(vat__msgpool *pool, vat__msg *m) {
   m->aux = NULL;
   atomic_store_explicit(&m->next, pool->free, memory_order_relaxed);
   pool->free = m;
-  if (__builtin_expect(++pool->count >= VAT__MSGPOOL_CAP, 0))
+  if (__builtin_expect(++pool->count >= pool->cap, 0))
     vat__msgpool_spill(pool);
 }
 

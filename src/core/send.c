@@ -7,11 +7,48 @@
 #include "util/cpu.h"
 #include "util/mem.h"
 
+/* `m` is the turn's second send in a row to one vat (not its own): its
+ * run gets a header, and its first message (the turn's last send so far)
+ * points at it, where the commit looks (turn.c). Not after a deferred
+ * effect: the commit cuts the sends there, and a run must not span a cut.
+ * Out of line: a turn that sends one message to each vat never comes
+ * here. */
+static __attribute__((noinline)) void start_run(vat_turn *t, vat__msg *m) {
+  vat__worker *w = t->worker;
+  vat__msg *first = t->out_tail;
+  if (first == w->run_cut)
+    return;
+  vat__msg *header = vat__msg_alloc(&w->pool);
+  vat__mailbox_run_start(header, first);
+  vat__mailbox_run_add(header, m);
+  first->aux = header;
+  w->run_header = header;
+}
+
+/* Keeps the turn's runs: consecutive sends to one vat are one run, which
+ * its commit pushes whole (core/mailbox.h), so the commit never walks a
+ * run to find where it ends. Sends to the turn's own vat make none: they
+ * are appended one by one. The run is found from the turn's last send,
+ * in lines just written, so a turn that sends once pays a test for it
+ * and no store; the header is the last run's while its last message is
+ * the turn's last send (turn.c clears it as each run is pushed). */
+static inline void note_run(vat_turn *t, vat__msg *m, vat__vat *to) {
+  vat__msg *tail = t->out_tail;
+  if (tail == NULL || tail->target->vat != to || to == t->vat)
+    return;
+  vat__msg *header = t->worker->run_header;
+  if (header != NULL && vat__mailbox_run_last(header) == tail)
+    vat__mailbox_run_add(header, m);
+  else
+    start_run(t, m);
+}
+
 static vat__msg *buffer(vat_turn *t, vat_ref *to, vat_fn fn, void *arg) {
   vat__msg *m = vat__msg_alloc(&t->worker->pool);
   m->target = to;
   vat__msg_set_fn(m, fn);
   m->arg = arg;
+  note_run(t, m, to->vat);
   if (t->out_tail)
     atomic_store_explicit(&t->out_tail->next, m, memory_order_relaxed);
   else

@@ -17,6 +17,10 @@
 
 void vat__turn_defer(vat_turn *t, vat__effect *e) {
   assert(!t->committing);
+  /* commit_in_order cuts the sends here: no run may span the cut, so the
+   * open run ends and none may start from the last send (core/send.c). */
+  t->worker->run_header = NULL;
+  t->worker->run_cut = t->out_tail;
   e->next = NULL;
   e->after = t->out_tail; /* its place among the sends: see commit() */
   if (t->effects_tail)
@@ -35,30 +39,28 @@ static __attribute__((noinline, cold)) void yield_after_burst(vat_turn *t) {
   atomic_fetch_or_explicit(&t->vat->flags, VAT__YIELD, memory_order_relaxed);
 }
 
-/* The rest of a run of sends to `to`, from `*next` on: returns its last
- * node and leaves `*next` after it. Counts the run toward the batch's
- * burst. Out of line, and reached only by a turn that sent a second
- * message to one vat: a turn that sends one (most do) pays nothing for
- * the burst bound (inlined, the count cost a ring 3% more instructions,
- * in registers spilled). */
-static __attribute__((noinline)) vat__msg *run_to(vat_turn *t, vat__vat *to,
-                                                  vat__msg **next,
-                                                  size_t *count) {
-  vat__msg *last, *m = *next;
-  unsigned run = 0;
-  do {
-    last = m;
-    m = atomic_load_explicit(&m->next, memory_order_relaxed);
-    run++;
-  } while (m != NULL && m->target->vat == to);
-  *next = m;
-  *count += run;
+/* Pushes the run that starts at `first` whole, behind the header the
+ * turn's sends built (core/send.c), and returns the send after it. Counts
+ * the run toward the batch's burst. Out of line, and reached only by a
+ * turn that sent a second message to one vat: a turn that sends one (most
+ * do) pays nothing for the burst bound (inlined, the count cost a ring 3%
+ * more instructions, in registers spilled). */
+static __attribute__((noinline)) vat__msg *
+deliver_run(vat_turn *t, vat__msg *header, vat__msg *first) {
   vat__worker *w = t->worker;
-  if ((w->burst += run) >= VAT_SEND_BURST) {
+  if (w->run_header == header) /* pushed: no send may extend it now */
+    w->run_header = NULL;
+  first->aux = NULL;
+  vat__msg *last = vat__mailbox_run_last(header);
+  size_t n = vat__mailbox_run_len(header);
+  vat__msg *next = atomic_load_explicit(&last->next, memory_order_relaxed);
+  atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
+  if ((w->burst += n - 1) >= VAT_SEND_BURST) {
     w->burst = 0;
     yield_after_burst(t);
   }
-  return last;
+  vat__deliver(w, header, first, last);
+  return next;
 }
 
 /* Delivers the chain of buffered sends from `m` on; `took` says whether
@@ -69,7 +71,7 @@ static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
   while (m != NULL) {
     vat__vat *to = m->target->vat;
     vat__msg *next = atomic_load_explicit(&m->next, memory_order_relaxed);
-    if (to == t->vat) {
+    if (to == t->vat) { /* never in a run (core/send.c) */
       if (!took) /* others' messages that came first go first */
         vat__mailbox_take_new(&to->mailbox, &w->pool);
       took = true;
@@ -77,13 +79,14 @@ static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
       m = next;
       continue;
     }
-    /* Consecutive sends to one vat go in one push. */
-    vat__msg *last = m;
-    size_t n = 1;
-    if (next != NULL && next->target->vat == to)
-      last = run_to(t, to, &next, &n);
-    atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
-    vat__deliver(w, m, last, n);
+    /* The first send of a run of two or more points at its header. */
+    vat__msg *header = m->aux;
+    if (header != NULL) {
+      m = deliver_run(t, header, m);
+      continue;
+    }
+    atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+    vat__deliver(w, NULL, m, m);
     m = next;
   }
   return took;
@@ -143,8 +146,11 @@ static void commit(vat_turn *t) {
 
 static void discard(vat_turn *t) {
   vat__worker *w = t->worker;
+  w->run_header = NULL; /* its run is freed below */
   for (vat__msg *m = t->out_head, *next; m != NULL; m = next) {
     next = atomic_load_explicit(&m->next, memory_order_relaxed);
+    if (m->aux != NULL) /* a run's header (core/send.c) */
+      vat__msg_free(&w->pool, m->aux);
     vat__msg_free(&w->pool, m);
   }
   /* Stop callbacks run outside any turn (vat/core.h). */

@@ -48,6 +48,13 @@ struct vat__worker {
    * first of each run (core/flow.h, bursts). */
   unsigned burst;
   vat__msgpool pool;
+  /* The header of the current turn's last run of sends to one vat, once
+   * it has two messages, until its commit pushes it (core/send.c); and
+   * the send an effect was deferred after, which no run may extend (a
+   * stale one only makes a run start later). Here, beside the pool every
+   * send touches, not in the turn, which every turn would have to clear. */
+  vat__msg *run_header;
+  vat__msg *run_cut;
   /* This worker's trace ring (core/trace.h); NULL unless the system is
    * traced, which the hot path tests once per turn and per commit. */
   struct vat__trace_ring *trace;
