@@ -206,10 +206,19 @@ START_TEST(count_sees_stack_and_private_list) {
 }
 END_TEST
 
+/* Makes `header` the header of the run ms[0..n), linked, as a turn's
+ * sends build it (core/send.c). */
+static vat__msg *run_header_of(vat__msg *header, vat__msg **ms, size_t n) {
+  vat__mailbox_run_start(header, ms[0]);
+  for (size_t i = 1; i < n; i++)
+    vat__mailbox_run_add(header, ms[i]);
+  return header;
+}
+
 /* Pushes ms[0..n) as one run behind a header of its own. */
 static bool push_run(vat__mailbox *mb, vat__msg **ms, size_t n) {
   link_chain(ms, n);
-  return vat__mailbox_push_run(mb, msg_new(0), ms[0], ms[n - 1], n);
+  return vat__mailbox_push_header(mb, run_header_of(msg_new(0), ms, n));
 }
 
 /* Runs and single nodes in one stack come out in push order, counted by
@@ -525,8 +534,7 @@ static void *produce(void *p) {
         test_fail_first(&st.failure, "out of memory");
         return NULL;
       }
-      vat__mailbox_run_header_init(header, first, last, n);
-      first = last = header;
+      first = last = run_header_of(header, chain, n);
     }
     bool was_idle = below(&rng, 16) == 0
                         ? slow_push_chain(first, last, &rng)

@@ -1301,8 +1301,9 @@ END_TEST
  * the queued CTP_DISCONNECT of a connection whose test had returned). A
  * raw peer that does not read holds the close: what the connection queued
  * before it (a call with a 4 MiB argument, then CTP_DISCONNECT) cannot be
- * written, so the socket cannot close, and closed must not settle. Once
- * the peer reads, it does; the socket is closed by then, so the peer's
+ * written, so the socket cannot close, and closed must not settle (a
+ * call made meanwhile breaks with disconnected("closed")). Once the peer
+ * reads, it does; the socket is closed by then, so the peer's
  * next write fails with EPIPE. */
 START_TEST(closed_settles_once_the_socket_is_closed) {
   int sv[2];
@@ -1325,6 +1326,14 @@ START_TEST(closed_settles_once_the_socket_is_closed) {
   vat_value why;
   ck_assert_vat_err(vat_promise_wait(answer, WAIT_S, &why), VAT_EBROKEN);
   ck_assert_vat_err(vat_promise_wait(vat_conn_closed(c), 0.3, NULL),
+                    VAT_ETIMEDOUT);
+  /* Meanwhile the connection has ended: a call to its proxy breaks. */
+  vat_promise *late;
+  ck_assert_vat_ok(vat_host_request(vat_conn_bootstrap_ref(c), sel("echo"),
+                                    vat_list(NULL, 0), 0, &late));
+  ck_assert_vat_err(vat_promise_wait(late, WAIT_S, &why), VAT_EBROKEN);
+  assert_disconnected(why, "closed");
+  ck_assert_vat_err(vat_promise_wait(vat_conn_closed(c), 0, NULL),
                     VAT_ETIMEDOUT);
   ck_assert(raw_sees_end(sv[1], WAIT_S));
   ck_assert_vat_ok(vat_promise_wait(vat_conn_closed(c), WAIT_S, &why));

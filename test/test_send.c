@@ -456,8 +456,8 @@ static void run_turn(vat_turn *turn, void *state, void *arg) {
       unsigned len = (unsigned)(r >> 8) % 6 + 1;
       for (unsigned j = 0; j < len; j++) {
         vat_ref *to = s->sink[sink][(r >> (16 + j)) & 1];
-        expect_vat_ok(vat_send(turn, to, run_item,
-                               (void *)(uintptr_t)s->sent[sink]++));
+        expect_vat_ok(
+            vat_send(turn, to, run_item, (void *)(uintptr_t)s->sent[sink]++));
       }
     } else if (kind == 12 || kind == 13) {
       expect_vat_ok(vat_send(turn, vat_self(turn), run_self, NULL));

@@ -287,7 +287,8 @@ static long pool_change_of(vat_system *sys, run_ending ending, bool in_runs) {
   ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r)); /* settle the spawns */
   if (ending == RUNS_TO_THE_DEAD) {
     for (int i = 0; i < RUN_FAIL_SENDS; i++)
-      ck_assert_vat_ok(vat_host_exit(f->to[i], vat_atom_value(vat_atom_killed())));
+      ck_assert_vat_ok(
+          vat_host_exit(f->to[i], vat_atom_value(vat_atom_killed())));
     ck_assert_vat_ok(vat_system_run(sys, 0, 0, &r));
   }
   vat__msgpool *pool = &sys->workers[0]->pool;

@@ -185,10 +185,11 @@ vat_promise *vat_conn_bootstrap(vat_conn *conn);
 vat_ref *vat_conn_bootstrap_ref(vat_conn *conn);
 
 /** A promise resolved, when the connection has ended and its socket is
- *  closed, with its reason: the error disconnected(cause). If the connection vat ends otherwise it
- *  breaks: with `shutdown` when its system shuts down with the connection
- *  open (once vat_system_shutdown has stopped the system), or with the
- *  reason its vat failed with. Any thread. NULL for NULL. */
+ *  closed, with its reason: the error disconnected(cause). If the
+ *  connection vat ends otherwise it breaks: with `shutdown` when its
+ *  system shuts down with the connection open (once vat_system_shutdown
+ *  has stopped the system), or with the reason its vat failed with. Any
+ *  thread. NULL for NULL. */
 vat_promise *vat_conn_closed(vat_conn *conn);
 
 /** Ends the connection: sends CTP_DISCONNECT, then closes the socket once

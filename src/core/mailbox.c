@@ -50,24 +50,9 @@ void vat__mailbox_run_header(vat_turn *turn, void *state, void *arg) {
   (void)arg;
 }
 
-/* A header's fields: `arg` the run's first node, `aux` its last, `flow`
- * its length; `value.as.obj` links the headers one take has passed. */
-void vat__mailbox_run_header_init(vat__msg *header, vat__msg *first,
-                                  vat__msg *last, size_t n) {
-  vat__msg_set_fn(header, vat__mailbox_run_header);
-  header->arg = first;
-  header->aux = last;
-  vat__msg_set_flow(header, n);
-  atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
-}
-
-VAT__HOT bool vat__mailbox_push_run(vat__mailbox *mb, vat__msg *header,
-                                    vat__msg *first, vat__msg *last,
-                                    size_t n) {
-  vat__mailbox_run_header_init(header, first, last, n);
-  return vat__mailbox_push(mb, header);
-}
-
+/* A header's fields (mailbox.h, vat__mailbox_run_start): `arg` the run's
+ * first node, `aux` its last, `flow` its length; `value.as.obj` links the
+ * headers one take has passed. */
 static vat__msg *run_first(const vat__msg *h) { return h->arg; }
 static vat__msg *run_last(const vat__msg *h) { return h->aux; }
 static vat__msg *next_header(const vat__msg *h) {

@@ -10,7 +10,7 @@
  * taking needs no atomic read-modify-write.
  *
  * A run of messages one commit sends to one vat goes in as one node: a
- * run header (vat__mailbox_push_run) that says where the run starts and
+ * run header (vat__mailbox_push_header) that says where the run starts and
  * ends and how long it is, the run itself linked in order. The consumer
  * splices the run into its list whole instead of walking it: a walk over
  * nodes written on another core is a chain of misses, and a flood's 1,000
@@ -100,17 +100,6 @@ static inline bool vat__mailbox_is_run_header(const vat__msg *m) {
   return m->fn == vat__mailbox_run_header;
 }
 
-/** Makes `header` the run header of the `n` messages first..last (linked
- *  in order), and ends the run at `last`. */
-void vat__mailbox_run_header_init(vat__msg *header, vat__msg *first,
-                                  vat__msg *last, size_t n);
-
-/** Pushes the `n` messages first..last (linked in order, last->next NULL)
- *  as one run, with `header` (a node of the caller's, for the mailbox to
- *  recycle) in front of them. As vat__mailbox_push_chain otherwise. */
-bool vat__mailbox_push_run(vat__mailbox *mb, vat__msg *header,
-                           vat__msg *first, vat__msg *last, size_t n);
-
 /* A run built as it is sent (core/send.c): the header is made when the
  * run gets its second message and grows with each after, so the commit
  * knows the run's end and length without walking it. `fn` and `flow` are
@@ -138,8 +127,10 @@ static inline size_t vat__mailbox_run_len(const vat__msg *header) {
   return (size_t)header->flow;
 }
 
-/** Pushes the run `header` made with vat__mailbox_run_start and _add
- *  describes, its last message's link NULL. As vat__mailbox_push_chain. */
+/** Pushes the run `header` (a node of the caller's, for the mailbox to
+ *  recycle), made with vat__mailbox_run_start and _add, describes, its
+ *  messages linked in order and the last one's link NULL. As
+ *  vat__mailbox_push_chain otherwise. */
 static inline bool vat__mailbox_push_header(vat__mailbox *mb,
                                             vat__msg *header) {
   return vat__mailbox_push(mb, header);

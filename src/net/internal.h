@@ -92,7 +92,7 @@ struct net_conn {
   vat_ref *self;
   vat_ref *bootstrap;             /* offered to the peer; may be NULL */
   vat_resolver *remote_bootstrap; /* the peer's, until answered */
-  vat_resolver *closed;           /* settled when the connection ends */
+  vat_resolver *closed;           /* settled once its socket closed */
   vat_value end_reason;           /* why it ended, for `closed` */
   const char *bootstrap_qid;      /* our CTP_BOOTSTRAP question */
   uint64_t bootstrap_q;           /* its number */
