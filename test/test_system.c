@@ -7,6 +7,12 @@
 
 #include "support.h"
 
+/* The collector's own thread calls, without pthread_create redirected to
+ * them: the other tests' threads are made with plain pthread_create. */
+#define GC_THREADS 1
+#define GC_NO_THREAD_REDIRECTS 1
+#include <gc/gc.h>
+
 START_TEST(config_defaults) {
   vat_config cfg;
   vat_config_default(&cfg);
@@ -64,6 +70,52 @@ START_TEST(calls_after_shutdown_are_refused) {
   ck_assert_vat_err(vat_host_send_msg(ref, vat_atom_intern("x"), vat_null()),
                     VAT_ECLOSED);
   ck_assert_uint_eq(test_stats(sys).delivered, 1);
+}
+END_TEST
+
+/* A thread the collector made (GC_pthread_create) is registered from its
+ * start, and the collector unregisters it when it returns; the header lets
+ * it pair vat_thread_register with vat_thread_unregister all the same.
+ * Unregistering it twice handed its free lists back twice, the second
+ * time lists the first had poisoned: the process crashed at the thread's
+ * end, or later in an allocation. */
+typedef struct gc_made_job {
+  vat_ref *to;
+  int register_rc, send_rc, unregister_rc;
+} gc_made_job;
+
+static void *gc_made_thread(void *arg) {
+  gc_made_job *job = arg;
+  job->register_rc = vat_thread_register();
+  job->send_rc = vat_host_send(job->to, test_hit, NULL);
+  /* Objects of many sizes on this thread's free lists, which an
+   * unregistration gives back to the collector's global lists. */
+  for (size_t size = 8; size <= 512; size += 8)
+    (void)GC_MALLOC(size);
+  job->unregister_rc = vat_thread_unregister();
+  return NULL;
+}
+
+START_TEST(collector_made_thread_pairs_register_and_unregister) {
+  enum { THREADS = 8 };
+  vat_system *sys = test_system(1);
+  test_counter *counter;
+  vat_ref *to = test_spawn_counter(sys, &counter);
+  for (int i = 0; i < THREADS; i++) {
+    gc_made_job job = {.to = to};
+    pthread_t t;
+    ck_assert_int_eq(GC_pthread_create(&t, NULL, gc_made_thread, &job), 0);
+    ck_assert_int_eq(GC_pthread_join(t, NULL), 0);
+    ck_assert_vat_ok(job.register_rc);
+    ck_assert_vat_ok(job.send_rc);
+    ck_assert_vat_ok(job.unregister_rc);
+  }
+  /* The global free lists those threads fed must be sound. */
+  for (int round = 0; round < 64; round++)
+    for (size_t size = 8; size <= 512; size += 8)
+      ck_assert_ptr_nonnull(GC_MALLOC(size));
+  ck_assert(test_wait_u64(&counter->hits, THREADS, 30));
+  test_quiesce(sys);
 }
 END_TEST
 
@@ -699,6 +751,7 @@ Suite *test_system_suite(void) {
   tcase_add_test(tc, shutdown_deadline_drops_and_counts);
   tcase_add_test(tc, idle_system_burns_no_cpu);
   tcase_add_test(tc, several_systems_coexist);
+  tcase_add_test(tc, collector_made_thread_pairs_register_and_unregister);
   tcase_add_test(tc, shutdown_counts_a_send_caught_mid_push);
   tcase_add_test(tc, shutdown_counts_a_cross_system_send_caught_mid_push);
   tcase_add_test(tc, shutdown_breaks_host_calls_left_unanswered);

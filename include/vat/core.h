@@ -52,8 +52,10 @@ int vat_init(void);
 int vat_thread_register(void);
 
 /** Undoes vat_thread_register before the thread exits. After it, the thread
- *  must not touch library objects. Returns VAT_OK, VAT_ENOTREGISTERED or
- *  VAT_EINTURN. Do not call it on the thread that called vat_init. */
+ *  must not touch library objects. On a thread the collector registered
+ *  itself (made with GC_pthread_create; the thread that called vat_init) it
+ *  does nothing else: the collector undoes that registration when the
+ *  thread ends. Returns VAT_OK, VAT_ENOTREGISTERED or VAT_EINTURN. */
 int vat_thread_unregister(void);
 
 /* --- Systems ------------------------------------------------------------ */

@@ -14,6 +14,12 @@ VAT__TLS vat__worker *vat__current_worker;
 /* Whether this thread is known to be registered with the collector; asking
  * the collector takes its global lock, so the answer is cached. */
 static VAT__TLS bool thread_registered;
+/* Whether vat_thread_register made the registration, so that
+ * vat_thread_unregister is the one to undo it. A thread the collector
+ * registered itself (GC_pthread_create) is unregistered by the collector
+ * when it returns; doing it before as well would hand its free lists back
+ * twice, the second time lists the first had poisoned. */
+static VAT__TLS bool registered_here;
 static atomic_bool initialized;
 
 void vat__mark_initialized(void) {
@@ -49,6 +55,7 @@ int vat_thread_register(void) {
   if (rc != GC_SUCCESS && rc != GC_DUPLICATE)
     return VAT_ENOTSUP;
   thread_registered = true;
+  registered_here = rc == GC_SUCCESS;
   return VAT_OK;
 }
 
@@ -56,7 +63,10 @@ int vat_thread_unregister(void) {
   int rc = vat__check_host();
   if (rc != VAT_OK)
     return rc;
+  if (!registered_here)
+    return VAT_OK; /* the collector's to undo */
   GC_unregister_my_thread();
+  registered_here = false;
   thread_registered = false;
   return VAT_OK;
 }
