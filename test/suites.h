@@ -32,6 +32,7 @@
   X(send)                                                                      \
   X(host)                                                                      \
   X(memory)                                                                    \
+  X(objcache)                                                                  \
   X(stress)                                                                    \
   X(promise)                                                                   \
   X(timer)                                                                     \

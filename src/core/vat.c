@@ -8,6 +8,7 @@
 #include "core/turn.h"
 #include "core/worker.h"
 #include "util/mem.h"
+#include "util/objcache.h"
 
 static void entity_init(struct vat_entity *e, vat__vat *v,
                         const vat_entity_def *def, void **state_out) {
@@ -49,8 +50,8 @@ static size_t ext_offset(const vat_entity_def *def) {
   return (sizeof(vat__vat) + def->state_size + 15) & ~(size_t)15;
 }
 
-int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
-                 void **state_out) {
+int vat__vat_new(vat_system *sys, vat__objcache *cache,
+                 const vat_entity_def *def, vat__vat **out, void **state_out) {
   /* One allocation for the vat, its first entity and that entity's state;
    * the collector zeroes it. A vat with a stop callback needs its
    * extension from the start (the callback is kept there, see
@@ -59,7 +60,9 @@ int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
    * pointer less to chase from another core when the vat ends there. */
   size_t bytes = def->on_stop ? ext_offset(def) + sizeof(vat__vat_ext)
                               : sizeof(vat__vat) + def->state_size;
-  vat__vat *v = vat__gc_alloc(vat_request_size(bytes));
+  size_t size = vat_request_size(bytes);
+  vat__vat *v =
+      cache != NULL ? vat__objcache_alloc(cache, size) : vat__gc_alloc(size);
   vat__mailbox_init(&v->mailbox);
   v->sys = sys;
   atomic_init(&v->flags, 0);
@@ -138,7 +141,7 @@ int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
   if (rc != VAT_OK)
     return rc;
   vat__vat *v;
-  vat__vat_new(turn->vat->sys, def, &v, state_out);
+  vat__vat_new(turn->vat->sys, &turn->worker->objects, def, &v, state_out);
   /* Remembered so a failed turn can end it; nothing can send to it before
    * this turn commits, as the only ref is the one returned here. */
   vat__count(&turn->worker->spawned, 1);
@@ -161,7 +164,7 @@ int vat_host_spawn(vat_system *sys, const vat_entity_def *def, vat_ref **out,
   if (vat__system_state(sys) != VAT__RUNNING)
     return VAT_ECLOSED;
   vat__vat *v;
-  vat__vat_new(sys, def, &v, state_out);
+  vat__vat_new(sys, NULL, def, &v, state_out);
   atomic_fetch_add_explicit(&sys->ext_spawned, 1, memory_order_relaxed);
   *out = &v->first;
   return VAT_OK;

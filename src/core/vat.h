@@ -135,8 +135,12 @@ static inline void vat__ext_publish(vat__vat *v, vat__vat_ext *x) {
 static inline vat__vat_ext *vat__ext_peek(vat__vat *v) {
   return __atomic_load_n(&v->ext, __ATOMIC_ACQUIRE);
 }
-int vat__vat_new(vat_system *sys, const vat_entity_def *def, vat__vat **out,
-                 void **state_out);
+/** Makes a vat of `def` in sys, its memory from `cache` (a worker's, when
+ *  a turn spawns) or, with cache NULL, from the calling thread's free lists
+ *  (a host thread's). */
+struct vat__objcache;
+int vat__vat_new(vat_system *sys, struct vat__objcache *cache,
+                 const vat_entity_def *def, vat__vat **out, void **state_out);
 /** Ends `v` with `reason`, once: sets `dead`, then runs the modules' hooks,
  *  then reports the end to the crash hook if it is abnormal (core/crash.h)
  *  and `cause` is not NULL: the message v was handling when it ended, NULL

@@ -18,6 +18,7 @@
 #include "core/msgpool.h"
 #include "core/runq.h"
 #include "core/vat.h"
+#include "util/objcache.h"
 
 /* Counters a worker writes alone and others read: relaxed atomics, so that
  * increments need no locked instruction. */
@@ -70,6 +71,8 @@ struct vat__worker {
    * is when the current park began (0: not parked), so a snapshot counts
    * a park still going on. Written by the worker alone. */
   vat__counter steals, parks, idle_ns, park_since;
+  /* The vats this worker's turns spawn come from here (util/objcache.h). */
+  vat__objcache objects;
   pthread_t thread;
 };
 

@@ -444,6 +444,8 @@ static VAT__HOT void *worker_main(void *arg) {
   }
   if (w->trace != NULL)
     vat__trace_mark(w->trace, VAT__TR_IDLE);
+  /* The system may be kept long after it stopped (a ref into it does). */
+  vat__objcache_drop(&w->objects);
   vat__current_worker = NULL;
   return NULL;
 }

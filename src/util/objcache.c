@@ -1,0 +1,34 @@
+/* See objcache.h. */
+#include "util/objcache.h"
+
+#include <string.h>
+
+#include "util/gc.h"
+#include <gc/gc_inline.h>
+
+void *vat__objcache_refill(vat__objcache *c, size_t granules) {
+  size_t bytes = granules * VAT__GC_GRANULE;
+  void *head = NULL;
+  void **tail = &head;
+  for (int i = 0; i < VAT__OBJCACHE_REFILL_BLOCKS; i++) {
+    /* One block's free objects, cleared but for their links. Appended
+     * where the list ends, so the objects go out in address order. */
+    void *list = NULL;
+    GC_generic_malloc_many(bytes, GC_I_NORMAL, &list);
+    if (list == NULL)
+      break;
+    *tail = list;
+    while (GC_NEXT(list) != NULL)
+      list = GC_NEXT(list);
+    tail = &GC_NEXT(list);
+  }
+  void *p = vat__oom_check(head, "an object");
+  c->refills++;
+  c->free[granules - 1] = GC_NEXT(p);
+  GC_NEXT(p) = NULL;
+  return p;
+}
+
+void vat__objcache_drop(vat__objcache *c) {
+  memset(c->free, 0, sizeof c->free);
+}
