@@ -99,21 +99,26 @@ START_TEST(cached_objects_are_not_handed_out_again) {
   ck_assert_ptr_nonnull(got);
   for (int k = 0; k < N; k++)
     got[k] = GC_MALLOC(SIZE);
+  /* Counted, then asserted once: an assertion per pair costs a message to
+   * Check's parent process each, minutes under valgrind. */
+  size_t reused = 0;
   for (int k = 0; k < N; k++)
     for (size_t j = 0; j < cached; j++)
-      ck_assert_ptr_ne(got[k], waiting[j]);
+      reused += got[k] == waiting[j];
+  ck_assert_uint_eq(reused, 0);
   ck_assert_uint_eq(cached_count(c, granules), cached);
 }
 END_TEST
 
-/* Dropped, they are the collector's again. */
-START_TEST(a_dropped_cache_lets_its_objects_go) {
+/* Fills c's list of 127-byte objects and watches each of them with a
+ * disappearing link (in atomic memory, so the links keep nothing alive).
+ * Returns the links; *n_out is how many, *granules_out the size class. */
+static void **watch_cached(vat__objcache *c, size_t *n_out,
+                           size_t *granules_out) {
   enum { SIZE = 127 };
-  vat__objcache *c = cache_new();
   vat__objcache_alloc(c, SIZE);
   size_t granules = (SIZE + VAT__GC_EXTRA) / VAT__GC_GRANULE;
   size_t n = cached_count(c, granules);
-  /* Atomic memory: the links do not keep the objects alive. */
   void **links = GC_MALLOC_ATOMIC(n * sizeof *links);
   ck_assert_ptr_nonnull(links);
   size_t i = 0;
@@ -121,19 +126,53 @@ START_TEST(a_dropped_cache_lets_its_objects_go) {
     links[i] = p;
     ck_assert_int_eq(GC_general_register_disappearing_link(&links[i], p), 0);
   }
-  GC_gcollect();
-  for (i = 0; i < n; i++)
-    ck_assert_ptr_nonnull(links[i]);
-  vat__objcache_drop(c);
-  ck_assert_ptr_null(c->free[granules - 1]);
+  *n_out = n;
+  *granules_out = granules;
+  return links;
+}
+
+static size_t collected(void **links, size_t n) {
   for (int round = 0; round < 5; round++)
     GC_gcollect();
   size_t cleared = 0;
-  for (i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++)
     cleared += links[i] == NULL;
+  return cleared;
+}
+
+/* Dropped, they are the collector's again. */
+START_TEST(a_dropped_cache_lets_its_objects_go) {
+  vat__objcache *c = cache_new();
+  size_t n, granules;
+  void **links = watch_cached(c, &n, &granules);
+  GC_gcollect();
+  for (size_t i = 0; i < n; i++)
+    ck_assert_ptr_nonnull(links[i]);
+  vat__objcache_drop(c);
+  ck_assert_ptr_null(c->free[granules - 1]);
+  size_t cleared = collected(links, n);
   /* Conservative scanning may keep a few alive through stale words. */
   ck_assert_msg(cleared > n * 9 / 10, "%zu of %zu dropped objects still held",
                 n - cleared, n);
+}
+END_TEST
+
+/* A stale word that still points at a dropped object (a register, a stack
+ * slot: valgrind's runs left one) keeps that object, not the rest of its
+ * list through the links. Here the stale word is put there on purpose. */
+START_TEST(a_stale_word_keeps_only_the_object_it_points_at) {
+  vat__objcache *c = cache_new();
+  size_t n, granules;
+  void **links = watch_cached(c, &n, &granules);
+  void **stale = GC_MALLOC(sizeof *stale); /* scanned, held by this frame */
+  ck_assert_ptr_nonnull(stale);
+  *stale = c->free[granules - 1]; /* the head: every other one follows it */
+  vat__objcache_drop(c);
+  size_t cleared = collected(links, n);
+  ck_assert_ptr_nonnull(links[0]);
+  ck_assert_msg(cleared > n * 9 / 10, "%zu of %zu dropped objects still held",
+                n - cleared, n);
+  ck_assert_ptr_eq(*stale, links[0]);
 }
 END_TEST
 #endif
@@ -175,6 +214,7 @@ Suite *test_objcache_suite(void) {
 #if !VAT_GC_NO_COLLECT
   tcase_add_test(tc, cached_objects_are_not_handed_out_again);
   tcase_add_test(tc, a_dropped_cache_lets_its_objects_go);
+  tcase_add_test(tc, a_stale_word_keeps_only_the_object_it_points_at);
 #endif
   tcase_add_test(tc, spawned_vats_come_from_the_workers_cache);
   suite_add_tcase(s, tc);

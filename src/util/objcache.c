@@ -1,8 +1,6 @@
 /* See objcache.h. */
 #include "util/objcache.h"
 
-#include <string.h>
-
 #include "util/gc.h"
 #include <gc/gc_inline.h>
 
@@ -30,5 +28,16 @@ void *vat__objcache_refill(vat__objcache *c, size_t granules) {
 }
 
 void vat__objcache_drop(vat__objcache *c) {
-  memset(c->free, 0, sizeof c->free);
+  /* Unlinked one by one: a stale word left pointing at one object (the
+   * collector scans conservatively) would otherwise keep every object
+   * after it in its list. */
+  for (size_t g = 0; g < VAT__OBJCACHE_CLASSES; g++) {
+    void *p = c->free[g];
+    c->free[g] = NULL;
+    while (p != NULL) {
+      void *next = GC_NEXT(p);
+      GC_NEXT(p) = NULL;
+      p = next;
+    }
+  }
 }

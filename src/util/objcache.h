@@ -69,7 +69,8 @@ static inline void *vat__objcache_alloc(vat__objcache *c, size_t size) {
   return p;
 }
 
-/** Lets the collector have back what c holds; c stays usable. */
+/** Lets the collector have back what c holds, each object unlinked from
+ *  the next; c stays usable. */
 void vat__objcache_drop(vat__objcache *c);
 
 #endif
