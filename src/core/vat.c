@@ -41,7 +41,8 @@ vat__vat_ext *vat__ext_of(vat__vat *v) {
 static size_t vat_request_size(size_t bytes) {
   if (bytes % VAT__CACHE_LINE == 0)
     return bytes;
-  return (bytes + VAT__CACHE_LINE - 1) / VAT__CACHE_LINE * VAT__CACHE_LINE - 1;
+  return (bytes + VAT__CACHE_LINE - 1) / VAT__CACHE_LINE * VAT__CACHE_LINE -
+         VAT__GC_EXTRA;
 }
 
 /* Where a vat's extension goes when it is made with the vat: after the
