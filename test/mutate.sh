@@ -7,10 +7,12 @@
 # every edit must match exactly one line, or the script stops and says
 # which pattern no longer matches, so the list cannot rot silently.
 #
-# The mutations are applied to a scratch git worktree under a temporary
-# directory, built there (incrementally: one build directory reused), and
-# run against the suites named on their row with a time limit. The working
-# tree you run this from is never touched. Not part of CI: it is slow.
+# The mutations are applied to a scratch copy of the working tree (its
+# tracked and untracked, not ignored files; no git repository) under a
+# temporary directory, built there (incrementally: one build directory
+# reused), and run against the suites named on their row with a time
+# limit. Neither the working tree nor its .git is written to. CI runs only
+# `-n` (every pattern still matches): a full run is slow.
 #
 # Usage: test/mutate.sh [-k] [-t SECONDS] [-j JOBS] [NAME...]
 #   NAME...   only these mutations (default: all)
@@ -51,7 +53,7 @@ commit-stop-before-sends|src/core/turn.c|exits|if (t->effects_head == NULL)|if (
 commit-stop-before-sends|src/core/turn.c|exits|if (t->stop) {|if (0) {
 commit-skips-effects|src/core/turn.c|exits promise timer|e->commit(t, e);|(void)e;
 commit-own-sends-first|src/core/turn.c|turn send|if (!took) /* others' messages that came first go first */|if (0)
-failed-turn-commits|src/core/turn.c|turn exits|if (t.failed)|if (0)
+failed-turn-commits|src/core/turn.c|turn exits|if (t.failed) {|if (0) {
 batch-ignores-budget|src/core/turn.c|turn sched|budget--;|(void)budget;
 dead-vat-runs-turns|src/core/turn.c|turn send exits|if (vat__is_dead(v))|if (0)
 stop-ignored|src/core/turn.c|turn exits|turn->stop = true;|(void)turn;
@@ -59,7 +61,7 @@ stop-ignored|src/core/turn.c|turn exits|turn->stop = true;|(void)turn;
 fail-null-accepted|src/core/turn.c|turn|int vat_fail(vat_turn *turn, vat_value reason) {|int vat_fail(vat_turn *turn, vat_value reason) { if (vat__check_turn(turn) == VAT_OK && vat_is_null(reason)) { turn->failed = true; turn->reason = reason; return VAT_OK; }
 exits-links-before-stop-callbacks|src/exits/exits.c|exits|if (v->ext->first_stop)|vat__xmap_each(&x0->links, notify_link, args0); vat__xmap_each(&x0->watchers, notify_watch, args0); vat__xmap_clear(&x0->links); vat__xmap_clear(&x0->watchers); if (v->ext->first_stop)
 exits-links-before-stop-callbacks|src/exits/exits.c|exits|(void)reason; /* v->ext->exit_reason holds it */|(void)reason; struct vat__exits *x0 = vat__exits_of(v); void *args0[2] = {w, v};
-trap-null-keeps-trapping|src/exits/exits.c|exits|x->trap = receiver;|if (receiver) x->trap = receiver;
+trap-null-keeps-trapping|src/exits/exits.c|exits|vat__exits_set_trap(x, receiver);|if (receiver) vat__exits_set_trap(x, receiver);
 trap-null-keeps-trapping|src/exits/exits.c|exits|x->trap_fn = receiver ? on_exit : NULL;|if (receiver) x->trap_fn = on_exit;
 trap-ignores-kill|src/exits/signals.c|exits|bool kill = !s->link && vat__exits_is_kill(s->reason);|bool kill = false;
 normal-exit-kills|src/exits/signals.c|exits supervisor|if (vat_reason_is_normal(s->reason) && s->from_vat != v)|if (0)
@@ -142,31 +144,14 @@ if [[ ${#names[@]} == 0 ]]; then
   mapfile -t names < <(rows | cut -d'|' -f1 | uniq)
 fi
 
-SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/vat-mutate.XXXXXX")
-TREE=$SCRATCH/tree
-cleanup() {
-  if [[ $KEEP == 1 ]]; then
-    echo "scratch tree kept: $TREE"
-  else
-    git -C "$ROOT" worktree remove --force "$TREE" >/dev/null 2>&1 || true
-    rm -rf "$SCRATCH"
-  fi
-}
-trap cleanup EXIT
-
-# The scratch tree gets the current working tree's files, committed or not.
-git -C "$ROOT" worktree add --detach "$TREE" HEAD >/dev/null 2>&1
-(cd "$ROOT" && git ls-files -m -o --exclude-standard -z) |
-  (cd "$ROOT" && xargs -0 -r cp --parents -t "$TREE")
-
-# Every edit must match before anything runs.
+# Every edit must match, in the working tree, before anything runs.
 for name in "${names[@]}"; do
   found=0
   while IFS= read -r row; do
     split_row "$row"
     [[ ${F[0]} == "$name" ]] || continue
     found=1
-    python3 - "$TREE/${F[1]}" "${F[3]}" <<'PY' || exit 2
+    python3 - "$ROOT/${F[1]}" "${F[3]}" <<'PY' || exit 2
 import sys
 old = sys.argv[2].strip()
 n = sum(1 for l in open(sys.argv[1]).read().split("\n") if l.strip() == old)
@@ -184,6 +169,25 @@ if [[ $CHECK == 1 ]]; then
   echo "${#names[@]} mutations, every pattern matches once"
   exit 0
 fi
+
+SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/vat-mutate.XXXXXX")
+TREE=$SCRATCH/tree
+cleanup() {
+  if [[ $KEEP == 1 ]]; then
+    echo "scratch tree kept: $TREE"
+  else
+    rm -rf "$SCRATCH"
+  fi
+}
+trap cleanup EXIT
+
+# The scratch tree gets the working tree's files, committed or not (a file
+# deleted but not yet committed is left out).
+mkdir -p "$TREE"
+(cd "$ROOT" && git ls-files -c -o --exclude-standard -z) |
+  (cd "$ROOT" && while IFS= read -r -d '' f; do
+    [[ -e $f ]] && printf '%s\0' "$f"
+  done | xargs -0 -r cp --parents -t "$TREE")
 
 echo "building the unmutated tree in $TREE/build"
 meson setup "$TREE/build" "$TREE" -Dbuildtype=debugoptimized \
@@ -224,9 +228,7 @@ for name in "${names[@]}"; do
   first_failure=$(grep -m1 -E ':[FE]:' "$log" || true)
   printf '%-40s %-12s %s\n' "$name" "$verdict" "${first_failure#"$TREE"/}"
   for f in $(printf '%s\n' "${files[@]}" | sort -u); do
-    git -C "$TREE" checkout -q -- "$f"
-    # The originals may have local changes: restore those too.
-    if [[ -f "$ROOT/$f" ]]; then cp "$ROOT/$f" "$TREE/$f"; fi
+    cp "$ROOT/$f" "$TREE/$f"
   done
 done
 total=$((caught + survived + broken))
