@@ -321,8 +321,10 @@ int vat_host_send_msg(vat_ref *to, const vat_atom *selector, vat_value value);
  *  before it; so urgent messages from one sender keep their order, and a
  *  vat's ordinary messages may be overtaken by its own urgent ones. They
  *  bypass backpressure: sending one does not mute the sender, and
- *  VAT_OVERLOAD_DROP does not drop it. One a vat sends to itself is
- *  queued as its other self-sends, in order. Errors: as the plain call. */
+ *  VAT_OVERLOAD_DROP does not drop it. One a vat sends to itself (to any
+ *  of its entities) is queued as its other self-sends, in order: it is an
+ *  ordinary message then, and others' urgent messages go ahead of it.
+ *  Errors: as the plain call. */
 int vat_send_urgent(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg);
 int vat_send_msg_urgent(vat_turn *turn, vat_ref *to, const vat_atom *selector,
                         vat_value value);
