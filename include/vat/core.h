@@ -217,6 +217,12 @@ int vat_system_shutdown(vat_system *sys, double timeout_s);
  *  safe to hold and to send to (dead letters). Host thread. */
 int vat_system_destroy(vat_system *sys);
 
+/* Each message is counted once, in one of delivered, dead_letters,
+ * dropped_at_shutdown and overload_dropped. Requests (vat/promise.h) and
+ * the signals of vat/exits.h (exits, links, monitors, downs) count as
+ * messages: a turn when they run, a dead letter or a drop at shutdown
+ * when they do not, and the dead-letter hook hears of them (with a NULL
+ * selector). */
 typedef struct vat_stats {
   uint64_t delivered;           /* turns run */
   uint64_t dead_letters;        /* messages dropped at a dead vat */

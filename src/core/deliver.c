@@ -63,20 +63,22 @@ static void call_hook(vat_system *sys, vat__msg *m) {
 }
 
 /* Counts on the target's system: a worker's own counter when the worker
- * belongs to it, the shared one otherwise. */
+ * belongs to it, the shared one otherwise. A signal (a request, an exit,
+ * a link's bookkeeping) counts as the message it is: it would have been
+ * counted as a turn had it run, so a drop uncounted breaks the sum
+ * vat/core.h promises. Its drop runs, and answers whoever waits. */
 void vat__dead_letter(vat__worker *w, vat__msg *m) {
   if (w != NULL && w->trace != NULL && m->flow != 0)
     vat__trace_drop(w->trace, m);
-  if (m->fn == vat__dispatch_signal) {
-    vat__signal *sig = m->arg;
-    sig->cls->drop(w, m->target, sig);
-    return;
-  }
   vat_system *sys = m->target->vat->sys;
   if (w != NULL && w->sys == sys)
     vat__count(&w->dead_letters, 1);
   else
     atomic_fetch_add_explicit(&sys->ext_dead_letters, 1, memory_order_relaxed);
+  if (m->fn == vat__dispatch_signal) {
+    vat__signal *sig = m->arg;
+    sig->cls->drop(w, m->target, sig);
+  }
   call_hook(sys, m);
 }
 
