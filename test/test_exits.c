@@ -1728,6 +1728,214 @@ START_TEST(failed_turn_discards_link_changes) {
 }
 END_TEST
 
+/* --- Exits reach muted vats ------------------------------------------------
+ *
+ * vat/exits.h: a kill ends a flooded vat after at most the turn it is
+ * running, muted or not. A flooder muted on a receiver that stays
+ * overloaded (blocked in a turn, its queue past the high mark) is parked
+ * on the receiver's list, off the run queues; an exit that ends it must
+ * take it off and run it. Before: it ended only once the receiver drained
+ * below its low mark (here never, while the gate is shut). */
+
+enum { MU_TICKS = 300 };
+
+typedef struct mu_rx {
+  _Atomic uint64_t entered[3], open[3];
+} mu_rx;
+
+/* arg 1 and 2: gates; others: ticks. */
+static void mu_step(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  mu_rx *r = state;
+  uintptr_t g = (uintptr_t)arg;
+  if (g != 1 && g != 2)
+    return;
+  atomic_store(&r->entered[g], 1);
+  while (atomic_load(&r->open[g]) == 0)
+    test_sleep(0.0002);
+}
+
+static const vat_overload mu_overload = {
+    .policy = VAT_OVERLOAD_MUTE, .high = 64, .low = 16};
+
+/* A receiver overloaded and blocked in a turn, MU_TICKS queued behind it:
+ * it stays overloaded until gate 2 opens. With workers. */
+static vat_ref *mu_blocked_receiver(vat_system *sys, mu_rx **out) {
+  vat_ref *rx;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof **out, .overload = &mu_overload},
+      &rx, (void **)out));
+  mu_rx *r = *out;
+  ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)1));
+  ck_assert(test_wait_u64(&r->entered[1], 1, 30));
+  for (int i = 0; i < MU_TICKS; i++)
+    ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)3));
+  ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)2));
+  for (int i = 0; i < MU_TICKS; i++)
+    ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)3));
+  atomic_store(&r->open[1], 1);
+  ck_assert(test_wait_u64(&r->entered[2], 1, 30));
+  return rx;
+}
+
+typedef struct mu_flooder {
+  vat_ref *to, *link;
+  _Atomic uint64_t turns;
+} mu_flooder;
+
+static void mu_flood(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  mu_flooder *f = state;
+  if (atomic_fetch_add(&f->turns, 1) == 0 && f->link != NULL)
+    expect_vat_ok(vat_link(turn, f->link));
+  for (int i = 0; i < 4; i++)
+    expect_vat_ok(vat_send(turn, f->to, mu_step, (void *)3));
+  expect_vat_ok(vat_send(turn, vat_self(turn), mu_flood, NULL));
+}
+
+static void mu_kill(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_kill(turn, arg));
+}
+
+static void mu_fail(vat_turn *turn, void *state, void *arg) {
+  (void)state, (void)arg;
+  expect_vat_ok(vat_fail(turn, vat_atom_named("mu_boom")));
+}
+
+enum mu_how { MU_HOST_EXIT, MU_KILL, MU_LINK, MU_HOW_COUNT };
+
+/* How the exit is sent: the host's vat_host_exit, another vat's vat_kill,
+ * or the exit along a link from a vat that fails. */
+static void mu_end(int how, vat_ref *target, vat_ref *helper) {
+  switch (how) {
+  case MU_HOST_EXIT:
+    ck_assert_vat_ok(vat_host_exit(target, vat_atom_value(vat_atom_killed())));
+    break;
+  case MU_KILL:
+    ck_assert_vat_ok(vat_host_send(helper, mu_kill, target));
+    break;
+  default:
+    ck_assert_vat_ok(vat_host_send(helper, mu_fail, NULL));
+  }
+}
+
+static bool mu_dead_within(vat_ref *ref, double timeout_s) {
+  double deadline = test_wall_seconds() + timeout_s;
+  while (!vat_ref_is_dead(ref))
+    if (test_wall_seconds() > deadline)
+      return false;
+    else
+      test_sleep(0.0001);
+  return true;
+}
+
+/* Deterministic: a pause point holds the flooder's worker right after it
+ * parked the flooder, so the exit finds it parked every run. */
+START_TEST(exit_reaches_a_muted_vat) {
+  vat_system *sys = test_system(2);
+  mu_rx *r;
+  vat_ref *rx = mu_blocked_receiver(sys, &r);
+  vat_ref *helper = test_spawn(sys, 8, NULL);
+  mu_flooder *f;
+  vat_ref *fl = test_spawn(sys, sizeof *f, (void **)&f);
+  f->to = rx;
+  f->link = _i == MU_LINK ? helper : NULL;
+  vat__test_point_arm("turn.parked_muted");
+  ck_assert_vat_ok(vat_host_send(fl, mu_flood, NULL));
+  ck_assert_msg(vat__test_point_wait(10), "the flooder was never muted");
+  vat__test_point_release();
+  uint64_t turns = atomic_load(&f->turns);
+  double t0 = test_wall_seconds();
+  mu_end(_i, fl, helper);
+  bool dead = mu_dead_within(fl, 5);
+  double took = test_wall_seconds() - t0;
+  /* The receiver never moved meanwhile: still blocked, still overloaded. */
+  ck_assert_uint_eq(atomic_load(&r->open[2]), 0);
+  ck_assert_uint_ge(vat_ref_queue_len(rx), MU_TICKS);
+  ck_assert_msg(dead, "the muted flooder was not ended in 5 s");
+  ck_assert_msg(took < (TEST_SCALE > 1 ? 1.0 : 0.1),
+                "the exit took %.3f s to end the muted flooder", took);
+  ck_assert_uint_le(atomic_load(&f->turns), turns + 1);
+  atomic_store(&r->open[2], 1);
+  test_quiesce(sys);
+}
+END_TEST
+
+static void mu_run(vat_system *sys, uint64_t turns) {
+  ck_assert_vat_ok(vat_system_run(sys, turns, 0, NULL));
+}
+
+/* Host-driven, counted in turns: the flooder is muted after its first
+ * turn and runs no more; the host's exit ends it within a few turns while
+ * the receiver still has thousands queued. */
+START_TEST(exit_reaches_a_muted_vat_host_driven) {
+  vat_system *sys = test_host_system(true, 11);
+  vat_ref *rx;
+  mu_rx *r;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof *r, .overload = &mu_overload},
+      &rx, (void **)&r));
+  for (int i = 0; i < 4000; i++)
+    ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)3));
+  mu_run(sys, 64); /* its batch ends overloaded */
+  mu_flooder *f;
+  vat_ref *fl = test_spawn(sys, sizeof *f, (void **)&f);
+  f->to = rx;
+  ck_assert_vat_ok(vat_host_send(fl, mu_flood, NULL));
+  mu_run(sys, 400);
+  ck_assert_uint_eq(atomic_load(&f->turns), 1); /* muted */
+  mu_run(sys, 400);
+  ck_assert_uint_eq(atomic_load(&f->turns), 1);
+  ck_assert_vat_ok(vat_host_exit(fl, vat_atom_value(vat_atom_killed())));
+  mu_run(sys, 100);
+  ck_assert_msg(vat_ref_is_dead(fl), "the muted flooder outlived its kill");
+  ck_assert_uint_ge(vat_ref_queue_len(rx), 3000);
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* Stress, on 2 workers: rounds of flooders on a blocked receiver, each
+ * ended at a random moment (before it runs, as it is muted, parked) by one
+ * of the three kinds of exit; every one ends while the receiver stays
+ * blocked and overloaded. */
+enum { MU_MAX_FLOODERS = 8 };
+
+START_TEST(stress_exits_reach_muted_vats) {
+  uint64_t rng = test_seed("stress_exits_reach_muted_vats");
+  unsigned rounds = test_quick() ? 4 : 20;
+  for (unsigned round = 0; round < rounds; round++) {
+    vat_system *sys = test_system(2);
+    mu_rx *r;
+    vat_ref *rx = mu_blocked_receiver(sys, &r);
+    unsigned n = (unsigned)test_rand_between(&rng, 1, MU_MAX_FLOODERS);
+    vat_ref *fl[MU_MAX_FLOODERS], *helper[MU_MAX_FLOODERS];
+    int how[MU_MAX_FLOODERS];
+    for (unsigned i = 0; i < n; i++) {
+      mu_flooder *f;
+      how[i] = (int)test_rand_between(&rng, 0, MU_HOW_COUNT - 1);
+      helper[i] = test_spawn(sys, 8, NULL);
+      fl[i] = test_spawn(sys, sizeof *f, (void **)&f);
+      f->to = rx;
+      f->link = how[i] == MU_LINK ? helper[i] : NULL;
+      ck_assert_vat_ok(vat_host_send(fl[i], mu_flood, NULL));
+    }
+    for (unsigned i = 0; i < n; i++) {
+      test_sleep(0.0001 * (double)test_rand_between(&rng, 0, 20));
+      mu_end(how[i], fl[i], helper[i]);
+    }
+    for (unsigned i = 0; i < n; i++)
+      ck_assert_msg(mu_dead_within(fl[i], 10),
+                    "round %u: flooder %u of %u (exit kind %d) not ended",
+                    round, i, n, how[i]);
+    ck_assert_uint_eq(atomic_load(&r->open[2]), 0);
+    atomic_store(&r->open[2], 1);
+    test_quiesce(sys);
+  }
+}
+END_TEST
+
 Suite *test_exits_suite(void) {
   Suite *s = suite_create("exits");
   TCase *tc = test_case("rules", 30);
@@ -1745,6 +1953,12 @@ Suite *test_exits_suite(void) {
   tcase_add_test(tc, trap_exit_null_stops_trapping);
   tcase_add_loop_test(tc, failed_turn_discards_link_changes, 0, 2);
   suite_add_tcase(s, tc);
+  TCase *mu = test_case("muted", 120);
+  tcase_add_loop_test(mu, exit_reaches_a_muted_vat, 0, MU_HOW_COUNT);
+  tcase_add_test(mu, exit_reaches_a_muted_vat_host_driven);
+  tcase_add_test(mu, stress_exits_reach_muted_vats);
+  suite_add_tcase(s, mu);
+
   TCase *st = test_case("stress", 120);
   tcase_add_test(st, stress_links_and_monitors);
   tcase_add_test(st, every_monitor_fires_once);

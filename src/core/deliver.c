@@ -226,6 +226,27 @@ static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
   send_node(w, m);
 }
 
+/* The unpark goes through the admission gate (see the top) when the
+ * caller is not one of v's system's workers: a vat taken off a muted
+ * list once its system stopped would be in no list shutdown counts. A
+ * worker of the system runs before the workers stop. */
+void vat__alert(vat__vat *v) {
+  /* Release: the loop's acquire exchange then sees the push. */
+  atomic_fetch_or_explicit(&v->flags, VAT__ALERTED, memory_order_release);
+  vat_system *sys = v->sys;
+  vat__worker *w = vat__current_worker;
+  bool outside = w == NULL || w->sys != sys;
+  if (outside)
+    atomic_fetch_add_explicit(&sys->host_inflight, 1, memory_order_seq_cst);
+  if (vat__system_state(sys) < VAT__STOPPED && vat__flow_unpark(v))
+    vat__schedule_external(sys, v);
+  if (outside &&
+      atomic_fetch_sub_explicit(&sys->host_inflight, 1, memory_order_seq_cst) ==
+          1 &&
+      vat__system_state(sys) != VAT__RUNNING)
+    vat__notify_quiet(sys);
+}
+
 void vat__flag_urgent(vat__vat *v) {
   /* Release: the turn loop's acquire load of the flags then finds the
    * push, wherever the message is now (stack or private list). */
