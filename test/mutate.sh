@@ -102,6 +102,15 @@ sup-window-never-slides|src/lib/supervisor.c|supervisor|if (now - s->stamps[i] <
 sup-transient-always-restarts|src/lib/supervisor.c|supervisor|return !vat_reason_is_orderly(reason);|return true;
 sup-temporary-restarted-with-group|src/lib/supervisor.c|supervisor|if (!s->kids[j].removed && s->kids[j].spec.restart != VAT_TEMPORARY)|if (!s->kids[j].removed)
 sup-failed-start-not-retried|src/lib/supervisor.c|supervisor|while (!start_kid(turn, k)) {|if (!start_kid(turn, k)) {
+# issue: exits and counts
+unlink-stale-ack-ends-unlinking|src/exits/signals.c|exits|if (x && (uintptr_t)vat__xmap_get(&x->unlinking, peer) == s->id)|if (x)
+exit-never-overtakes|src/exits/signals.c|exits|return exit_ends(v, s->from_vat, s->reason, s->link);|return false;
+link-exit-never-overtakes|src/exits/signals.c|exits|return exit_ends(v, from->vat, m->value, true);|return false;
+host-exit-never-alerts|src/exits/exits.c|exits|if (rc == VAT_OK && vat__exits_may_end(target->vat, NULL, reason, false))|if (0)
+host-monitor-unsettled-at-shutdown|src/exits/exits.c|exits|if (wa->watcher == NULL \|\| wa->watcher->vat->sys != v->sys)|if (wa->watcher != NULL && wa->watcher->vat->sys != v->sys)
+muted-vat-not-unparked|src/core/deliver.c|exits|if (vat__system_state(sys) < VAT__STOPPED && vat__flow_unpark(v))|if (0)
+urgent-self-send-hoisted|src/core/send.c|send|if (to->vat == turn->vat) {|if (0) {
+dropped-request-uncounted|src/core/deliver.c|observe|vat__count(&w->dead_letters, 1);|if (m->fn != vat__dispatch_signal) vat__count(&w->dead_letters, 1);
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

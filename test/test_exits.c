@@ -1728,6 +1728,471 @@ START_TEST(failed_turn_discards_link_changes) {
 }
 END_TEST
 
+/* --- Exits reach muted vats ------------------------------------------------
+ *
+ * vat/exits.h: a kill ends a flooded vat after at most the turn it is
+ * running, muted or not. A flooder muted on a receiver that stays
+ * overloaded (blocked in a turn, its queue past the high mark) is parked
+ * on the receiver's list, off the run queues; an exit that ends it must
+ * take it off and run it. Before: it ended only once the receiver drained
+ * below its low mark (here never, while the gate is shut). */
+
+enum { MU_TICKS = 300 };
+
+typedef struct mu_rx {
+  _Atomic uint64_t entered[3], open[3];
+} mu_rx;
+
+/* arg 1 and 2: gates; others: ticks. */
+static void mu_step(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  mu_rx *r = state;
+  uintptr_t g = (uintptr_t)arg;
+  if (g != 1 && g != 2)
+    return;
+  atomic_store(&r->entered[g], 1);
+  while (atomic_load(&r->open[g]) == 0)
+    test_sleep(0.0002);
+}
+
+static const vat_overload mu_overload = {
+    .policy = VAT_OVERLOAD_MUTE, .high = 64, .low = 16};
+
+/* A receiver overloaded and blocked in a turn, MU_TICKS queued behind it:
+ * it stays overloaded until gate 2 opens. With workers. */
+static vat_ref *mu_blocked_receiver(vat_system *sys, mu_rx **out) {
+  vat_ref *rx;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof **out, .overload = &mu_overload},
+      &rx, (void **)out));
+  mu_rx *r = *out;
+  ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)1));
+  ck_assert(test_wait_u64(&r->entered[1], 1, 30));
+  for (int i = 0; i < MU_TICKS; i++)
+    ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)3));
+  ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)2));
+  for (int i = 0; i < MU_TICKS; i++)
+    ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)3));
+  atomic_store(&r->open[1], 1);
+  ck_assert(test_wait_u64(&r->entered[2], 1, 30));
+  return rx;
+}
+
+typedef struct mu_flooder {
+  vat_ref *to, *link;
+  _Atomic uint64_t turns;
+} mu_flooder;
+
+static void mu_flood(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  mu_flooder *f = state;
+  if (atomic_fetch_add(&f->turns, 1) == 0 && f->link != NULL)
+    expect_vat_ok(vat_link(turn, f->link));
+  for (int i = 0; i < 4; i++)
+    expect_vat_ok(vat_send(turn, f->to, mu_step, (void *)3));
+  expect_vat_ok(vat_send(turn, vat_self(turn), mu_flood, NULL));
+}
+
+static void mu_kill(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_kill(turn, arg));
+}
+
+static void mu_fail(vat_turn *turn, void *state, void *arg) {
+  (void)state, (void)arg;
+  expect_vat_ok(vat_fail(turn, vat_atom_named("mu_boom")));
+}
+
+enum mu_how { MU_HOST_EXIT, MU_KILL, MU_LINK, MU_HOW_COUNT };
+
+/* How the exit is sent: the host's vat_host_exit, another vat's vat_kill,
+ * or the exit along a link from a vat that fails. */
+static void mu_end(int how, vat_ref *target, vat_ref *helper) {
+  switch (how) {
+  case MU_HOST_EXIT:
+    ck_assert_vat_ok(vat_host_exit(target, vat_atom_value(vat_atom_killed())));
+    break;
+  case MU_KILL:
+    ck_assert_vat_ok(vat_host_send(helper, mu_kill, target));
+    break;
+  default:
+    ck_assert_vat_ok(vat_host_send(helper, mu_fail, NULL));
+  }
+}
+
+static bool mu_dead_within(vat_ref *ref, double timeout_s) {
+  double deadline = test_wall_seconds() + timeout_s;
+  while (!vat_ref_is_dead(ref))
+    if (test_wall_seconds() > deadline)
+      return false;
+    else
+      test_sleep(0.0001);
+  return true;
+}
+
+/* Deterministic: a pause point holds the flooder's worker right after it
+ * parked the flooder, so the exit finds it parked every run. */
+START_TEST(exit_reaches_a_muted_vat) {
+  vat_system *sys = test_system(2);
+  mu_rx *r;
+  vat_ref *rx = mu_blocked_receiver(sys, &r);
+  vat_ref *helper = test_spawn(sys, 8, NULL);
+  mu_flooder *f;
+  vat_ref *fl = test_spawn(sys, sizeof *f, (void **)&f);
+  f->to = rx;
+  f->link = _i == MU_LINK ? helper : NULL;
+  vat__test_point_arm("turn.parked_muted");
+  ck_assert_vat_ok(vat_host_send(fl, mu_flood, NULL));
+  ck_assert_msg(vat__test_point_wait(10), "the flooder was never muted");
+  vat__test_point_release();
+  uint64_t turns = atomic_load(&f->turns);
+  double t0 = test_wall_seconds();
+  mu_end(_i, fl, helper);
+  bool dead = mu_dead_within(fl, 5);
+  double took = test_wall_seconds() - t0;
+  /* The receiver never moved meanwhile: still blocked, still overloaded. */
+  ck_assert_uint_eq(atomic_load(&r->open[2]), 0);
+  ck_assert_uint_ge(vat_ref_queue_len(rx), MU_TICKS);
+  ck_assert_msg(dead, "the muted flooder was not ended in 5 s");
+  ck_assert_msg(took < (TEST_SCALE > 1 ? 1.0 : 0.1),
+                "the exit took %.3f s to end the muted flooder", took);
+  ck_assert_uint_le(atomic_load(&f->turns), turns + 1);
+  atomic_store(&r->open[2], 1);
+  test_quiesce(sys);
+}
+END_TEST
+
+static void mu_run(vat_system *sys, uint64_t turns) {
+  ck_assert_vat_ok(vat_system_run(sys, turns, 0, NULL));
+}
+
+/* Host-driven, counted in turns: the flooder is muted after its first
+ * turn and runs no more; the host's exit ends it within a few turns while
+ * the receiver still has thousands queued. */
+START_TEST(exit_reaches_a_muted_vat_host_driven) {
+  vat_system *sys = test_host_system(true, 11);
+  vat_ref *rx;
+  mu_rx *r;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof *r, .overload = &mu_overload},
+      &rx, (void **)&r));
+  for (int i = 0; i < 4000; i++)
+    ck_assert_vat_ok(vat_host_send(rx, mu_step, (void *)3));
+  mu_run(sys, 64); /* its batch ends overloaded */
+  mu_flooder *f;
+  vat_ref *fl = test_spawn(sys, sizeof *f, (void **)&f);
+  f->to = rx;
+  ck_assert_vat_ok(vat_host_send(fl, mu_flood, NULL));
+  mu_run(sys, 400);
+  ck_assert_uint_eq(atomic_load(&f->turns), 1); /* muted */
+  mu_run(sys, 400);
+  ck_assert_uint_eq(atomic_load(&f->turns), 1);
+  ck_assert_vat_ok(vat_host_exit(fl, vat_atom_value(vat_atom_killed())));
+  mu_run(sys, 100);
+  ck_assert_msg(vat_ref_is_dead(fl), "the muted flooder outlived its kill");
+  ck_assert_uint_ge(vat_ref_queue_len(rx), 3000);
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* Stress, on 2 workers: rounds of flooders on a blocked receiver, each
+ * ended at a random moment (before it runs, as it is muted, parked) by one
+ * of the three kinds of exit; every one ends while the receiver stays
+ * blocked and overloaded. */
+enum { MU_MAX_FLOODERS = 8 };
+
+START_TEST(stress_exits_reach_muted_vats) {
+  uint64_t rng = test_seed("stress_exits_reach_muted_vats");
+  unsigned rounds = test_quick() ? 4 : 20;
+  for (unsigned round = 0; round < rounds; round++) {
+    vat_system *sys = test_system(2);
+    mu_rx *r;
+    vat_ref *rx = mu_blocked_receiver(sys, &r);
+    unsigned n = (unsigned)test_rand_between(&rng, 1, MU_MAX_FLOODERS);
+    vat_ref *fl[MU_MAX_FLOODERS], *helper[MU_MAX_FLOODERS];
+    int how[MU_MAX_FLOODERS];
+    for (unsigned i = 0; i < n; i++) {
+      mu_flooder *f;
+      how[i] = (int)test_rand_between(&rng, 0, MU_HOW_COUNT - 1);
+      helper[i] = test_spawn(sys, 8, NULL);
+      fl[i] = test_spawn(sys, sizeof *f, (void **)&f);
+      f->to = rx;
+      f->link = how[i] == MU_LINK ? helper[i] : NULL;
+      ck_assert_vat_ok(vat_host_send(fl[i], mu_flood, NULL));
+    }
+    for (unsigned i = 0; i < n; i++) {
+      test_sleep(0.0001 * (double)test_rand_between(&rng, 0, 20));
+      mu_end(how[i], fl[i], helper[i]);
+    }
+    for (unsigned i = 0; i < n; i++)
+      ck_assert_msg(mu_dead_within(fl[i], 10),
+                    "round %u: flooder %u of %u (exit kind %d) not ended",
+                    round, i, n, how[i]);
+    ck_assert_uint_eq(atomic_load(&r->open[2]), 0);
+    atomic_store(&r->open[2], 1);
+    test_quiesce(sys);
+  }
+}
+END_TEST
+
+/* --- Fatal exits overtake a backlog ---------------------------------------
+ *
+ * vat/exits.h: an exit that ends its receiver takes effect at the next
+ * turn boundary, whatever its backlog (the messages queued before it
+ * become dead letters); one a trap turns into a call keeps its place. The
+ * target is held in a turn while BACKLOG messages and then the exit are
+ * queued, so the order is fixed every run. */
+
+enum { BACKLOG = 200 };
+
+typedef struct ov_target {
+  _Atomic uint64_t entered, open, handled, trapped_at;
+  vat_ref *link;
+  bool trap;
+} ov_target;
+
+static void ov_on_exit(vat_turn *turn, void *state, vat_ref *from,
+                       vat_value reason) {
+  (void)turn, (void)from, (void)reason;
+  ov_target *t = state;
+  atomic_store(&t->trapped_at, atomic_load(&t->handled) + 1);
+}
+
+/* Its first turn: trap and link, committed before the gate's turn. */
+static void ov_setup(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  ov_target *t = state;
+  if (t->trap)
+    expect_vat_ok(vat_trap_exit(turn, vat_self(turn), ov_on_exit));
+  if (t->link)
+    expect_vat_ok(vat_link(turn, t->link));
+}
+
+static void ov_gate(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)arg;
+  ov_target *t = state;
+  atomic_store(&t->entered, 1);
+  while (atomic_load(&t->open) == 0)
+    test_sleep(0.0002);
+}
+
+static void ov_msg(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)arg;
+  atomic_fetch_add(&((ov_target *)state)->handled, 1);
+}
+
+static void ov_exit_error(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_exit(turn, arg, vat_atom_named("ov_boom")));
+}
+
+enum ov_how {
+  OV_HOST_KILL,
+  OV_HOST_ERROR,
+  OV_TURN_KILL,
+  OV_TURN_ERROR,
+  OV_LINK_ERROR,
+  OV_KILL_TRAPPING,
+  OV_COUNT
+};
+
+START_TEST(fatal_exits_overtake_the_backlog) {
+  vat_system *sys = test_system(2);
+  ov_target *t;
+  vat_ref *tr = test_spawn(sys, sizeof *t, (void **)&t);
+  vat_ref *helper = test_spawn(sys, 8, NULL);
+  t->trap = _i == OV_KILL_TRAPPING;
+  t->link = _i == OV_LINK_ERROR ? helper : NULL;
+  ck_assert_vat_ok(vat_host_send(tr, ov_setup, NULL));
+  /* The helper holds the link before the target blocks: a vat the target
+   * woke waits in its worker's next slot until the target's batch ends. */
+  vat_info hi = {0};
+  for (int i = 0; i < 30000 && t->link && hi.links == 0; i++) {
+    ck_assert_vat_ok(vat_ref_inspect(helper, &hi));
+    test_sleep(0.001);
+  }
+  ck_assert_vat_ok(vat_host_send(tr, ov_gate, NULL));
+  ck_assert(test_wait_u64(&t->entered, 1, 30));
+  for (int i = 0; i < BACKLOG; i++)
+    ck_assert_vat_ok(vat_host_send(tr, ov_msg, NULL));
+  uint64_t dead_before = test_stats(sys).dead_letters;
+  vat_value killed = vat_atom_value(vat_atom_killed());
+  switch (_i) {
+  case OV_HOST_KILL:
+  case OV_KILL_TRAPPING:
+    ck_assert_vat_ok(vat_host_exit(tr, killed));
+    break;
+  case OV_HOST_ERROR:
+    ck_assert_vat_ok(vat_host_exit(tr, vat_atom_named("ov_boom")));
+    break;
+  case OV_TURN_KILL:
+    ck_assert_vat_ok(vat_host_send(helper, mu_kill, tr));
+    break;
+  case OV_TURN_ERROR:
+    ck_assert_vat_ok(vat_host_send(helper, ov_exit_error, tr));
+    break;
+  default:
+    ck_assert_vat_ok(vat_host_send(helper, mu_fail, NULL));
+  }
+  /* The exit is queued behind the backlog before the gate opens. */
+  for (int i = 0; i < 30000 && vat_ref_queue_len(tr) < BACKLOG + 1; i++)
+    test_sleep(0.001);
+  ck_assert_msg(vat_ref_queue_len(tr) == BACKLOG + 1, "queued %zu, helper %s",
+                vat_ref_queue_len(tr),
+                vat_ref_is_dead(helper) ? "dead" : "alive");
+  atomic_store(&t->open, 1);
+  ck_assert(mu_dead_within(tr, 30));
+  ck_assert_uint_eq(atomic_load(&t->handled), 0);
+  ck_assert_uint_eq(atomic_load(&t->trapped_at), 0);
+  test_quiesce(sys);
+  ck_assert_uint_eq(test_stats(sys).dead_letters - dead_before, BACKLOG);
+}
+END_TEST
+
+/* A trapped exit is a message: it runs after the backlog queued before it. */
+START_TEST(trapped_exit_keeps_its_place_in_the_backlog) {
+  vat_system *sys = test_system(2);
+  ov_target *t;
+  vat_ref *tr = test_spawn(sys, sizeof *t, (void **)&t);
+  t->trap = true;
+  ck_assert_vat_ok(vat_host_send(tr, ov_setup, NULL));
+  ck_assert_vat_ok(vat_host_send(tr, ov_gate, NULL));
+  ck_assert(test_wait_u64(&t->entered, 1, 30));
+  for (int i = 0; i < BACKLOG; i++)
+    ck_assert_vat_ok(vat_host_send(tr, ov_msg, NULL));
+  ck_assert_vat_ok(vat_host_exit(tr, vat_atom_named("ov_boom")));
+  atomic_store(&t->open, 1);
+  ck_assert(test_wait_u64(&t->trapped_at, BACKLOG + 1, 30));
+  ck_assert(!vat_ref_is_dead(tr));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- Host monitors at shutdown ---------------------------------------------
+ *
+ * vat/core.h: once a system stops, everything outside it that waits on its
+ * vats settles with `shutdown`: a host thread's monitor of a vat still
+ * alive gets its down then; one of a vat that ended got its reason. */
+START_TEST(host_monitors_settle_at_shutdown) {
+  vat_system *sys = test_system(2);
+  vat_ref *alive = test_spawn(sys, 8, NULL), *ends = test_spawn(sys, 8, NULL);
+  vat_promise *down_alive, *down_ends;
+  ck_assert_vat_ok(vat_host_monitor(alive, NULL, &down_alive));
+  ck_assert_vat_ok(vat_host_monitor(ends, NULL, &down_ends));
+  vat_info info = {0};
+  for (int i = 0; i < 30000; i++) {
+    ck_assert_vat_ok(vat_ref_inspect(alive, &info));
+    if (info.monitored_by == 1)
+      break;
+    test_sleep(0.001);
+  }
+  ck_assert_uint_eq(info.monitored_by, 1);
+  ck_assert_vat_ok(vat_host_send(ends, mu_fail, NULL));
+  vat_value reason;
+  ck_assert_int_eq(vat_promise_wait(down_ends, 30, &reason), VAT_OK);
+  ck_assert(vat_is_atom(reason, vat_atom_intern("mu_boom")));
+  ck_assert_int_eq(vat_promise_wait(down_alive, 0, NULL), VAT_ETIMEDOUT);
+  test_quiesce(sys);
+  ck_assert_int_eq(vat_promise_wait(down_alive, 0, &reason), VAT_OK);
+  ck_assert(vat_is_atom(reason, vat_atom_shutdown()));
+}
+END_TEST
+
+/* --- Only the latest unlink's acknowledgement ends "unlinking" -------------
+ *
+ * src/exits/exits.c's protocol: A unlinks B (UNLINK 1), links it again and
+ * unlinks it again (UNLINK 2); B, between UNLINK 1 and A's new LINK, links
+ * A itself. B's LINK reaches A after ACK 1 and before ACK 2: A is still
+ * unlinking (its latest unlink is 2), so it must ignore that LINK, which
+ * UNLINK 2 undid at B. An ACK 1 that ended the unlinking state would let
+ * A keep a link B does not have. B is held in a turn while A's signals
+ * queue, so the interleaving is the same every run. */
+typedef struct ul_vat {
+  vat_ref *peer;
+  _Atomic uint64_t entered, open, steps, pinged;
+} ul_vat;
+
+static void ul_link(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  ul_vat *u = state;
+  expect_vat_ok(vat_link(turn, u->peer));
+  atomic_fetch_add(&u->steps, 1);
+}
+
+static void ul_gate(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)arg;
+  ul_vat *u = state;
+  atomic_store(&u->entered, 1);
+  while (atomic_load(&u->open) == 0)
+    test_sleep(0.0002);
+}
+
+/* A's first unlink, then B told to link A: B gets it right after UNLINK 1. */
+static void ul_unlink_then_tell(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  ul_vat *u = state;
+  expect_vat_ok(vat_unlink(turn, u->peer));
+  expect_vat_ok(vat_send(turn, u->peer, ul_link, NULL));
+  atomic_fetch_add(&u->steps, 1);
+}
+
+static void ul_unlink(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  ul_vat *u = state;
+  expect_vat_ok(vat_unlink(turn, u->peer));
+  atomic_fetch_add(&u->steps, 1);
+}
+
+static void ul_pinged(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)arg;
+  atomic_store(&((ul_vat *)state)->pinged, 1);
+}
+
+/* Behind everything B sent A: once A runs it, A has handled them. */
+static void ul_ping_peer(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  expect_vat_ok(vat_send(turn, ((ul_vat *)state)->peer, ul_pinged, NULL));
+}
+
+static size_t ul_links(vat_ref *ref) {
+  vat_info info;
+  ck_assert_vat_ok(vat_ref_inspect(ref, &info));
+  return info.links;
+}
+
+START_TEST(only_the_latest_unlink_ack_ends_unlinking) {
+  vat_system *sys = test_system(2);
+  ul_vat *a, *b;
+  vat_ref *ar = test_spawn(sys, sizeof *a, (void **)&a);
+  vat_ref *br = test_spawn(sys, sizeof *b, (void **)&b);
+  a->peer = br;
+  b->peer = ar;
+  ck_assert_vat_ok(vat_host_send(ar, ul_link, NULL));
+  for (int i = 0; i < 30000 && (ul_links(ar) != 1 || ul_links(br) != 1); i++)
+    test_sleep(0.001);
+  ck_assert_uint_eq(ul_links(br), 1);
+  ck_assert_vat_ok(vat_host_send(br, ul_gate, NULL));
+  ck_assert(test_wait_u64(&b->entered, 1, 30));
+  ck_assert_vat_ok(vat_host_send(ar, ul_unlink_then_tell, NULL));
+  ck_assert_vat_ok(vat_host_send(ar, ul_link, NULL));
+  ck_assert_vat_ok(vat_host_send(ar, ul_unlink, NULL));
+  ck_assert(test_wait_u64(&a->steps, 4, 30));
+  /* UNLINK 1, the order to link, LINK, UNLINK 2: all queued at B. */
+  for (int i = 0; i < 30000 && vat_ref_queue_len(br) < 4; i++)
+    test_sleep(0.001);
+  ck_assert_uint_eq(vat_ref_queue_len(br), 4);
+  atomic_store(&b->open, 1);
+  ck_assert_vat_ok(vat_host_send(br, ul_ping_peer, NULL));
+  ck_assert(test_wait_u64(&a->pinged, 1, 30));
+  ck_assert_uint_eq(ul_links(br), 0);
+  ck_assert_msg(ul_links(ar) == 0,
+                "A kept a link to B, which B does not have (A took B's "
+                "LINK while its latest unlink was unacknowledged)");
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_exits_suite(void) {
   Suite *s = suite_create("exits");
   TCase *tc = test_case("rules", 30);
@@ -1745,6 +2210,19 @@ Suite *test_exits_suite(void) {
   tcase_add_test(tc, trap_exit_null_stops_trapping);
   tcase_add_loop_test(tc, failed_turn_discards_link_changes, 0, 2);
   suite_add_tcase(s, tc);
+  TCase *ov = test_case("overtaking", 60);
+  tcase_add_loop_test(ov, fatal_exits_overtake_the_backlog, 0, OV_COUNT);
+  tcase_add_test(ov, trapped_exit_keeps_its_place_in_the_backlog);
+  tcase_add_test(ov, host_monitors_settle_at_shutdown);
+  tcase_add_test(ov, only_the_latest_unlink_ack_ends_unlinking);
+  suite_add_tcase(s, ov);
+
+  TCase *mu = test_case("muted", 120);
+  tcase_add_loop_test(mu, exit_reaches_a_muted_vat, 0, MU_HOW_COUNT);
+  tcase_add_test(mu, exit_reaches_a_muted_vat_host_driven);
+  tcase_add_test(mu, stress_exits_reach_muted_vats);
+  suite_add_tcase(s, mu);
+
   TCase *st = test_case("stress", 120);
   tcase_add_test(st, stress_links_and_monitors);
   tcase_add_test(st, every_monitor_fires_once);

@@ -788,6 +788,94 @@ START_TEST(supervisor_children_promise) {
 }
 END_TEST
 
+/* --- Every message counted once ------------------------------------------ */
+
+static void answer_one(vat_turn *turn, void *state, void *arg,
+                       vat_resolver *r) {
+  (void)state;
+  (void)arg;
+  expect_vat_ok(vat_resolve(turn, r, vat_int(1)));
+}
+
+enum { COUNTED = 10 };
+
+typedef struct calls {
+  vat_ref *to;
+  vat_promise *p[COUNTED];
+} calls;
+
+/* COUNTED requests from a turn, to a vat that has ended. */
+static void call_the_dead(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  calls *c = arg;
+  for (int i = 0; i < COUNTED; i++)
+    expect_vat_ok(vat_call(turn, c->to, answer_one, NULL, 0, &c->p[i]));
+}
+
+static void expect_broken(vat_promise *p, const char *reason) {
+  vat_value why;
+  ck_assert_int_eq(vat_promise_peek(p, &why), VAT_PROMISE_BROKEN);
+  ck_assert_msg(vat_is_atom(why, vat_atom_intern(reason)), "not broken with %s",
+                reason);
+}
+
+/* vat/core.h: delivered + dead_letters + dropped_at_shutdown +
+ * overload_dropped counts every message accepted, a request as any other.
+ * Sends and requests a kill overtakes, requests from a host thread and
+ * from a turn to the vat once dead, and requests still queued at
+ * shutdown: each counted once, the promises broken. Before: the requests
+ * were counted nowhere (dead_letters 10 where 20 were skipped, and the
+ * later requests added nothing). */
+START_TEST(requests_that_die_are_counted) {
+  vat_system *sys = test_host_system(false, 0);
+  test_counter *c;
+  vat_ref *t = test_spawn_counter(sys, &c);
+  vat_promise *first[COUNTED], *later[COUNTED];
+  calls from_turn = {.to = t};
+  for (int i = 0; i < COUNTED; i++) {
+    ck_assert_vat_ok(vat_host_send(t, test_hit, NULL));
+    ck_assert_vat_ok(vat_host_call(t, answer_one, NULL, 0, &first[i]));
+  }
+  ck_assert_vat_ok(vat_host_exit(t, vat_atom_value(vat_atom_intern("killed"))));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(atomic_load(&c->hits), 0);
+  ck_assert_uint_eq(st.delivered, 1); /* the exit */
+  ck_assert_uint_eq(st.dead_letters, 2 * COUNTED);
+  for (int i = 0; i < COUNTED; i++) {
+    expect_broken(first[i], "killed");
+    ck_assert_vat_ok(vat_host_call(t, answer_one, NULL, 0, &later[i]));
+    expect_broken(later[i], "killed");
+  }
+  ck_assert_uint_eq(test_stats(sys).dead_letters, 3 * COUNTED);
+  vat_ref *caller = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(caller, call_the_dead, &from_turn));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  for (int i = 0; i < COUNTED; i++)
+    expect_broken(from_turn.p[i], "killed");
+  st = test_stats(sys);
+  ck_assert_uint_eq(st.delivered, 2);
+  ck_assert_uint_eq(st.dead_letters, 4 * COUNTED);
+  /* Queued at shutdown, in a vat that is never run again. */
+  vat_ref *idle = test_spawn(sys, 8, NULL);
+  vat_promise *queued[COUNTED];
+  for (int i = 0; i < COUNTED; i++) {
+    ck_assert_vat_ok(vat_host_send(idle, test_hit, NULL));
+    ck_assert_vat_ok(vat_host_call(idle, answer_one, NULL, 0, &queued[i]));
+  }
+  ck_assert_vat_err(vat_system_shutdown(sys, 0), VAT_ETIMEDOUT);
+  st = test_stats(sys);
+  for (int i = 0; i < COUNTED; i++)
+    expect_broken(queued[i], "shutdown");
+  ck_assert_uint_eq(st.delivered + st.dead_letters + st.dropped_at_shutdown +
+                        st.overload_dropped,
+                    (2 * COUNTED + 1) + COUNTED + (1 + COUNTED) +
+                        2 * COUNTED);
+  ck_assert_uint_eq(st.dropped_at_shutdown, 2 * COUNTED);
+  ck_assert_vat_ok(vat_system_destroy(sys));
+}
+END_TEST
+
 Suite *test_observe_suite(void) {
   Suite *s = suite_create("observe");
   TCase *tc = test_case("labels", 0);
@@ -822,6 +910,7 @@ Suite *test_observe_suite(void) {
   tcase_add_test(tc, host_demonitor);
   tcase_add_test(tc, host_monitor_settles_at_shutdown);
   tcase_add_test(tc, host_monitor_not_from_a_turn);
+  tcase_add_test(tc, requests_that_die_are_counted);
   suite_add_tcase(s, tc);
 
   tc = test_case("supervisor", 0);

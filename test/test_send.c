@@ -1,6 +1,7 @@
 /* Sending: per-pair order, host threads, dynamic messages, dead letters,
  * and sends between systems. */
 #include <pthread.h>
+#include <stdio.h>
 
 #include "support.h"
 
@@ -514,6 +515,92 @@ START_TEST(runs_keep_order_among_entities_effects_and_systems) {
 }
 END_TEST
 
+/* --- Urgent self-sends --------------------------------------------------- */
+
+/* vat/core.h: an urgent message a vat sends to itself is queued as its
+ * other self-sends, in order. One turn sends o1 u1 o2 u2 to itself (u2 a
+ * dynamic message to its second entity). With workers, o1 waits at a gate
+ * while a host thread sends an urgent message (9), which goes ahead of
+ * what is still queued without moving the self-sends: 1 9 2 3 4. Before:
+ * 2 4 1 3 host-driven, and 2 4 1 9 3 with workers. */
+typedef struct self_log {
+  uint64_t log[8];
+  _Atomic uint64_t n, entered, open;
+  bool gate;
+  vat_ref *second;
+} self_log;
+
+static void self_note(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  self_log *l = state;
+  uint64_t i = atomic_load(&l->n);
+  if (i < 8)
+    l->log[i] = (uintptr_t)arg;
+  atomic_store(&l->n, i + 1);
+  if ((uintptr_t)arg == 1 && l->gate) {
+    atomic_store(&l->entered, 1);
+    while (atomic_load(&l->open) == 0)
+      test_sleep(0.0002);
+  }
+}
+
+/* The second entity's state points at the first's log. */
+static void self_note_msg(vat_turn *turn, void *state,
+                          const vat_atom *selector, vat_value value) {
+  (void)selector;
+  self_note(turn, *(self_log **)state, (void *)(uintptr_t)value.as.i);
+}
+
+static void self_mix(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  self_log *l = state;
+  vat_ref *me = vat_self(turn);
+  self_log **link;
+  expect_vat_ok(vat_entity_new(
+      turn,
+      &(vat_entity_def){.state_size = sizeof link, .receive = self_note_msg},
+      &l->second, (void **)&link));
+  *link = l;
+  expect_vat_ok(vat_send(turn, me, self_note, (void *)(uintptr_t)1));
+  expect_vat_ok(vat_send_urgent(turn, me, self_note, (void *)(uintptr_t)2));
+  expect_vat_ok(vat_send(turn, me, self_note, (void *)(uintptr_t)3));
+  expect_vat_ok(
+      vat_send_msg_urgent(turn, l->second, vat_atom_intern("u"), vat_int(4)));
+}
+
+static void check_self_order(vat_system *sys, bool host_driven) {
+  vat_ref *me;
+  self_log *l;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof *l}, &me, (void **)&l));
+  l->gate = !host_driven;
+  ck_assert_vat_ok(vat_host_send(me, self_mix, NULL));
+  static const uint64_t plain[] = {1, 2, 3, 4}, gated[] = {1, 9, 2, 3, 4};
+  const uint64_t *want = host_driven ? plain : gated;
+  uint64_t n = host_driven ? 4 : 5;
+  if (host_driven) {
+    ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  } else {
+    ck_assert(test_wait_u64(&l->entered, 1, 30));
+    ck_assert_vat_ok(vat_host_send_urgent(me, self_note, (void *)(uintptr_t)9));
+    atomic_store(&l->open, 1);
+  }
+  ck_assert(test_wait_u64(&l->n, n, 30));
+  test_quiesce(sys);
+  char got[64] = "", *p = got;
+  for (uint64_t i = 0; i < n; i++)
+    p += sprintf(p, " %llu", (unsigned long long)l->log[i]);
+  for (uint64_t i = 0; i < n; i++)
+    ck_assert_msg(l->log[i] == want[i], "order:%s", got);
+}
+
+START_TEST(urgent_self_sends_keep_their_place) {
+  check_self_order(test_system(2), false);
+  check_self_order(test_host_system(false, 0), true);
+  check_self_order(test_host_system(true, 7), true);
+}
+END_TEST
+
 Suite *test_send_suite(void) {
   Suite *s = suite_create("send");
   TCase *tc = test_case("send", 120);
@@ -526,6 +613,7 @@ Suite *test_send_suite(void) {
   tcase_add_test(tc, dead_letter_counted_on_the_targets_system);
   tcase_add_test(tc, sends_between_systems);
   tcase_add_test(tc, runs_keep_order_among_entities_effects_and_systems);
+  tcase_add_test(tc, urgent_self_sends_keep_their_place);
   suite_add_tcase(s, tc);
   return s;
 }

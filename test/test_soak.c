@@ -11,6 +11,12 @@
  *    dead-letter hook counts dead letters; what neither saw must fit in
  *    the system's dropped_at_shutdown (which also counts the runtime's
  *    own messages), and must be zero when the shutdown reached quiescence;
+ *    requests count too: each request accepted (from a committed turn or
+ *    a host thread) ran its handler or was dropped, so the requests whose
+ *    handler never ran fit, with the app messages unseen, in the system's
+ *    dead letters not of app messages plus its dropped_at_shutdown (the
+ *    counters count a request as any message: vat/core.h). Part of the
+ *    app traffic travels as requests for it;
  *  - every monitor and every link of the observers (vats of the system
  *    stopped last, trapping exits) fired at most once, and exactly once
  *    for a vat that ended before that system stopped;
@@ -67,6 +73,8 @@ enum {
                     "accepted")                                                \
   X(app_lost, "accepted app messages neither delivered, dead-lettered nor "    \
               "dropped at shutdown")                                           \
+  X(request_lost, "accepted requests neither run nor counted as dead letters " \
+                  "or dropped at shutdown")                                    \
   X(dropped_when_quiet, "messages dropped by a shutdown that reached "         \
                         "quiescence")                                          \
   X(stop_twice, "a stop callback ran twice")                                   \
@@ -138,6 +146,7 @@ typedef struct soak_system {
   _Atomic uint64_t accepted;  /* app messages accepted for its vats */
   _Atomic uint64_t delivered; /* app messages its vats handled */
   _Atomic uint64_t dead;      /* app messages its dead-letter hook saw */
+  _Atomic uint64_t req_accepted, req_delivered; /* requests to its vats */
   int shutdown_rc;
   vat_stats stats;
 } soak_system;
@@ -237,6 +246,25 @@ static void count_accepted(unsigned target, uint64_t n) {
                             memory_order_relaxed);
 }
 
+static void count_request(unsigned target, uint64_t n) {
+  atomic_fetch_add_explicit(&run.systems[run.workers[target].sys].req_accepted,
+                            n, memory_order_relaxed);
+}
+
+/* What one turn sent, counted only if it commits. */
+typedef struct turn_sent {
+  uint64_t msgs[MAX_WORKERS], reqs[MAX_WORKERS];
+} turn_sent;
+
+static void count_sent(const turn_sent *ts) {
+  for (unsigned i = 0; i < run.nworkers; i++) {
+    if (ts->msgs[i])
+      count_accepted(i, ts->msgs[i]);
+    if (ts->reqs[i])
+      count_request(i, ts->reqs[i]);
+  }
+}
+
 static void worker_stopped(void *state, vat_value reason) {
   worker *w = state;
   if (getenv("VAT_SOAK_VERBOSE")) {
@@ -253,6 +281,8 @@ static void request(vat_turn *turn, void *state, void *arg,
                     vat_resolver *resolver) {
   (void)arg;
   worker *w = state;
+  atomic_fetch_add_explicit(&run.systems[w->sys].req_delivered, 1,
+                            memory_order_relaxed);
   if (faulty(&w->rng, 15)) {
     fault();
     soak_ok(vat_fail(turn, fault_reason(&w->rng))); /* breaks the request */
@@ -302,10 +332,12 @@ static unsigned random_worker(uint64_t *rng) {
   return (unsigned)rand_below(rng, run.nworkers);
 }
 
-/* Sends app messages on; returns how many went to each worker, counted
- * only if the turn commits. */
-static void forward(vat_turn *turn, worker *w, int64_t hops,
-                    uint64_t sent[MAX_WORKERS]) {
+static void app_request(vat_turn *turn, void *state, void *arg,
+                        vat_resolver *resolver);
+
+/* Sends app messages on, one in four as a request; notes how many went
+ * to each worker, counted only if the turn commits. */
+static void forward(vat_turn *turn, worker *w, int64_t hops, turn_sent *ts) {
   /* Two or none as often: the traffic neither dies out nor explodes. A
    * circulating message (hops < 0) goes on alone until the run ends. */
   uint64_t r = rand_below(&w->rng, 100);
@@ -317,13 +349,21 @@ static void forward(vat_turn *turn, worker *w, int64_t hops,
     for (unsigned tries = 0;
          hops < 0 && tries < 8 && vat_ref_is_dead(run.workers[to].ref); tries++)
       to = random_worker(&w->rng);
-    soak_ok(vat_send_msg(turn, run.workers[to].ref, run.app, vat_int(hops)));
-    sent[to]++;
+    if (chance(&w->rng, 250)) {
+      vat_promise *p;
+      soak_ok(vat_call(turn, run.workers[to].ref, app_request,
+                       (void *)(intptr_t)hops, 0, &p));
+      ts->reqs[to]++;
+    } else {
+      soak_ok(
+          vat_send_msg(turn, run.workers[to].ref, run.app, vat_int(hops)));
+      ts->msgs[to]++;
+    }
   }
 }
 
 /* The other effects a turn may have: requests, timers, links, kills. */
-static void act(vat_turn *turn, worker *w) {
+static void act(vat_turn *turn, worker *w, turn_sent *ts) {
   uint64_t *rng = &w->rng;
   if (chance(rng, 30)) {
     call_rec *c = GC_MALLOC(sizeof *c);
@@ -333,6 +373,7 @@ static void act(vat_turn *turn, worker *w) {
     soak_ok(vat_call(turn, run.workers[c->target].ref, request, NULL,
                      c->timeout_s, &p));
     soak_ok(vat_when(turn, p, worker_when, c));
+    ts->reqs[c->target]++;
   }
   if (chance(rng, 20)) {
     timer_rec *t = GC_MALLOC(sizeof *t);
@@ -359,28 +400,18 @@ static void act(vat_turn *turn, worker *w) {
   }
 }
 
-/* An app message: counted, forwarded while it has hops left; now and then
- * the turn fails (after its sends, which must then be discarded) or the
- * vat stops. */
-static void worker_receive(vat_turn *turn, void *state,
-                           const vat_atom *selector, vat_value value) {
-  worker *w = state;
-  if (selector != run.app) {
-    violation(V_api_error, "unexpected selector %s", vat_atom_name(selector));
-    return;
-  }
-  atomic_fetch_add_explicit(&run.systems[w->sys].delivered, 1,
-                            memory_order_relaxed);
+/* An app message (or request): forwarded while it has hops left; now and
+ * then the turn fails (after its sends, which must then be discarded) or
+ * the vat stops. */
+static void handle_app(vat_turn *turn, worker *w, int64_t hops) {
   atomic_fetch_add_explicit(&total_messages, 1, memory_order_relaxed);
-  int64_t hops = 0;
-  soak_ok(vat_get_int(value, &hops));
-  uint64_t sent[MAX_WORKERS] = {0};
+  turn_sent ts = {0};
   if (hops > 0)
-    forward(turn, w, hops - 1, sent);
+    forward(turn, w, hops - 1, &ts);
   else if (hops < 0 &&
            !atomic_load_explicit(&run.host_stop, memory_order_relaxed))
-    forward(turn, w, hops, sent);
-  act(turn, w);
+    forward(turn, w, hops, &ts);
+  act(turn, w, &ts);
   if (w->owed != NULL && chance(&w->rng, 100)) {
     soak_ok(vat_resolve(turn, w->owed, vat_int(w->id)));
     w->owed = NULL;
@@ -392,9 +423,31 @@ static void worker_receive(vat_turn *turn, void *state,
   }
   if (faulty(&w->rng, 7))
     soak_ok(vat_stop(turn));
-  for (unsigned i = 0; i < run.nworkers; i++)
-    if (sent[i])
-      count_accepted(i, sent[i]);
+  count_sent(&ts);
+}
+
+static void worker_receive(vat_turn *turn, void *state,
+                           const vat_atom *selector, vat_value value) {
+  worker *w = state;
+  if (selector != run.app) {
+    violation(V_api_error, "unexpected selector %s", vat_atom_name(selector));
+    return;
+  }
+  atomic_fetch_add_explicit(&run.systems[w->sys].delivered, 1,
+                            memory_order_relaxed);
+  int64_t hops = 0;
+  soak_ok(vat_get_int(value, &hops));
+  handle_app(turn, w, hops);
+}
+
+/* An app request: answered, then handled as an app message. */
+static void app_request(vat_turn *turn, void *state, void *arg,
+                        vat_resolver *resolver) {
+  worker *w = state;
+  atomic_fetch_add_explicit(&run.systems[w->sys].req_delivered, 1,
+                            memory_order_relaxed);
+  soak_ok(vat_resolve(turn, resolver, vat_int(w->id)));
+  handle_app(turn, w, (int64_t)(intptr_t)arg);
 }
 
 static const vat_entity_def worker_def = {
@@ -465,6 +518,7 @@ static void observer_call(vat_turn *turn, void *state, void *arg) {
   soak_ok(vat_call(turn, run.workers[c->target].ref, request, NULL,
                    c->timeout_s, &p));
   soak_ok(vat_when(turn, p, observer_when, c));
+  count_request(c->target, 1);
   atomic_store(&c->issued, 1);
 }
 
@@ -506,13 +560,14 @@ static void host_request(host_arg *h) {
     return;
   double timeout_s = chance(rng, 500) ? 0 : 0.005 + 0.001 * rand_below(rng, 50);
   vat_promise *p;
-  int rc = vat_host_call(run.workers[random_worker(rng)].ref, request, NULL,
-                         timeout_s, &p);
+  unsigned to = random_worker(rng);
+  int rc = vat_host_call(run.workers[to].ref, request, NULL, timeout_s, &p);
   if (rc != VAT_OK) {
     if (!host_rc_ok(rc))
       violation(V_api_error, "vat_host_call: %s", vat_err_name(rc));
     return;
   }
+  count_request(to, 1);
   host_call *hc = &run.host_calls[h->index][run.host_calls_n[h->index]++];
   hc->promise = p;
   rc = vat_promise_wait(p, 0.001 * (double)rand_below(rng, 20), NULL);
@@ -658,6 +713,26 @@ static void check_conservation(unsigned s) {
     violation(V_dropped_when_quiet,
               "system %u: %" PRIu64 " dropped, %" PRIu64 " app unseen", s,
               ss->stats.dropped_at_shutdown, unseen);
+  /* A request never run was dropped: a dead letter (not an app message's)
+   * or a drop at shutdown, as the app messages unseen. */
+  uint64_t req_accepted = atomic_load(&ss->req_accepted);
+  uint64_t req_ran = atomic_load(&ss->req_delivered);
+  uint64_t dead = atomic_load(&ss->dead);
+  uint64_t other_dead =
+      ss->stats.dead_letters > dead ? ss->stats.dead_letters - dead : 0;
+  if (req_ran > req_accepted)
+    violation(V_app_duplicated, "system %u: %" PRIu64 " requests ran of %" PRIu64,
+              s, req_ran, req_accepted);
+  else if (req_accepted - req_ran + unseen >
+           other_dead + ss->stats.dropped_at_shutdown)
+    violation(V_request_lost,
+              "system %u: requests accepted %" PRIu64 ", ran %" PRIu64
+              "; app messages unseen %" PRIu64 "; dead letters not app %" PRIu64
+              ", dropped at shutdown %" PRIu64 ": %" PRIu64 " unaccounted for",
+              s, req_accepted, req_ran, unseen, other_dead,
+              ss->stats.dropped_at_shutdown,
+              req_accepted - req_ran + unseen - other_dead -
+                  ss->stats.dropped_at_shutdown);
 }
 
 /* Once the observers' system quiesced, each monitor and link of a vat that

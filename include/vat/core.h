@@ -217,6 +217,12 @@ int vat_system_shutdown(vat_system *sys, double timeout_s);
  *  safe to hold and to send to (dead letters). Host thread. */
 int vat_system_destroy(vat_system *sys);
 
+/* Each message is counted once, in one of delivered, dead_letters,
+ * dropped_at_shutdown and overload_dropped. Requests (vat/promise.h) and
+ * the signals of vat/exits.h (exits, links, monitors, downs) count as
+ * messages: a turn when they run, a dead letter or a drop at shutdown
+ * when they do not, and the dead-letter hook hears of them (with a NULL
+ * selector). */
 typedef struct vat_stats {
   uint64_t delivered;           /* turns run */
   uint64_t dead_letters;        /* messages dropped at a dead vat */
@@ -321,8 +327,10 @@ int vat_host_send_msg(vat_ref *to, const vat_atom *selector, vat_value value);
  *  before it; so urgent messages from one sender keep their order, and a
  *  vat's ordinary messages may be overtaken by its own urgent ones. They
  *  bypass backpressure: sending one does not mute the sender, and
- *  VAT_OVERLOAD_DROP does not drop it. One a vat sends to itself is
- *  queued as its other self-sends, in order. Errors: as the plain call. */
+ *  VAT_OVERLOAD_DROP does not drop it. One a vat sends to itself (to any
+ *  of its entities) is queued as its other self-sends, in order: it is an
+ *  ordinary message then, and others' urgent messages go ahead of it.
+ *  Errors: as the plain call. */
 int vat_send_urgent(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg);
 int vat_send_msg_urgent(vat_turn *turn, vat_ref *to, const vat_atom *selector,
                         vat_value value);

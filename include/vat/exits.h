@@ -39,7 +39,9 @@
  * (vat_stats.dead_letters; a request among them breaks with the vat's
  * reason, as for any message to a vat that has ended). The links and
  * monitors made or removed before it still take effect first. So a kill
- * ends a flooded vat after at most the turn it is running, and a
+ * ends a flooded vat after at most the turn it is running, whether or not
+ * backpressure muted it (vat/core.h: a muted vat is taken off its
+ * receiver's list and run, while the receiver stays overloaded), and a
  * supervisor's `shutdown_s` bounds a child's end whatever it has queued.
  * An exit that a trap turns into a call (rule 2), and a down notification,
  * keep their place after the messages their sender sent before them.

@@ -63,20 +63,22 @@ static void call_hook(vat_system *sys, vat__msg *m) {
 }
 
 /* Counts on the target's system: a worker's own counter when the worker
- * belongs to it, the shared one otherwise. */
+ * belongs to it, the shared one otherwise. A signal (a request, an exit,
+ * a link's bookkeeping) counts as the message it is: it would have been
+ * counted as a turn had it run, so a drop uncounted breaks the sum
+ * vat/core.h promises. Its drop runs, and answers whoever waits. */
 void vat__dead_letter(vat__worker *w, vat__msg *m) {
   if (w != NULL && w->trace != NULL && m->flow != 0)
     vat__trace_drop(w->trace, m);
-  if (m->fn == vat__dispatch_signal) {
-    vat__signal *sig = m->arg;
-    sig->cls->drop(w, m->target, sig);
-    return;
-  }
   vat_system *sys = m->target->vat->sys;
   if (w != NULL && w->sys == sys)
     vat__count(&w->dead_letters, 1);
   else
     atomic_fetch_add_explicit(&sys->ext_dead_letters, 1, memory_order_relaxed);
+  if (m->fn == vat__dispatch_signal) {
+    vat__signal *sig = m->arg;
+    sig->cls->drop(w, m->target, sig);
+  }
   call_hook(sys, m);
 }
 
@@ -222,6 +224,27 @@ static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
   vat__msg_set_fn(m, fn);
   m->aux = aux;
   send_node(w, m);
+}
+
+/* The unpark goes through the admission gate (see the top) when the
+ * caller is not one of v's system's workers: a vat taken off a muted
+ * list once its system stopped would be in no list shutdown counts. A
+ * worker of the system runs before the workers stop. */
+void vat__alert(vat__vat *v) {
+  /* Release: the loop's acquire exchange then sees the push. */
+  atomic_fetch_or_explicit(&v->flags, VAT__ALERTED, memory_order_release);
+  vat_system *sys = v->sys;
+  vat__worker *w = vat__current_worker;
+  bool outside = w == NULL || w->sys != sys;
+  if (outside)
+    atomic_fetch_add_explicit(&sys->host_inflight, 1, memory_order_seq_cst);
+  if (vat__system_state(sys) < VAT__STOPPED && vat__flow_unpark(v))
+    vat__schedule_external(sys, v);
+  if (outside &&
+      atomic_fetch_sub_explicit(&sys->host_inflight, 1, memory_order_seq_cst) ==
+          1 &&
+      vat__system_state(sys) != VAT__RUNNING)
+    vat__notify_quiet(sys);
 }
 
 void vat__flag_urgent(vat__vat *v) {

@@ -80,13 +80,12 @@ void vat__deliver_now_inline(vat_ref *to, const vat__signal *sig,
 
 /** Tells `v`'s turn loop that a signal that may overtake its queue was
  *  pushed to it: it looks through the queue at its next turn boundary.
- *  After the push, from any thread; the sender alerts only when the signal
- *  is likely to end the vat, so that a vat is not searched once per
- *  signal it will only queue. */
-static inline void vat__alert(vat__vat *v) {
-  /* Release: the loop's acquire exchange then sees the push. */
-  atomic_fetch_or_explicit(&v->flags, VAT__ALERTED, memory_order_release);
-}
+ *  A vat muted by backpressure (core/flow.h) is taken off its receiver's
+ *  list and scheduled, so that the signal reaches it while the receiver
+ *  stays overloaded. After the push, from any thread; the sender alerts
+ *  only when the signal is likely to end the vat, so that a vat is not
+ *  searched once per signal it will only queue. */
+void vat__alert(vat__vat *v);
 
 /** An urgent message (core/message.h) of `fn` to `to`, delivered now as
  *  vat__deliver_now_msg does, then the target flagged (vat__flag_urgent):

@@ -114,6 +114,8 @@ static void store_queued(vat__flow *f, size_t n) {
  * the host threads waiting. A sender that mutes itself checks the flag
  * under the lock: either it saw it clear (and was not muted), or it is
  * on the list this takes under the same lock after the clear. */
+static void unparked(vat__vat *v);
+
 static void unmute(vat__worker *w, vat__vat *v, vat__flow *f) {
   clear_flag(v, VAT__OVERLOADED);
   pthread_mutex_lock(&f->lock);
@@ -125,6 +127,7 @@ static void unmute(vat__worker *w, vat__vat *v, vat__flow *f) {
   while (list != NULL) {
     vat__vat *next = list->rq_next;
     list->rq_next = NULL;
+    unparked(list);
     /* Not this worker's next slot: the vat that drained is still running
      * here, and an idle worker may take the sender at once (a backlogged
      * pair spreads over two workers). Not the shared queue either, which
@@ -283,6 +286,60 @@ vat__vat *vat__flow_take_muted(vat__vat *v) {
 
 /* --- Senders ------------------------------------------------------------- */
 
+/* --- Exits to muted vats --------------------------------------------------
+ *
+ * An exit that may end a vat must reach it while it is muted (vat/exits.h):
+ * its sender alerts it (VAT__ALERTED) and then takes it off the list it
+ * is parked on (vat__flow_unpark); a vat about to park notes where
+ * (parked_on) and then, under the list's lock, parks only if it is not
+ * alerted. The two are a store then a load on each side, with a full
+ * fence between: either the sender sees where the vat parks, and takes it
+ * off under the same lock (or finds it not yet there, and the parker,
+ * taking the lock after it, sees the alert), or the parker sees the alert
+ * and does not park. Either way the vat runs, and the exit overtakes its
+ * queue. A stale parked_on (the vat was released since) only costs the
+ * sender a look at a list it is not on. */
+
+static void parking(vat__flow *own, vat__vat *on) {
+  atomic_store_explicit(&own->parked_on, on, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+}
+
+static bool alerted(vat__vat *v) {
+  return atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__ALERTED;
+}
+
+/* v is not, or no longer, on a muted list: no stale hint keeps the
+ * receiver alive (DESIGN.md). Before v can run and park again. */
+static void unparked(vat__vat *v) {
+  vat__flow *own = vat__flow_peek(v);
+  if (own != NULL)
+    atomic_store_explicit(&own->parked_on, NULL, memory_order_relaxed);
+}
+
+bool vat__flow_unpark(vat__vat *v) {
+  atomic_thread_fence(memory_order_seq_cst); /* after the alert: see above */
+  vat__flow *own = vat__flow_peek(v);
+  vat__vat *on =
+      own ? atomic_load_explicit(&own->parked_on, memory_order_relaxed) : NULL;
+  vat__flow *f = on ? vat__flow_peek(on) : NULL;
+  if (f == NULL)
+    return false;
+  bool found = false;
+  pthread_mutex_lock(&f->lock);
+  for (vat__vat **p = &f->muted; *p != NULL; p = &(*p)->rq_next)
+    if (*p == v) {
+      *p = v->rq_next;
+      v->rq_next = NULL;
+      found = true;
+      break;
+    }
+  pthread_mutex_unlock(&f->lock);
+  if (found)
+    unparked(v);
+  return found;
+}
+
 bool vat__flow_mute(vat__worker *w, vat__vat *v) {
   (void)w;
   uint8_t mine = atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__MUTING,
@@ -297,16 +354,20 @@ bool vat__flow_mute(vat__worker *w, vat__vat *v) {
   vat__flow *f = vat__flow_peek(to);
   if (f == NULL)
     return true;
+  parking(own, to);
   pthread_mutex_lock(&f->lock);
   /* Under the lock: the receiver clears the flag before it takes the
    * list under this lock (unmute). Acquire: pairs with its release. */
   uint8_t theirs = atomic_load_explicit(&to->flags, memory_order_acquire);
-  bool wait = (theirs & (VAT__OVERLOADED | VAT__DEAD)) == VAT__OVERLOADED;
+  bool wait = (theirs & (VAT__OVERLOADED | VAT__DEAD)) == VAT__OVERLOADED &&
+              !alerted(v);
   if (wait) {
     v->rq_next = f->muted;
     f->muted = v;
   }
   pthread_mutex_unlock(&f->lock);
+  if (!wait)
+    unparked(v);
   return !wait;
 }
 

@@ -98,6 +98,11 @@ typedef struct vat__flow {
   uint32_t turns;
   /* While VAT__MUTING: the overloaded vat it sent to. Its worker's. */
   vat__vat *mute_on;
+  /* The vat whose muted list it is on, or may be about to be on (a hint,
+   * maybe stale: the list, under its lock, is the truth). Written by its
+   * worker as it parks, cleared as it is released; read by whoever sends
+   * it an exit (vat__flow_unpark). */
+  _Atomic(vat__vat *) parked_on;
   /* Ordinary messages dropped by VAT_OVERLOAD_DROP: by senders, rarely. */
   _Atomic uint64_t dropped;
   /* Guards `muted` and `waiters`; taken once per mute and per release. */
@@ -144,6 +149,11 @@ bool vat__flow_mute(vat__worker *w, vat__vat *v);
  *  left to push (first..*last), or NULL when nothing is. */
 vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
                             vat__msg **last);
+
+/** An exit that may end v was pushed to it and v flagged VAT__ALERTED:
+ *  if v is parked on a muted list, takes it off. Returns whether it did
+ *  (the caller then schedules v). Any thread. */
+bool vat__flow_unpark(vat__vat *v);
 
 /** A stopped system's muted vats: removes and returns v's muted list
  *  (linked through rq_next). After the workers stopped. */

@@ -96,8 +96,15 @@ static void urgent_commit(vat_turn *turn, vat__effect *e) {
   vat__deliver_now_urgent(u->to, u->fn, u->arg, u->value);
 }
 
+/* One to the turn's own vat is an ordinary self-send (vat/core.h): the
+ * commit appends it to the vat's own list in its place, and no flag moves
+ * it ahead of the self-sends before it. */
 static int send_urgent(vat_turn *turn, vat_ref *to, vat_fn fn, void *arg,
                        vat_value value) {
+  if (to->vat == turn->vat) {
+    buffer(turn, to, fn, arg)->value = value;
+    return VAT_OK;
+  }
   urgent_send *u = vat__gc_alloc(sizeof *u);
   *u = (urgent_send){.base.commit = urgent_commit,
                      .to = to,

@@ -14,6 +14,7 @@
 #include "core/worker.h"
 #include "util/cpu.h"
 #include "util/gc.h"
+#include "util/testpoint.h"
 
 void vat__turn_defer(vat_turn *t, vat__effect *e) {
   assert(!t->committing);
@@ -321,7 +322,12 @@ static __attribute__((noinline, cold)) bool stop_sender(vat__worker *w,
   if (flags & VAT__YIELD)
     atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__YIELD,
                               memory_order_relaxed);
-  return (flags & VAT__MUTING) ? vat__flow_mute(w, v) : true;
+  if (!(flags & VAT__MUTING))
+    return true;
+  bool queue = vat__flow_mute(w, v);
+  if (!queue) /* parked on its receiver's muted list */
+    VAT__TEST_POINT("turn.parked_muted");
+  return queue;
 }
 
 /* The end of a batch that did not go idle: out of budget, stopped after a
