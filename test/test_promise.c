@@ -1061,6 +1061,10 @@ START_TEST(null_out_is_refused_and_nothing_sent) {
   vat_ref *to = test_spawn(sys, sizeof(callee), (void **)&ce);
   ck_assert_vat_err(vat_host_call(to, answer_arg, NULL, 0, NULL), VAT_EINVAL);
   ck_assert_vat_err(vat_host_call(to, answer_arg, NULL, 1, NULL), VAT_EINVAL);
+  vat_promise *np;
+  vat_resolver *nr;
+  ck_assert_vat_err(vat_promise_new(NULL, &nr), VAT_EINVAL);
+  ck_assert_vat_err(vat_promise_new(&np, NULL), VAT_EINVAL);
   null_outs *n;
   vat_ref *ref = test_spawn(sys, sizeof(null_outs), (void **)&n);
   n->callee = to;

@@ -667,13 +667,16 @@ END_TEST
  * the request and then store through NULL). */
 typedef struct null_out_asker {
   vat_ref *sup;
-  int rc;
+  const vat_sup_spec *spec;
+  int rc, start_rc;
 } null_out_asker;
 
 static void ask_children_into_null(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   null_out_asker *a = state;
   a->rc = vat_supervisor_children(turn, a->sup, NULL);
+  /* The family's other out: refused too, and no supervisor starts. */
+  a->start_rc = vat_supervisor_start_link(turn, a->spec, NULL);
 }
 
 static uint32_t turns_of(vat_ref *ref) {
@@ -693,9 +696,13 @@ START_TEST(children_into_a_null_out_are_refused_unsent) {
   null_out_asker *a;
   vat_ref *aref = test_spawn(sys, sizeof(null_out_asker), (void **)&a);
   a->sup = sup;
+  a->spec = &spec;
+  uint64_t started = atomic_load(&total_starts);
   ck_assert_vat_ok(vat_host_send(aref, ask_children_into_null, NULL));
   run_dry(sys);
   ck_assert_int_eq(a->rc, VAT_EINVAL);
+  ck_assert_int_eq(a->start_rc, VAT_EINVAL);
+  ck_assert_uint_eq(atomic_load(&total_starts), started);
   ck_assert_uint_eq(turns_of(sup), turns);
   /* A request that is sent shows in the count. */
   vat_promise *p;
