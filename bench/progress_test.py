@@ -4,7 +4,9 @@
 On a terminal (script(1)'s pseudo-terminal): a progress line appears on
 stderr, and the screen a terminal would show at the end has no progress
 left on it and the RESULT line last. Without one: stderr stays empty and
-RESULT is the last line of stdout.
+RESULT is the last line of stdout. Where no pseudo-terminal can be had
+(script missing, or unable to open one), the terminal half is skipped and
+the test exits 77, which meson reports as skipped.
 
 usage: progress_test.py RING_EXECUTABLE
 """
@@ -69,9 +71,32 @@ def without_terminal(cmd, env):
         fail("without a terminal the last line is not RESULT: %r" % last)
 
 
+def terminal_unavailable(env):
+    """Why script(1) cannot give a program a pseudo-terminal here, or None
+    when it can: missing, or no pty to be had (a container without
+    /dev/pts, a sandbox), where script fails before it runs anything."""
+    if shutil.which("script", path=env.get("PATH")) is None:
+        return "no script(1)"
+    with tempfile.TemporaryDirectory() as tmp:
+        typescript = os.path.join(tmp, "typescript")
+        try:
+            run = subprocess.run(["script", "-qec", "true", typescript],
+                                 stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, env=env, timeout=60)
+        except OSError as e:
+            return "script(1) cannot run: %s" % e
+        if run.returncode != 0 or not os.path.exists(typescript):
+            why = run.stderr.decode(errors="replace").strip()
+            return "script(1) cannot open a pseudo-terminal (%s)" % (
+                why or "status %d" % run.returncode)
+    return None
+
+
 def on_terminal(cmd, env):
-    if shutil.which("script") is None:
-        print("bench-progress: no script(1), terminal half skipped")
+    why = terminal_unavailable(env)
+    if why is not None:
+        print("bench-progress: %s, terminal half skipped" % why)
         return False
     with tempfile.TemporaryDirectory() as tmp:
         typescript = os.path.join(tmp, "typescript")

@@ -111,6 +111,13 @@ host-monitor-unsettled-at-shutdown|src/exits/exits.c|exits|if (wa->watcher == NU
 muted-vat-not-unparked|src/core/deliver.c|exits|if (vat__system_state(sys) < VAT__STOPPED && vat__flow_unpark(v))|if (0)
 urgent-self-send-hoisted|src/core/send.c|send|if (to->vat == turn->vat) {|if (0) {
 dropped-request-uncounted|src/core/deliver.c|observe|vat__count(&w->dead_letters, 1);|if (m->fn != vat__dispatch_signal) vat__count(&w->dead_letters, 1);
+
+# issue: API edges
+promise-self-resolution-follows-itself|src/promise/promise.c|promise|if (state == ST_RESOLVED && follow == p) {|if (0) {
+handed-resolver-not-owed|src/promise/request.c|promise|if (p->owner != turn->vat)|if (0)
+timer-heap-skips-fourth-child|src/timer/heap.c|timer|size_t end = first + 4 < s->n ? first + 4 : s->n;|size_t end = first + 3 < s->n ? first + 3 : s->n;
+sup-down-keeps-deadline-live|src/lib/supervisor.c|supervisor|k->attempt++;|(void)k;
+sup-deadline-ignores-attempt|src/lib/supervisor.c|supervisor|if (k->attempt != d->attempt)|if (0)
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -662,6 +662,96 @@ START_TEST(stop_and_which_children_from_a_turn) {
 }
 END_TEST
 
+/* supervisor.h: vat_supervisor_children and vat_host_supervisor_children
+ * refuse a NULL out with VAT_EINVAL and send nothing (they used to send
+ * the request and then store through NULL). */
+typedef struct null_out_asker {
+  vat_ref *sup;
+  const vat_sup_spec *spec;
+  int rc, start_rc;
+} null_out_asker;
+
+static void ask_children_into_null(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  null_out_asker *a = state;
+  a->rc = vat_supervisor_children(turn, a->sup, NULL);
+  /* The family's other out: refused too, and no supervisor starts. */
+  a->start_rc = vat_supervisor_start_link(turn, a->spec, NULL);
+}
+
+static uint32_t turns_of(vat_ref *ref) {
+  vat_info info;
+  ck_assert_vat_ok(vat_ref_inspect(ref, &info));
+  return info.turns;
+}
+
+START_TEST(children_into_a_null_out_are_refused_unsent) {
+  vat_system *sys = test_host_system(true, 1);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ONE, 1, 5);
+  vat_ref *sup;
+  ck_assert_vat_ok(vat_host_supervisor_start(sys, &spec, &sup));
+  run_dry(sys);
+  uint32_t turns = turns_of(sup);
+  ck_assert_vat_err(vat_host_supervisor_children(sup, NULL), VAT_EINVAL);
+  null_out_asker *a;
+  vat_ref *aref = test_spawn(sys, sizeof(null_out_asker), (void **)&a);
+  a->sup = sup;
+  a->spec = &spec;
+  uint64_t started = atomic_load(&total_starts);
+  ck_assert_vat_ok(vat_host_send(aref, ask_children_into_null, NULL));
+  run_dry(sys);
+  ck_assert_int_eq(a->rc, VAT_EINVAL);
+  ck_assert_int_eq(a->start_rc, VAT_EINVAL);
+  ck_assert_uint_eq(atomic_load(&total_starts), started);
+  ck_assert_uint_eq(turns_of(sup), turns);
+  /* A request that is sent shows in the count. */
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_supervisor_children(sup, &p));
+  run_dry(sys);
+  ck_assert_uint_eq(turns_of(sup), turns + 1);
+  ck_assert_int_eq(vat_promise_peek(p, NULL), VAT_PROMISE_RESOLVED);
+  ck_assert_vat_ok(vat_host_supervisor_stop(sup));
+  test_quiesce(sys);
+}
+END_TEST
+
+/* supervisor.h: a child gets shutdown_s to end after exit(shutdown), and
+ * a deadline is for one shutdown of one child. Here kid 0's deadline from
+ * a first shutdown fires after its DOWN was handled (too late to be
+ * cancelled) and reaches the supervisor while a second shutdown is busy
+ * with kid 1: the restarted kid 0 must still end with `shutdown`, after
+ * kid 1, never be killed by the stale deadline. Deterministic: a
+ * host-driven system on the virtual clock, one turn at a time. */
+START_TEST(stale_shutdown_deadline_never_kills_a_restarted_child) {
+  const uint64_t second = 1000 * 1000 * 1000;
+  vat_system *sys = test_host_system(true, 1);
+  vat_sup_spec spec = make_spec(VAT_ONE_FOR_ALL, 2, 5);
+  specs[0].shutdown_s = 1;
+  vat_ref *sup;
+  ck_assert_vat_ok(vat_host_supervisor_start(sys, &spec, &sup));
+  run_dry(sys);
+  vat_ref *first0 = kid_ref(0);
+  /* Kid 1 crashes: the supervisor sends kid 0 exit(shutdown) with a 1 s
+   * deadline; run until kid 0 ended, its DOWN queued at the supervisor. */
+  send_kid(1, kid_crash);
+  for (int i = 0; i < 100 && !vat_ref_is_dead(first0); i++)
+    ck_assert_vat_ok(vat_system_run(sys, 1, 0, NULL));
+  ck_assert(vat_ref_is_dead(first0));
+  ck_assert_uint_eq(atomic_load(&starts[0]), 1); /* DOWN not handled yet */
+  /* Behind the DOWN: a stop, then (the clock past it) kid 0's deadline. */
+  ck_assert_vat_ok(vat_host_supervisor_stop(sup));
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 2 * second));
+  uint64_t mark = atomic_load(&nevents);
+  run_dry(sys);
+  ck_assert_str_eq(trace(mark), "S0 S1 E1 E0");
+  ck_assert(vat_is_atom(events[mark + 2].reason, vat_atom_shutdown()));
+  ck_assert_msg(vat_is_atom(events[mark + 3].reason, vat_atom_shutdown()),
+                "the restarted kid 0 did not end with shutdown");
+  ck_assert(vat_ref_is_dead(sup));
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_supervisor_suite(void) {
   Suite *s = suite_create("supervisor");
   TCase *tc = test_case("supervisor", 60);
@@ -686,6 +776,8 @@ Suite *test_supervisor_suite(void) {
   suite_add_tcase(s, tc);
   TCase *clock = test_case("clock", 30);
   tcase_add_test(clock, intensity_uses_the_virtual_clock);
+  tcase_add_test(clock, children_into_a_null_out_are_refused_unsent);
+  tcase_add_test(clock, stale_shutdown_deadline_never_kills_a_restarted_child);
   suite_add_tcase(s, clock);
   return s;
 }

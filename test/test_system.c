@@ -740,6 +740,86 @@ START_TEST(spin_setting_keeps_every_message) {
 }
 END_TEST
 
+/* core.h, vat_system_destroy: "Later calls on sys return VAT_ECLOSED",
+ * after their argument checks, except the snapshots, which keep the final
+ * figures; for a system with workers and a host-driven one alike. (The
+ * object stays readable: the collector keeps it while `sys` is held, its
+ * state marked destroyed.) next_timer used to answer VAT_OK,
+ * advance_clock and vat_system_fd VAT_ENOTSUP, run VAT_ENOTSUP for a
+ * system with workers. */
+static void expect_closed(vat_system *sys, unsigned workers) {
+  vat_stats st;
+  vat_sys_info info;
+  int64_t ns;
+  int fd;
+  vat_ref *ref;
+  ck_assert_vat_err(vat_system_stats(sys, NULL), VAT_EINVAL);
+  ck_assert_vat_ok(vat_system_stats(sys, &st));
+  ck_assert_uint_eq(st.delivered, 1);
+  ck_assert_vat_err(vat_system_inspect(sys, NULL, NULL, 0), VAT_EINVAL);
+  ck_assert_int_eq(vat_system_inspect(sys, &info, NULL, 0), (int)workers);
+  ck_assert(!info.running);
+  ck_assert_uint_eq(info.stats.delivered, 1);
+  ck_assert_vat_err(vat_system_next_timer(sys, NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_system_next_timer(sys, &ns), VAT_ECLOSED);
+  ck_assert_vat_err(vat_system_advance_clock(sys, 1), VAT_ECLOSED);
+  ck_assert_vat_err(vat_system_fd(sys, NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_system_fd(sys, &fd), VAT_ECLOSED);
+  ck_assert_vat_err(vat_system_run(sys, 0, 0, NULL), VAT_ECLOSED);
+  ck_assert_vat_err(vat_system_run_until_quiescent(sys, 0, NULL), VAT_ECLOSED);
+  ck_assert_vat_err(vat_system_trace_write(sys, "/nonexistent/t.json"),
+                    VAT_ECLOSED);
+  ck_assert_vat_err(vat_host_spawn(sys, &(vat_entity_def){0}, &ref, NULL),
+                    VAT_ECLOSED);
+  ck_assert_vat_err(vat_system_shutdown(sys, 1), VAT_ECLOSED);
+  ck_assert_vat_err(vat_system_destroy(sys), VAT_ECLOSED);
+}
+
+START_TEST(destroyed_system_answers_closed) {
+  vat_system *sys = test_system(1);
+  test_counter *c;
+  ck_assert_vat_ok(vat_host_send(test_spawn_counter(sys, &c), test_hit, NULL));
+  ck_assert(test_wait_u64(&c->hits, 1, 30));
+  ck_assert_vat_ok(vat_system_destroy(sys));
+  expect_closed(sys, 1);
+  sys = test_host_system(true, 1);
+  ck_assert_vat_ok(vat_host_send(test_spawn_counter(sys, &c), test_hit, NULL));
+  ck_assert_vat_ok(vat_system_shutdown(sys, 1));
+  ck_assert_vat_ok(vat_system_destroy(sys));
+  expect_closed(sys, 1);
+}
+END_TEST
+
+/* Errors in the order the headers list them. vat_spawn with a NULL turn
+ * is VAT_ENOTINTURN, as every turn-only call (core.h's rule for "inside
+ * a turn"); vat_system_trace_write on an untraced system is VAT_ENOTSUP
+ * whatever the path, NULL included: no path could make it succeed. */
+START_TEST(errors_in_the_order_the_headers_list) {
+  vat_ref *ref;
+  vat_entity_def def = {0};
+  ck_assert_vat_err(vat_spawn(NULL, &def, &ref, NULL), VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_spawn(NULL, NULL, NULL, NULL), VAT_ENOTINTURN);
+  ck_assert_vat_err(vat_entity_new(NULL, &def, &ref, NULL), VAT_ENOTINTURN);
+  vat_system *sys = test_system(1);
+  ck_assert_vat_err(vat_system_trace_write(NULL, NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_system_trace_write(sys, NULL), VAT_ENOTSUP);
+  ck_assert_vat_err(vat_system_trace_write(sys, ""), VAT_ENOTSUP);
+  ck_assert_vat_err(vat_system_trace_write(sys, "/nonexistent/t.json"),
+                    VAT_ENOTSUP);
+  /* Before destroy, the calls expect_closed checks answer. */
+  vat_stats st;
+  vat_sys_info info;
+  int64_t ns;
+  int fd;
+  ck_assert_vat_ok(vat_system_stats(sys, &st));
+  ck_assert_int_eq(vat_system_inspect(sys, &info, NULL, 0), 1);
+  ck_assert_vat_ok(vat_system_next_timer(sys, &ns));
+  ck_assert_vat_err(vat_system_advance_clock(sys, 1), VAT_ENOTSUP);
+  ck_assert_vat_err(vat_system_fd(sys, &fd), VAT_ENOTSUP);
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_system_suite(void) {
   Suite *s = suite_create("system");
   TCase *tc = test_case("system", 60);
@@ -761,6 +841,8 @@ Suite *test_system_suite(void) {
   tcase_add_test(tc, shutdown_answers_a_queued_monitor_with_shutdown);
   tcase_add_test(tc, shutdown_answers_a_queued_link_with_shutdown);
   tcase_add_test(tc, destroy_shuts_down_when_needed);
+  tcase_add_test(tc, destroyed_system_answers_closed);
+  tcase_add_test(tc, errors_in_the_order_the_headers_list);
   tcase_add_test(tc, dead_letter_hook_for_a_stopped_system);
   tcase_add_loop_test(tc, spin_setting_keeps_every_message, 0, 3);
   suite_add_tcase(s, tc);

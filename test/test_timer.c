@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -728,6 +729,120 @@ START_TEST(million_timers_half_cancelled) {
 }
 END_TEST
 
+/* timer.h: "Timers with the same deadline fire in the order they were
+ * armed", and in deadline order otherwise, with many pending: thousands of
+ * timers at random deadlines (multiples of 1/128 s, so many share one, and
+ * exact in nanoseconds), armed in several turns while the clock moves in
+ * random steps and a random few are cancelled, so the 4-ary heap is deep
+ * and every child slot of a node takes part. On the virtual clock of a
+ * host-driven system: deterministic for a seed. */
+enum { ORDERED = 3000, ORDERED_TICK = 7812500 /* ns: 1/128 s */ };
+
+typedef struct ordered {
+  uint64_t rng;
+  uint32_t armed, fired;
+  uint64_t deadline[ORDERED];
+  vat_timer *timer[ORDERED];
+  bool cancelled[ORDERED];
+  uint32_t order[ORDERED];
+  uint64_t fired_at[ORDERED];
+} ordered;
+
+static void ordered_fire(vat_turn *turn, void *state, void *arg) {
+  ordered *o = state;
+  if (o->fired < ORDERED) {
+    o->order[o->fired] = (uint32_t)(uintptr_t)arg;
+    o->fired_at[o->fired] = vat_system_now(vat_turn_system(turn));
+  }
+  o->fired++;
+}
+
+static void ordered_arm(vat_turn *turn, void *state, void *arg) {
+  ordered *o = state;
+  uint64_t now = vat_system_now(vat_turn_system(turn));
+  for (uintptr_t k = 0; k < (uintptr_t)arg && o->armed < ORDERED; k++) {
+    uint32_t i = o->armed++;
+    uint64_t ticks = test_rand_between(&o->rng, 0, 255);
+    o->deadline[i] = now + ticks * ORDERED_TICK;
+    expect_vat_ok(vat_later(turn, (double)ticks / 128, vat_self(turn),
+                            ordered_fire, (void *)(uintptr_t)i, &o->timer[i]));
+  }
+}
+
+static void ordered_cancel(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  ordered *o = state;
+  for (uintptr_t k = 0; k < (uintptr_t)arg && o->armed > 0; k++) {
+    uint32_t i = (uint32_t)test_rand_between(&o->rng, 0, o->armed - 1);
+    if (vat_timer_cancel(o->timer[i]) == VAT_OK)
+      o->cancelled[i] = true;
+  }
+}
+
+static int ordered_cmp(const void *a, const void *b, void *ctx) {
+  const ordered *o = ctx;
+  uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+  if (o->deadline[i] != o->deadline[j])
+    return o->deadline[i] < o->deadline[j] ? -1 : 1;
+  return i < j ? -1 : i > j; /* arming order */
+}
+
+START_TEST(many_timers_fire_in_deadline_order) {
+  uint64_t seed = test_seed("many_timers_fire_in_deadline_order");
+  vat_system *sys = test_host_system(true, seed);
+  ordered *o;
+  vat_ref *ref = test_spawn(sys, sizeof(ordered), (void **)&o);
+  o->rng = seed | 1;
+  uint64_t rng = seed ^ 0x9e3779b97f4a7c15ULL;
+  const uint64_t max_step = 5 * ORDERED_TICK;
+  /* Half armed at once, so the heap holds 1,500 before anything fires. */
+  ck_assert_vat_ok(
+      vat_host_send(ref, ordered_arm, (void *)(uintptr_t)(ORDERED / 2)));
+  /* Each step (about 45 of them arm the rest) moves at most 5 ticks; the
+   * last deadline is at most 255 ticks after the last arming. */
+  for (int step = 0;; step++) {
+    ck_assert_int_lt(step, 10000);
+    ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+    if (o->armed < ORDERED)
+      ck_assert_vat_ok(
+          vat_host_send(ref, ordered_arm,
+                        (void *)(uintptr_t)test_rand_between(&rng, 1, 200)));
+    if (test_rand_between(&rng, 0, 3) == 0)
+      ck_assert_vat_ok(
+          vat_host_send(ref, ordered_cancel,
+                        (void *)(uintptr_t)test_rand_between(&rng, 1, 20)));
+    ck_assert_vat_ok(
+        vat_system_advance_clock(sys, test_rand_between(&rng, 1, max_step)));
+    ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < o->armed; i++)
+      live += !o->cancelled[i];
+    if (o->armed == ORDERED && o->fired == live)
+      break;
+    ck_assert_uint_le(o->fired, live);
+  }
+  /* Each fired in the step that passed its deadline, never before. */
+  uint32_t expected[ORDERED], n = 0;
+  for (uint32_t i = 0; i < ORDERED; i++)
+    if (!o->cancelled[i])
+      expected[n++] = i;
+  ck_assert_uint_eq(o->fired, n);
+  qsort_r(expected, n, sizeof *expected, ordered_cmp, o);
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t i = o->order[k];
+    ck_assert_msg(i == expected[k],
+                  "fired #%u: timer %u (deadline %llu), expected %u "
+                  "(deadline %llu)",
+                  k, i, (unsigned long long)o->deadline[i], expected[k],
+                  (unsigned long long)o->deadline[expected[k]]);
+    ck_assert_uint_ge(o->fired_at[k], o->deadline[i]);
+    ck_assert_uint_lt(o->fired_at[k], o->deadline[i] + max_step);
+  }
+  ck_assert_uint_lt(n, ORDERED); /* some were cancelled in time */
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_timer_suite(void) {
   Suite *s = suite_create("timer");
   TCase *tc = test_case("timer", 60);
@@ -746,6 +861,7 @@ Suite *test_timer_suite(void) {
   tcase_add_test(tc, idle_timeout_fires_every_idle_period_until_cleared);
   tcase_add_test(tc, new_idle_timeout_replaces_the_old);
   tcase_add_test(tc, bad_arguments_in_a_turn);
+  tcase_add_test(tc, many_timers_fire_in_deadline_order);
   suite_add_tcase(s, tc);
   TCase *stress = test_case("timer_stress", 120);
   tcase_add_test(stress, million_timers_half_cancelled);

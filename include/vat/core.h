@@ -213,8 +213,12 @@ int vat_system_new(const vat_config *cfg, vat_system **out);
 int vat_system_shutdown(vat_system *sys, double timeout_s);
 
 /** Shuts the system down (with no wait) if that was not done, and releases
- *  its threads. Later calls on `sys` return VAT_ECLOSED; refs into it stay
- *  safe to hold and to send to (dead letters). Host thread. */
+ *  its threads. Later calls on `sys` return VAT_ECLOSED (each after its
+ *  argument checks: a NULL out is still VAT_EINVAL), except the two
+ *  snapshots, vat_system_stats and vat_system_inspect, which go on
+ *  answering with the final counts (and vat_system_now, which has no
+ *  error to return). Refs into it stay safe to hold and to send to (dead
+ *  letters). Host thread. */
 int vat_system_destroy(vat_system *sys);
 
 /* Each message is counted once, in one of delivered, dead_letters,
@@ -232,8 +236,9 @@ typedef struct vat_stats {
   uint64_t overload_dropped;    /* dropped by VAT_OVERLOAD_DROP */
 } vat_stats;
 
-/** A snapshot of the system's counters (each exact once it is quiescent).
- *  Any thread. Errors: VAT_EINVAL. */
+/** A snapshot of the system's counters (each exact once it is quiescent;
+ *  final once vat_system_shutdown returned, and still readable after
+ *  vat_system_destroy). Any thread. Errors: VAT_EINVAL (NULL sys or out). */
 int vat_system_stats(vat_system *sys, vat_stats *out);
 
 /* --- Entities and vats -------------------------------------------------- */
@@ -282,7 +287,9 @@ typedef struct vat_entity_def {
  *  to the new vat (host thread); after that the state belongs to the vat.
  *  Inside a turn: the vat is part of the turn's effects; if the turn fails,
  *  the new vat never runs and dies with the turn's failure reason.
- *  Errors: VAT_EINVAL (NULL turn/out/def), VAT_ENOTINTURN, VAT_ETURNFAILED. */
+ *  Errors: VAT_EINVAL (NULL out/def), VAT_ENOTINTURN (NULL turn, or not
+ *  the current one: as every turn-only call, checked first),
+ *  VAT_ETURNFAILED. */
 int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
               void **state_out);
 

@@ -52,9 +52,10 @@ typedef struct vat_run_result {
  *  batches of turns), or vat_system_shutdown() began (checked between
  *  batches too: the system is then the shutdown's to run). `out` may be
  *  NULL. Host thread.
- *  Errors: VAT_EINVAL (NULL sys), VAT_ENOTSUP (a system with workers),
- *  VAT_EBUSY (another thread is inside it), VAT_ECLOSED (shutting down or
- *  shut down), VAT_EINTURN, VAT_ENOTINIT, VAT_ENOTREGISTERED. */
+ *  Errors: VAT_EINVAL (NULL sys), VAT_ECLOSED (destroyed, then whatever
+ *  the kind; or shutting down or shut down), VAT_ENOTSUP (a system with
+ *  workers), VAT_EBUSY (another thread is inside it), VAT_EINTURN,
+ *  VAT_ENOTINIT, VAT_ENOTREGISTERED. */
 int vat_system_run(vat_system *sys, uint64_t max_turns, uint64_t max_ns,
                    vat_run_result *out);
 
@@ -67,18 +68,19 @@ int vat_system_run_until_quiescent(vat_system *sys, uint64_t max_turns,
 /** A file descriptor that polls readable when work arrived from outside a
  *  run call (see the top of this file for what is promised). Owned by the
  * system (closed by vat_system_destroy); do not read or close it. Any thread.
- * Errors: VAT_EINVAL, VAT_ENOTSUP (a system with workers), VAT_ECLOSED
- * (destroyed). */
+ * Errors: VAT_EINVAL, VAT_ECLOSED (destroyed), VAT_ENOTSUP (a system with
+ * workers). */
 int vat_system_fd(vat_system *sys, int *fd);
 
 /** Nanoseconds until the next timer is due (0: due now), or -1 when none
  *  is pending. On the virtual clock in deterministic mode. Any thread.
- *  Errors: VAT_EINVAL. */
+ *  Errors: VAT_EINVAL (NULL sys or ns), VAT_ECLOSED (destroyed). */
 int vat_system_next_timer(vat_system *sys, int64_t *ns);
 
 /** Deterministic mode: moves the virtual clock forward by `ns`. Timers that
  *  become due fire at the next run call. Host thread.
- *  Errors: VAT_EINVAL, VAT_ENOTSUP (not deterministic). */
+ *  Errors: VAT_EINVAL, VAT_ECLOSED (destroyed), VAT_ENOTSUP (not
+ *  deterministic). */
 int vat_system_advance_clock(vat_system *sys, uint64_t ns);
 
 /** The virtual clock's reading (deterministic mode) or the monotonic clock,

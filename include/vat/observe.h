@@ -144,7 +144,8 @@ typedef struct vat_sys_info {
 
 /** A snapshot of `sys`: fills *out, and the first `cap` entries of
  *  `workers` (NULL with cap 0: none) with one per worker. Returns the
- *  number of workers (which may exceed cap), or an error. Any thread.
+ *  number of workers (which may exceed cap), or an error. Any thread;
+ *  also after vat_system_destroy, with the final figures.
  *  Errors: VAT_EINVAL (NULL sys or out, NULL workers with cap > 0). */
 int vat_system_inspect(vat_system *sys, vat_sys_info *out,
                        vat_worker_info *workers, size_t cap);

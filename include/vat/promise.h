@@ -25,7 +25,13 @@
  *
  * Well-known reasons (atoms): "timeout" (a request's deadline passed),
  * "noproc" (the callee was gone and its reason unknown), "not_a_ref" (a
- * pipelined message's promise resolved to a value that is not a ref).
+ * pipelined message's promise resolved to a value that is not a ref),
+ * "promise_cycle" (the promise was resolved with itself: vat_resolve(r,
+ * vat_promise_value(vat_resolver_promise(r))); only that one-step cycle
+ * is caught, a longer one, p following q following p, stays pending).
+ *
+ * A request (vat_call, vat_host_call, vat_promise_call) whose call returns
+ * an error is never sent, and no promise is stored in *out.
  */
 #ifndef VAT_PROMISE_H
 #define VAT_PROMISE_H
@@ -70,8 +76,9 @@ int vat_call(vat_turn *turn, vat_ref *to, vat_request_fn fn, void *arg,
              double timeout_s, vat_promise **out);
 
 /** vat_call from a host thread: sent at once. Wait for the answer with
- *  vat_promise_wait. Errors: VAT_EINVAL, VAT_EINTURN, VAT_ENOTINIT,
- *  VAT_ENOTREGISTERED, VAT_ECLOSED (the target's system is closing). */
+ *  vat_promise_wait. Errors: VAT_EINVAL (as vat_call), VAT_EINTURN,
+ *  VAT_ENOTINIT, VAT_ENOTREGISTERED, VAT_ECLOSED (the target's system is
+ *  closing). */
 int vat_host_call(vat_ref *to, vat_request_fn fn, void *arg, double timeout_s,
                   vat_promise **out);
 

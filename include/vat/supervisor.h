@@ -32,7 +32,9 @@
  * receive `killed` along their links.
  *
  * The shutdown timeout is a timer (vat/timer.h) armed by the supervisor;
- * it costs nothing while the supervisor waits.
+ * it costs nothing while the supervisor waits. It belongs to one shutdown
+ * of one child: once that child ended, a deadline of its shutdown that
+ * fires late never kills the child started in its place.
  */
 #ifndef VAT_SUPERVISOR_H
 #define VAT_SUPERVISOR_H
@@ -131,7 +133,8 @@ int vat_host_supervisor_which_children(vat_ref *sup, vat_ref *reply_to,
  *  (null for a child not running now), as the supervisor sees them when
  *  it handles the request. It breaks with the supervisor's exit reason if
  *  that has ended (noproc when unknown). Inside a turn (the host variant
- *  from a host thread). Errors: those of vat_call / vat_host_call. */
+ *  from a host thread). Errors: those of vat_call / vat_host_call
+ *  (VAT_EINVAL for a NULL out: then nothing is sent). */
 int vat_supervisor_children(vat_turn *turn, vat_ref *sup, vat_promise **out);
 int vat_host_supervisor_children(vat_ref *sup, vat_promise **out);
 

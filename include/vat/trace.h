@@ -60,8 +60,9 @@ extern "C" {
  *  system was configured with), leaving them as they are. While the
  *  system runs, events recorded during the call may count as lost. Host
  *  thread; also after vat_system_shutdown, until vat_system_destroy.
- *  Errors: VAT_EINVAL (NULL sys; NULL path and none configured),
- *  VAT_ENOTSUP (the system is not traced), VAT_EIO (the file could not be
+ *  Errors: VAT_EINVAL (NULL sys; NULL path and none configured on a
+ *  traced system), VAT_ENOTSUP (the system is not traced, whatever the
+ *  path: no path could make it succeed), VAT_EIO (the file could not be
  *  written: errno says why), VAT_ENOMEM, VAT_ECLOSED (destroyed),
  *  VAT_EINTURN, VAT_ENOTREGISTERED, VAT_ENOTINIT. */
 int vat_system_trace_write(vat_system *sys, const char *path);

@@ -25,6 +25,9 @@ static int enter(vat_system *sys) {
   int rc = vat__check_host();
   if (rc != VAT_OK)
     return rc;
+  /* Destroyed: VAT_ECLOSED, whatever the kind (core.h). */
+  if (vat__system_state(sys) == VAT__DESTROYED)
+    return VAT_ECLOSED;
   if (!sys->host_driven)
     return VAT_ENOTSUP;
   if (vat__system_state(sys) != VAT__RUNNING)
@@ -173,10 +176,10 @@ bool vat__host_drain(vat_system *sys, double timeout_s) {
 int vat_system_fd(vat_system *sys, int *fd) {
   if (sys == NULL || fd == NULL)
     return VAT_EINVAL;
-  if (!sys->host_driven)
-    return VAT_ENOTSUP;
   if (vat__system_state(sys) == VAT__DESTROYED)
     return VAT_ECLOSED;
+  if (!sys->host_driven)
+    return VAT_ENOTSUP;
   *fd = sys->wake_fd;
   return VAT_OK;
 }
@@ -184,6 +187,8 @@ int vat_system_fd(vat_system *sys, int *fd) {
 int vat_system_next_timer(vat_system *sys, int64_t *ns) {
   if (sys == NULL || ns == NULL)
     return VAT_EINVAL;
+  if (vat__system_state(sys) == VAT__DESTROYED)
+    return VAT_ECLOSED;
   uint64_t deadline = vat__timers_next_deadline(sys);
   uint64_t now = vat__clock_now(sys);
   if (deadline == UINT64_MAX)
@@ -196,6 +201,8 @@ int vat_system_next_timer(vat_system *sys, int64_t *ns) {
 int vat_system_advance_clock(vat_system *sys, uint64_t ns) {
   if (sys == NULL)
     return VAT_EINVAL;
+  if (vat__system_state(sys) == VAT__DESTROYED)
+    return VAT_ECLOSED;
   if (!sys->virtual_clock)
     return VAT_ENOTSUP;
   atomic_fetch_add_explicit(&sys->virtual_now_ns, ns, memory_order_acq_rel);

@@ -28,7 +28,8 @@ typedef struct kid {
   bool restart;     /* to be started by the current operation's follow-up */
   bool exit_sent;   /* exit(shutdown) or kill sent */
   bool killed;      /* kill sent */
-  uint32_t attempt; /* which shutdown a deadline belongs to */
+  uint32_t attempt; /* which shutdown a deadline belongs to; each
+                       shutdown and each DOWN moves it on */
   vat_timer *timer; /* the shutdown deadline, while it runs */
 } kid;
 
@@ -261,6 +262,10 @@ static void on_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
       continue;
     k->mon = 0;
     k->ref = NULL;
+    /* Its shutdown is over: a deadline already fired for it, queued too
+     * late to be cancelled, must not match a later shutdown's kid (the
+     * restarted one), which may be waiting its turn to be shut down. */
+    k->attempt++;
     if (k->timer != NULL) {
       vat_timer_cancel(k->timer);
       k->timer = NULL;

@@ -69,11 +69,13 @@ static void arm_commit(vat_turn *turn, vat__effect *e) {
   arm_timeout(vat__container_of(e, vat_promise, effect.arm));
 }
 
-/* A promise carrying the request fn(arg), its timeout asked for. */
+/* A promise carrying the request fn(arg), its timeout asked for. The
+ * callers check their own out first: nothing may be sent for a call that
+ * cannot hand its promise back. */
 static int make_request(vat_system *sys, vat_request_fn fn, void *arg,
                         double timeout_s, vat_promise **out) {
   uint64_t ns;
-  if (fn == NULL || out == NULL ||
+  if (fn == NULL ||
       vat__seconds_to_ns(timeout_s, VAT__NS_KEEP_NONZERO, &ns) != VAT_OK)
     return VAT_EINVAL;
   vat_promise *p = vat__promise_alloc(sys);
@@ -88,7 +90,7 @@ int vat_call(vat_turn *turn, vat_ref *to, vat_request_fn fn, void *arg,
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
     return rc;
-  if (to == NULL)
+  if (to == NULL || out == NULL)
     return VAT_EINVAL;
   vat_promise *p;
   if ((rc = make_request(turn->vat->sys, fn, arg, timeout_s, &p)) != VAT_OK)
@@ -107,7 +109,7 @@ int vat_host_call(vat_ref *to, vat_request_fn fn, void *arg, double timeout_s,
   int rc = vat__check_host();
   if (rc != VAT_OK)
     return rc;
-  if (to == NULL)
+  if (to == NULL || out == NULL)
     return VAT_EINVAL;
   vat_promise *p;
   if ((rc = make_request(vat_ref_system(to), fn, arg, timeout_s, &p)) != VAT_OK)
@@ -229,7 +231,7 @@ int vat_promise_call(vat_turn *turn, vat_promise *p, vat_request_fn fn,
   int rc = vat__check_turn(turn);
   if (rc != VAT_OK)
     return rc;
-  if (p == NULL)
+  if (p == NULL || out == NULL)
     return VAT_EINVAL;
   if (vat__promise_state_of(p) == ST_RESOLVED &&
       vat_value_ref(p->value) != NULL)

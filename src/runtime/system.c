@@ -132,8 +132,9 @@ int vat_system_destroy(vat_system *sys) {
     sched_yield();
   if (sys->host_driven)
     vat__host_close(sys);
-  /* Each worker's pool, queue and counters stay readable (stats) and are
-   * reclaimed with the system. */
+  /* Each worker's pool, queue and counters stay readable (the snapshots:
+   * vat_system_stats, vat_system_inspect) and are reclaimed with the
+   * system, which the collector keeps while anyone holds it. */
   return VAT_OK;
 }
 
