@@ -5,6 +5,7 @@
 
 #include "util/gc.h"
 #include "util/mem.h"
+#include "util/objcache.h" /* VAT__GC_EXTRA */
 
 enum {
   SLAB_NODES = 256, /* 16 KiB: one collector allocation per refill */
@@ -19,6 +20,7 @@ void vat__msgdepot_init(vat__msgdepot *depot) {
   depot->full = NULL;
   depot->empty = NULL;
   atomic_init(&depot->count, 0);
+  atomic_init(&depot->home, 0);
   depot->pools = 0;
 }
 
@@ -31,17 +33,54 @@ static vat__msg *next_of(vat__msg *m) {
   return atomic_load_explicit(&m->next, memory_order_relaxed);
 }
 
+/* The nodes a depot's pools and the depot itself can keep, all of them
+ * full: its home nodes (below). */
+static size_t home_budget(const vat__msgdepot *depot) {
+  size_t cap = depot->pools == 1 ? VAT__MSGPOOL_LONE_CAP : VAT__MSGPOOL_CAP;
+  return depot->pools * cap + (size_t)DEPOT_CAP * BATCH;
+}
+
+/* Whether the depot takes one more slab of home nodes, counted if so. A
+ * load first: once they are all carved, a stray's refill only reads the
+ * count's line, which no one writes any more. */
+static bool home_slab_fits(vat__msgdepot *depot) {
+  if (depot == NULL ||
+      atomic_load_explicit(&depot->home, memory_order_relaxed) + SLAB_NODES >
+          home_budget(depot))
+    return false;
+  size_t before =
+      atomic_fetch_add_explicit(&depot->home, SLAB_NODES, memory_order_relaxed);
+  if (before + SLAB_NODES <= home_budget(depot))
+    return true;
+  atomic_fetch_sub_explicit(&depot->home, SLAB_NODES, memory_order_relaxed);
+  return false;
+}
+
 /* Listed lowest address first, so that a burst's nodes lie in the order
- * they are sent. */
-static void refill_from_slab(vat__msgpool *pool) {
-  vat__msg *slab = vat__oom_check(
-      GC_memalign(sizeof(vat__msg), SLAB_NODES * sizeof(vat__msg)),
-      "message nodes");
-  for (size_t i = SLAB_NODES; i-- > 0;) {
-    atomic_store_explicit(&slab[i].next, pool->free, memory_order_relaxed);
-    pool->free = &slab[i];
+ * they are sent. Home nodes, from a slab, while the depot's pools and the
+ * depot could keep them all; past that, strays, each an object of its
+ * own (vat__msgpool_spill says why). */
+static void refill_from_collector(vat__msgpool *pool) {
+  if (home_slab_fits(pool->depot)) {
+    vat__msg *slab = vat__oom_check(
+        GC_memalign(sizeof(vat__msg), SLAB_NODES * sizeof(vat__msg)),
+        "message nodes");
+    for (size_t i = SLAB_NODES; i-- > 0;) {
+      atomic_store_explicit(&slab[i].next, pool->free, memory_order_relaxed);
+      pool->free = &slab[i];
+    }
+    pool->count += SLAB_NODES;
+    return;
   }
-  pool->count += SLAB_NODES;
+  /* One at a time: the rest of a larger refill would stay listed when a
+   * burst ends. GC_MALLOC is asked for the node's size less the byte it
+   * adds for pointers just past an object's end, so that the node fills a
+   * 64-byte object, on a line boundary (the collector's blocks hold one
+   * size each); a pointer past one's end would keep its neighbour instead,
+   * and nothing here makes one. */
+  pool->free =
+      vat__oom_check(GC_MALLOC(sizeof(vat__msg) - VAT__GC_EXTRA), "a message");
+  pool->count++;
 }
 
 /* Orders a batch's addresses for the prefetcher, into `out` (`in` is the
@@ -161,25 +200,66 @@ static bool refill_from_depot(vat__msgpool *pool) {
 
 void vat__msgpool_refill(vat__msgpool *pool) {
   if (!refill_from_depot(pool))
-    refill_from_slab(pool);
+    refill_from_collector(pool);
 }
 
-/* Cuts the links of nodes left to the collector. */
-static void unlink_nodes(vat__msg *m) {
-  while (m != NULL) {
+static bool is_home(vat__msg *m) {
+  return GC_size(GC_base(m)) >= SLAB_NODES * sizeof(vat__msg);
+}
+
+/* Past the depot's cap: leaves the strays among the newest BATCH free
+ * nodes to the collector, their links cut, and keeps the home nodes.
+ * Returns how many it left. */
+static size_t drop_strays(vat__msgpool *pool) {
+  vat__msg *m = pool->free, *kept = NULL, *last_kept = NULL;
+  size_t dropped = 0;
+  for (size_t i = 0; i < BATCH; i++) {
     vat__msg *next = next_of(m);
-    atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+    if (is_home(m)) {
+      if (last_kept != NULL)
+        atomic_store_explicit(&last_kept->next, m, memory_order_relaxed);
+      else
+        kept = m;
+      last_kept = m;
+    } else {
+      atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+      dropped++;
+    }
     m = next;
   }
+  if (last_kept != NULL) {
+    atomic_store_explicit(&last_kept->next, m, memory_order_relaxed);
+    pool->free = kept;
+  } else {
+    pool->free = m;
+  }
+  pool->count -= dropped;
+  return dropped;
 }
 
-/* Hands the newest BATCH free nodes to the depot, or to the collector when
- * the depot is full, with their links cut. The newest, though the oldest
- * would leave the warmest lines here: the walk to them is half as long,
- * and handing the oldest over made a flood over two workers slower (14.1
- * against 15.1 M msg/s). The array they travel in is this pool's spare,
- * or one the depot hands back in the same lock; only when neither is
- * there is one made. */
+/* Hands the newest BATCH free nodes to the depot. Past its cap they are
+ * left to the collector instead, but only strays: the nodes that came one
+ * by one from the collector once the depot's home nodes were as many as
+ * it and its pools keep. Home nodes lie in slabs, each one collector
+ * object, and are never left to it: one of a slab's nodes still listed
+ * kept the slab, so those left to the collector stayed in memory, unused,
+ * and as the nodes kept moved from burst to burst (a run's header is
+ * freed before its run, so some of a burst's newest nodes are among the
+ * first its consumer frees), the slabs they kept grew without end: on two
+ * workers the live heap grew ~1.2 MB a burst of 250,000 (the memory
+ * suite's message_bursts_across_workers_leave_the_live_heap_flat). Strays
+ * carved in blocks, or a stray kept in place of a home node, would still
+ * let the nodes kept move to new places, each keeping its 4 KiB block of
+ * the collector from counting as free (~150 KiB a burst); kept home nodes
+ * and strays let go keep the heap flat. The depot takes a batch past its
+ * cap when fewer than half of it are strays: home nodes are as many as
+ * the depot and its pools keep, so those batches are bounded too.
+ *
+ * The newest, though the oldest would leave the warmest lines here: the
+ * walk to them is half as long, and handing the oldest over made a flood
+ * over two workers slower (14.1 against 15.1 M msg/s). The array they
+ * travel in is this pool's spare, or one the depot hands back in the same
+ * lock; only when neither is there is one made. */
 void vat__msgpool_spill(vat__msgpool *pool) {
   vat__msgdepot *depot = pool->depot;
   /* The cap is set here, at the first free, when every pool of the depot
@@ -191,42 +271,37 @@ void vat__msgpool_spill(vat__msgpool *pool) {
     if (pool->count < cap)
       return;
   }
-  bool room = depot != NULL &&
-              atomic_load_explicit(&depot->count, memory_order_relaxed) <
-                  DEPOT_CAP;
+  if (depot == NULL) {
+    /* Nothing but strays (refill_from_collector). */
+    drop_strays(pool);
+    return;
+  }
+  bool room =
+      atomic_load_explicit(&depot->count, memory_order_relaxed) < DEPOT_CAP;
+  if (!room && drop_strays(pool) >= BATCH / 2)
+    return;
   vat__msgbatch *batch = pool->spare;
-  if (room && batch == NULL)
+  if (batch == NULL)
     batch = vat__gc_alloc(sizeof *batch);
+  pool->spare = NULL;
   vat__msg *first = pool->free, *last = first;
-  if (room)
-    batch->nodes[0] = first;
+  batch->nodes[0] = first;
   for (size_t i = 1; i < BATCH; i++) {
     last = next_of(last);
-    if (room)
-      batch->nodes[i] = last;
+    batch->nodes[i] = last;
   }
   pool->free = next_of(last);
   pool->count -= BATCH;
   atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
-  if (room) {
-    pool->spare = NULL;
-    pthread_mutex_lock(&depot->lock);
-    if (atomic_load_explicit(&depot->count, memory_order_relaxed) < DEPOT_CAP) {
-      batch->next = depot->full;
-      depot->full = batch;
-      atomic_fetch_add_explicit(&depot->count, 1, memory_order_relaxed);
-      if ((pool->spare = depot->empty) != NULL)
-        depot->empty = pool->spare->next;
-      batch = NULL;
-    }
-    pthread_mutex_unlock(&depot->lock);
-    if (batch == NULL)
-      return;
-    /* Filled meanwhile: left to the collector after all. */
-    memset(batch->nodes, 0, sizeof batch->nodes);
-    pool->spare = batch;
+  pthread_mutex_lock(&depot->lock);
+  batch->next = depot->full;
+  depot->full = batch;
+  atomic_fetch_add_explicit(&depot->count, 1, memory_order_relaxed);
+  if ((pool->spare = depot->empty) != NULL) {
+    depot->empty = pool->spare->next;
+    pool->spare->next = NULL;
   }
-  unlink_nodes(first);
+  pthread_mutex_unlock(&depot->lock);
 }
 
 vat__msg *vat__msg_alloc_unpooled(void) {

@@ -24,14 +24,18 @@
  * prefetcher follows (bench/README.md, "Message nodes that cross
  * cores").
  *
- * Past the depot's cap, batches are left to the collector with their
- * links cut, so one node still reachable (a stale word anywhere) keeps no
- * other from the collector: what a burst leaves is at most
- * VAT__MSGPOOL_CAP nodes per worker and the depot's batches, or
- * VAT__MSGPOOL_LONE_CAP and the depot's for a pool alone on its depot: a
- * one-worker flood swings by thousands of nodes between its producer's
- * sends and its consumer's frees, and spilling at VAT__MSGPOOL_CAP cost
- * it 15% of its rate (bench/README.md).
+ * Home nodes are carved in slabs until there are as many as the pools
+ * and the depot keep at most: VAT__MSGPOOL_CAP nodes per worker
+ * (VAT__MSGPOOL_LONE_CAP for a pool alone on its depot: a one-worker
+ * flood swings by thousands of nodes between its producer's sends and its
+ * consumer's frees, and spilling at VAT__MSGPOOL_CAP cost it 15% of its
+ * rate, bench/README.md) and the depot's VAT__MSGDEPOT_CAP batches. Past
+ * them a refill takes a stray, a node that is a collector object of its
+ * own. Past the depot's cap, a spill leaves strays to the collector, their
+ * links cut, and keeps home nodes: a slab is one object, and one of its
+ * nodes still listed would keep the rest from the collector, so home
+ * nodes are never let go, and what a burst leaves is the home nodes and
+ * the strays that took their place in the lists (msgpool.c).
  *
  * Pools and the depot live in collector memory reachable from their system,
  * so listed nodes are never reclaimed.
@@ -69,6 +73,7 @@ typedef struct vat__msgdepot {
   _Atomic size_t count; /* full batches; written under the lock, read
                            without it as a hint */
   unsigned pools;        /* sharing it: set before any of them runs */
+  _Atomic size_t home;   /* nodes carved in slabs (msgpool.c) */
 } vat__msgdepot;
 
 typedef struct vat__msgpool {
