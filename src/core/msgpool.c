@@ -5,7 +5,7 @@
 
 #include "util/gc.h"
 #include "util/mem.h"
-#include "util/objcache.h" /* VAT__GC_EXTRA */
+#include <gc/gc_inline.h> /* GC_generic_malloc_many, GC_I_NORMAL */
 
 enum {
   SLAB_NODES = 256, /* 16 KiB: one collector allocation per refill */
@@ -20,7 +20,13 @@ void vat__msgdepot_init(vat__msgdepot *depot) {
   depot->full = NULL;
   depot->empty = NULL;
   atomic_init(&depot->count, 0);
-  atomic_init(&depot->home, 0);
+  for (unsigned i = 0; i < VAT__MSGDEPOT_CHUNKS; i++) {
+    atomic_init(&depot->home[i], NULL);
+    atomic_init(&depot->home_nodes[i], 0);
+  }
+  atomic_init(&depot->home_chunks, 0);
+  atomic_init(&depot->home_done, false);
+  depot->home_carved = 0;
   depot->pools = 0;
 }
 
@@ -40,47 +46,90 @@ static size_t home_budget(const vat__msgdepot *depot) {
   return depot->pools * cap + (size_t)DEPOT_CAP * BATCH;
 }
 
-/* Whether the depot takes one more slab of home nodes, counted if so. A
- * load first: once they are all carved, a stray's refill only reads the
- * count's line, which no one writes any more. */
-static bool home_slab_fits(vat__msgdepot *depot) {
-  if (depot == NULL ||
-      atomic_load_explicit(&depot->home, memory_order_relaxed) + SLAB_NODES >
-          home_budget(depot))
-    return false;
-  size_t before =
-      atomic_fetch_add_explicit(&depot->home, SLAB_NODES, memory_order_relaxed);
-  if (before + SLAB_NODES <= home_budget(depot))
-    return true;
-  atomic_fetch_sub_explicit(&depot->home, SLAB_NODES, memory_order_relaxed);
+/* Whether `m` is one of the depot's home nodes. */
+static bool is_home(const vat__msgdepot *depot, const vat__msg *m) {
+  unsigned n = atomic_load_explicit(&depot->home_chunks, memory_order_acquire);
+  for (unsigned i = 0; i < n; i++) {
+    uintptr_t lo =
+        (uintptr_t)atomic_load_explicit(&depot->home[i], memory_order_relaxed);
+    size_t len =
+        atomic_load_explicit(&depot->home_nodes[i], memory_order_relaxed) *
+        sizeof(vat__msg);
+    if ((uintptr_t)m - lo < len)
+      return true;
+  }
   return false;
 }
 
-/* Listed lowest address first, so that a burst's nodes lie in the order
- * they are sent. Home nodes, from a slab, while the depot's pools and the
- * depot could keep them all; past that, strays, each an object of its
- * own (vat__msgpool_spill says why). */
+/* SLAB_NODES home nodes from the depot's chunks, linked lowest address
+ * first, or NULL once they are all carved. */
+static vat__msg *carve_home(vat__msgdepot *depot) {
+  if (depot == NULL ||
+      atomic_load_explicit(&depot->home_done, memory_order_relaxed))
+    return NULL;
+  size_t budget = home_budget(depot);
+  vat__msg *first = NULL;
+  pthread_mutex_lock(&depot->lock);
+  unsigned n = atomic_load_explicit(&depot->home_chunks, memory_order_relaxed);
+  size_t in_chunks = 0;
+  for (unsigned i = 0; i < n; i++)
+    in_chunks +=
+        atomic_load_explicit(&depot->home_nodes[i], memory_order_relaxed);
+  if (depot->home_carved == in_chunks && in_chunks < budget &&
+      n < VAT__MSGDEPOT_CHUNKS) {
+    size_t nodes = in_chunks > 0 ? in_chunks : SLAB_NODES;
+    if (nodes > budget - in_chunks || n == VAT__MSGDEPOT_CHUNKS - 1)
+      nodes = budget - in_chunks;
+    vat__msg *chunk =
+        vat__oom_check(GC_memalign(sizeof(vat__msg), nodes * sizeof(vat__msg)),
+                       "message nodes");
+    atomic_store_explicit(&depot->home[n], chunk, memory_order_relaxed);
+    atomic_store_explicit(&depot->home_nodes[n], nodes, memory_order_relaxed);
+    /* Release: a pool that sees the count sees the chunk. */
+    atomic_store_explicit(&depot->home_chunks, n + 1, memory_order_release);
+    in_chunks += nodes;
+    n++;
+  }
+  if (depot->home_carved < in_chunks) {
+    vat__msg *chunk =
+        atomic_load_explicit(&depot->home[n - 1], memory_order_relaxed);
+    size_t at = depot->home_carved -
+                (in_chunks - atomic_load_explicit(&depot->home_nodes[n - 1],
+                                                  memory_order_relaxed));
+    first = &chunk[at];
+    for (size_t i = 0; i < SLAB_NODES - 1; i++)
+      atomic_store_explicit(&first[i].next, &first[i + 1],
+                            memory_order_relaxed);
+    depot->home_carved += SLAB_NODES;
+  }
+  if (depot->home_carved >= budget)
+    atomic_store_explicit(&depot->home_done, true, memory_order_relaxed);
+  pthread_mutex_unlock(&depot->lock);
+  return first;
+}
+
+/* Home nodes while the depot's pools and the depot could keep them all
+ * (a chunk's SLAB_NODES at a time); past that, strays, each an object of
+ * its own (vat__msgpool_spill says why), a block of the collector's at a
+ * time: GC_generic_malloc_many hands out a block's free objects at once
+ * (one lock per 4 KiB block), cleared, linked through their first word,
+ * which is the node's link, in address order. They are asked for exactly
+ * 64 bytes, without the byte GC_MALLOC adds for pointers just past an
+ * object's end, so that they fill a 64-byte class, whose blocks put them
+ * on line boundaries; a pointer past one's end would keep its neighbour
+ * instead, and nothing here makes one. */
 static void refill_from_collector(vat__msgpool *pool) {
-  if (home_slab_fits(pool->depot)) {
-    vat__msg *slab = vat__oom_check(
-        GC_memalign(sizeof(vat__msg), SLAB_NODES * sizeof(vat__msg)),
-        "message nodes");
-    for (size_t i = SLAB_NODES; i-- > 0;) {
-      atomic_store_explicit(&slab[i].next, pool->free, memory_order_relaxed);
-      pool->free = &slab[i];
-    }
+  vat__msg *home = carve_home(pool->depot);
+  if (home != NULL) {
+    pool->free = home; /* the pool is empty: the last link is NULL */
     pool->count += SLAB_NODES;
     return;
   }
-  /* One at a time: the rest of a larger refill would stay listed when a
-   * burst ends. GC_MALLOC is asked for the node's size less the byte it
-   * adds for pointers just past an object's end, so that the node fills a
-   * 64-byte object, on a line boundary (the collector's blocks hold one
-   * size each); a pointer past one's end would keep its neighbour instead,
-   * and nothing here makes one. */
-  pool->free =
-      vat__oom_check(GC_MALLOC(sizeof(vat__msg) - VAT__GC_EXTRA), "a message");
-  pool->count++;
+  void *list = NULL;
+  GC_generic_malloc_many(sizeof(vat__msg), GC_I_NORMAL, &list);
+  vat__msg *m = pool->free = vat__oom_check(list, "message nodes");
+  for (pool->count++; next_of(m) != NULL; pool->count++)
+    m = next_of(m);
 }
 
 /* Orders a batch's addresses for the prefetcher, into `out` (`in` is the
@@ -203,19 +252,16 @@ void vat__msgpool_refill(vat__msgpool *pool) {
     refill_from_collector(pool);
 }
 
-static bool is_home(vat__msg *m) {
-  return GC_size(GC_base(m)) >= SLAB_NODES * sizeof(vat__msg);
-}
-
 /* Past the depot's cap: leaves the strays among the newest BATCH free
  * nodes to the collector, their links cut, and keeps the home nodes.
  * Returns how many it left. */
 static size_t drop_strays(vat__msgpool *pool) {
+  const vat__msgdepot *depot = pool->depot;
   vat__msg *m = pool->free, *kept = NULL, *last_kept = NULL;
   size_t dropped = 0;
   for (size_t i = 0; i < BATCH; i++) {
     vat__msg *next = next_of(m);
-    if (is_home(m)) {
+    if (depot != NULL && is_home(depot, m)) {
       if (last_kept != NULL)
         atomic_store_explicit(&last_kept->next, m, memory_order_relaxed);
       else

@@ -55,6 +55,9 @@ enum {
    * only come back to it, and each cost a walk of BATCH nodes. */
   VAT__MSGPOOL_LONE_CAP = 16 * VAT__MSGPOOL_BATCH,
   VAT__MSGDEPOT_CAP = 64, /* full batches the depot keeps at most (4 MiB) */
+  /* Chunks of home nodes, doubling from 256: 2^23 nodes' worth, far past
+   * what any number of workers' caps add up to. */
+  VAT__MSGDEPOT_CHUNKS = 16,
 };
 
 /* VAT__MSGPOOL_BATCH free nodes on their way between workers: their
@@ -73,7 +76,16 @@ typedef struct vat__msgdepot {
   _Atomic size_t count; /* full batches; written under the lock, read
                            without it as a hint */
   unsigned pools;        /* sharing it: set before any of them runs */
-  _Atomic size_t home;   /* nodes carved in slabs (msgpool.c) */
+  /* Home nodes (msgpool.c): the chunks they are carved from, each as
+   * large as those before it together (the first 256 nodes), so that a
+   * node is told home or stray by a few comparisons. The addresses are
+   * written under the lock and read without it, by pools holding nodes
+   * of chunks they saw published. */
+  _Atomic(vat__msg *) home[VAT__MSGDEPOT_CHUNKS];
+  _Atomic size_t home_nodes[VAT__MSGDEPOT_CHUNKS];
+  _Atomic unsigned home_chunks;
+  _Atomic bool home_done; /* all carved: refills take strays */
+  size_t home_carved;     /* nodes handed out, under the lock */
 } vat__msgdepot;
 
 typedef struct vat__msgpool {
