@@ -102,9 +102,9 @@ sup-temporary-restarted-with-group|src/lib/supervisor.c|supervisor|if (!s->kids[
 sup-failed-start-not-retried|src/lib/supervisor.c|supervisor|while (!start_kid(turn, k)) {|if (!start_kid(turn, k)) {
 # issue: burst memory
 # Home nodes left to the collector like strays: a chunk kept by one node.
-msgpool-drops-home-nodes|src/core/msgpool.c|memory|if (depot != NULL && is_home(depot, m)) {|if (0) {
+msgpool-drops-home-nodes|src/core/msgpool.c|msgpool memory|if (depot != NULL && is_home(depot, m)) {|if (0) {
 # No budget: every node a home node, none ever let go.
-msgpool-home-unbounded|src/core/msgpool.c|memory|return depot->pools * cap + (size_t)DEPOT_CAP * BATCH;|return SIZE_MAX;
+msgpool-home-unbounded|src/core/msgpool.c|msgpool memory|return depot->pools * cap + (size_t)DEPOT_CAP * BATCH;|return SIZE_MAX;
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
