@@ -279,20 +279,21 @@ START_TEST(message_bursts_across_workers_leave_the_live_heap_flat) {
   /* Every message was handled on another worker than the one that sent
    * it: each node crossed. */
   ck_assert_uint_eq(atomic_load(&r->crossed), (uint64_t)BURSTS * N);
-  /* The nodes the pools and the depot keep are home nodes, carved in
-   * slabs up to as many as they hold, 2 x VAT__MSGPOOL_CAP + VAT__MSGDEPOT_CAP
-   * x VAT__MSGPOOL_BATCH = 69,632 (4.25 MiB), all in the first burst, and
-   * never left to the collector; past them a node is a stray, an object of
-   * its own, and strays kept (a turn's run header is freed before its
-   * run, so some are) take turns with the strays let go. So from one
-   * burst's end to another's the live heap differs by which strays are
-   * kept, each keeping at most its 4 KiB block from counting free: a few
-   * thousand in some hundreds of blocks (at most 0.8 MiB over 64 bursts).
-   * 2 MiB, under half of the home nodes' own memory, leaves room for
-   * that and for words the collector finds by chance. Before, each burst
-   * left ~1.2 MB more (16 MB by the last): a slab one node of which was
-   * still listed kept all 256 from the collector, and the nodes listed
-   * moved over more slabs with every burst. */
+  /* The nodes the pools and the depot keep are home nodes, carved from
+   * the depot's chunks up to as many as they hold, 2 x VAT__MSGPOOL_CAP +
+   * VAT__MSGDEPOT_CAP x VAT__MSGPOOL_BATCH = 69,632 (4.25 MiB), all in
+   * the first burst, and never left to the collector. Past them a node is
+   * a stray, an object of its own, and the strays kept (a turn's run
+   * header is freed before its run, so some are) take turns with those
+   * let go. So from one burst's end to another's the live heap differs by
+   * which strays are kept, each keeping at most its 4 KiB block from
+   * counting free: a few thousand in some hundreds of blocks (at most
+   * 0.9 MiB in 40 runs, and over 64 bursts). 2 MiB, under half of the
+   * home nodes' own memory, leaves room for that and for words the
+   * collector finds by chance. Before, each burst left ~1.2 MB more
+   * (16 MB by the last): a slab one node of which was still listed kept
+   * all 256 from the collector, and the nodes listed moved over more
+   * slabs with every burst. */
   size_t bound = 2u << 20;
   ck_assert_uint_lt(live[BURSTS - 1], live[1] + bound);
   /* And what is kept is bounded: far less than one burst's nodes. */

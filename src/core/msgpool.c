@@ -213,7 +213,7 @@ static void link_in_address_order(vat__msgpool *pool, vat__msgbatch *batch) {
 
 static bool refill_from_depot(vat__msgpool *pool) {
   vat__msgdepot *depot = pool->depot;
-  /* A peek without the lock, a hint only: a miss costs a slab refill. */
+  /* A peek without the lock, a hint only: a miss costs a refill from the collector. */
   if (depot == NULL ||
       atomic_load_explicit(&depot->count, memory_order_relaxed) == 0)
     return false;
@@ -284,22 +284,24 @@ static size_t drop_strays(vat__msgpool *pool) {
 }
 
 /* Hands the newest BATCH free nodes to the depot. Past its cap they are
- * left to the collector instead, but only strays: the nodes that came one
- * by one from the collector once the depot's home nodes were as many as
- * it and its pools keep. Home nodes lie in slabs, each one collector
- * object, and are never left to it: one of a slab's nodes still listed
- * kept the slab, so those left to the collector stayed in memory, unused,
- * and as the nodes kept moved from burst to burst (a run's header is
- * freed before its run, so some of a burst's newest nodes are among the
- * first its consumer frees), the slabs they kept grew without end: on two
- * workers the live heap grew ~1.2 MB a burst of 250,000 (the memory
- * suite's message_bursts_across_workers_leave_the_live_heap_flat). Strays
- * carved in blocks, or a stray kept in place of a home node, would still
- * let the nodes kept move to new places, each keeping its 4 KiB block of
- * the collector from counting as free (~150 KiB a burst); kept home nodes
- * and strays let go keep the heap flat. The depot takes a batch past its
- * cap when fewer than half of it are strays: home nodes are as many as
- * the depot and its pools keep, so those batches are bounded too.
+ * left to the collector instead, but only strays: the nodes taken from
+ * the collector once the depot's home nodes were as many as it and its
+ * pools keep. Home nodes are never left to it. They lie in chunks, each
+ * one collector object, and one node of a chunk still listed keeps it:
+ * when nodes of slabs (as chunks were) were left to the collector, the
+ * slabs stayed in memory for the nodes still listed, and as the nodes
+ * kept moved from burst to burst (a run's header is freed before its run,
+ * so some of a burst's newest nodes are among the first its consumer
+ * frees), the slabs they kept grew without end: on two workers the live
+ * heap grew ~1.2 MB a burst of 250,000 (the memory suite's
+ * message_bursts_across_workers_leave_the_live_heap_flat). Nodes that
+ * were each an object of their own, all let go alike, did not stop the
+ * kept ones moving either: each kept its 4 KiB block of the collector
+ * from counting as free, and the blocks with one grew (~150 KiB a
+ * burst). With home nodes kept, the strays kept take turns with those let
+ * go, and the heap stays flat. The depot takes a batch past its cap when
+ * fewer than half of it are strays: home nodes are no more than the depot
+ * and its pools keep, so those batches are bounded too.
  *
  * The newest, though the oldest would leave the warmest lines here: the
  * walk to them is half as long, and handing the oldest over made a flood

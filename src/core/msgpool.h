@@ -7,7 +7,7 @@
  * and a consumer on another would drain one list and flood the other. The
  * system's depot evens that out: a worker with too many free nodes hands
  * a batch to the depot, and a worker that ran out takes a batch from it
- * (one lock per batch, not per node) before it carves a new slab from the
+ * (one lock per batch, not per node) before it takes new nodes from the
  * collector.
  *
  * Batches travel as arrays of addresses, not as lists threaded through
@@ -24,18 +24,19 @@
  * prefetcher follows (bench/README.md, "Message nodes that cross
  * cores").
  *
- * Home nodes are carved in slabs until there are as many as the pools
- * and the depot keep at most: VAT__MSGPOOL_CAP nodes per worker
- * (VAT__MSGPOOL_LONE_CAP for a pool alone on its depot: a one-worker
- * flood swings by thousands of nodes between its producer's sends and its
- * consumer's frees, and spilling at VAT__MSGPOOL_CAP cost it 15% of its
- * rate, bench/README.md) and the depot's VAT__MSGDEPOT_CAP batches. Past
- * them a refill takes a stray, a node that is a collector object of its
- * own. Past the depot's cap, a spill leaves strays to the collector, their
- * links cut, and keeps home nodes: a slab is one object, and one of its
- * nodes still listed would keep the rest from the collector, so home
- * nodes are never let go, and what a burst leaves is the home nodes and
- * the strays that took their place in the lists (msgpool.c).
+ * Home nodes are carved from the depot's chunks until there are as many
+ * as the pools and the depot keep at most: VAT__MSGPOOL_CAP nodes per
+ * worker (VAT__MSGPOOL_LONE_CAP for a pool alone on its depot: a
+ * one-worker flood swings by thousands of nodes between its producer's
+ * sends and its consumer's frees, and spilling at VAT__MSGPOOL_CAP cost
+ * it 15% of its rate, bench/README.md) and the depot's VAT__MSGDEPOT_CAP
+ * batches. Past them a refill takes strays, nodes that are collector
+ * objects of their own. Past the depot's cap, a spill leaves strays to
+ * the collector, their links cut, and keeps home nodes: a chunk is one
+ * object, which one of its nodes still listed keeps, so home nodes are
+ * never let go; what a burst leaves is the home nodes (4.25 MiB at most
+ * on two workers, carved once) and the strays that took turns with them
+ * in the lists (msgpool.c).
  *
  * Pools and the depot live in collector memory reachable from their system,
  * so listed nodes are never reclaimed.
