@@ -206,6 +206,54 @@ START_TEST(a_lone_pool_spills_only_past_its_larger_cap) {
 }
 END_TEST
 
+/* A full depot lets strays go and keeps home nodes: the first nodes a
+ * depot's pools take from the collector, as many as they and the depot
+ * keep (2 x CAP + VAT__MSGDEPOT_CAP batches with two pools), come from
+ * its chunks, and are never left to the collector, which one of them
+ * still listed would keep their chunk from (msgpool.h); those taken past
+ * them are strays, each its own object, and go once the depot is full. */
+START_TEST(a_full_depot_keeps_home_nodes_and_lets_strays_go) {
+  vat__msgdepot *depot = depot_new();
+  vat__msgpool *maker = pool_new(depot), *freer = pool_new(depot);
+  enum { HOME = 2 * CAP + VAT__MSGDEPOT_CAP * BATCH, STRAYS = 2 * CAP };
+  vat__msg **home = GC_MALLOC(HOME * sizeof *home);
+  vat__msg **strays = GC_MALLOC(STRAYS * sizeof *strays);
+  ck_assert_ptr_nonnull(home);
+  ck_assert_ptr_nonnull(strays);
+  for (size_t i = 0; i < HOME; i++)
+    home[i] = vat__msg_alloc(maker);
+  for (size_t i = 0; i < STRAYS; i++)
+    strays[i] = vat__msg_alloc(maker);
+  /* The home nodes fill the depot past its cap; then the strays come. */
+  for (size_t i = 0; i < HOME; i++)
+    vat__msg_free(freer, home[i]);
+  ck_assert_uint_ge(atomic_load(&depot->count), VAT__MSGDEPOT_CAP);
+  for (size_t i = 0; i < STRAYS; i++)
+    vat__msg_free(freer, strays[i]);
+  size_t n = 0, cap = HOME + STRAYS;
+  vat__msg **listed = GC_MALLOC(cap * sizeof *listed);
+  ck_assert_ptr_nonnull(listed);
+  for (vat__msg *m = freer->free; m != NULL && n < cap;
+       m = atomic_load_explicit(&m->next, memory_order_relaxed))
+    listed[n++] = m;
+  for (vat__msgbatch *b = depot->full; b != NULL; b = b->next)
+    for (size_t i = 0; i < BATCH && n < cap; i++)
+      listed[n++] = b->nodes[i];
+  ck_assert_uint_eq(n, freer->count + atomic_load(&depot->count) * BATCH);
+  qsort(listed, n, sizeof *listed, by_address);
+  for (size_t i = 0; i < HOME; i++)
+    if (bsearch(&home[i], listed, n, sizeof *listed, by_address) == NULL)
+      ck_abort_msg("home node %zu of %d (%p) was let go", i, (int)HOME,
+                   (void *)home[i]);
+  /* Strays stay only among the pool's last frees, fewer than a batch. */
+  size_t strays_listed = 0;
+  for (size_t i = 0; i < STRAYS; i++)
+    strays_listed +=
+        bsearch(&strays[i], listed, n, sizeof *listed, by_address) != NULL;
+  ck_assert_uint_lt(strays_listed, BATCH);
+}
+END_TEST
+
 #if !VAT_GC_NO_COLLECT
 /* Past the depot's cap a spill leaves its batch to the collector: no pool,
  * depot or array lists those nodes any more, and no free node points at
@@ -371,6 +419,7 @@ Suite *test_msgpool_suite(void) {
   tcase_add_test(tc, a_batch_lists_its_nodes_once);
   tcase_add_test(tc, a_lone_pool_takes_its_batches_back_whole);
   tcase_add_test(tc, a_lone_pool_spills_only_past_its_larger_cap);
+  tcase_add_test(tc, a_full_depot_keeps_home_nodes_and_lets_strays_go);
 #if !VAT_GC_NO_COLLECT /* nothing is reclaimed where nothing collects */
   tcase_add_test(tc, a_full_depot_leaves_batches_to_the_collector);
 #endif

@@ -7,7 +7,7 @@
  * and a consumer on another would drain one list and flood the other. The
  * system's depot evens that out: a worker with too many free nodes hands
  * a batch to the depot, and a worker that ran out takes a batch from it
- * (one lock per batch, not per node) before it carves a new slab from the
+ * (one lock per batch, not per node) before it takes new nodes from the
  * collector.
  *
  * Batches travel as arrays of addresses, not as lists threaded through
@@ -24,14 +24,19 @@
  * prefetcher follows (bench/README.md, "Message nodes that cross
  * cores").
  *
- * Past the depot's cap, batches are left to the collector with their
- * links cut, so one node still reachable (a stale word anywhere) keeps no
- * other from the collector: what a burst leaves is at most
- * VAT__MSGPOOL_CAP nodes per worker and the depot's batches, or
- * VAT__MSGPOOL_LONE_CAP and the depot's for a pool alone on its depot: a
+ * Home nodes are carved from the depot's chunks until there are as many
+ * as the pools and the depot keep at most: VAT__MSGPOOL_CAP nodes per
+ * worker (VAT__MSGPOOL_LONE_CAP for a pool alone on its depot: a
  * one-worker flood swings by thousands of nodes between its producer's
  * sends and its consumer's frees, and spilling at VAT__MSGPOOL_CAP cost
- * it 15% of its rate (bench/README.md).
+ * it 15% of its rate, bench/README.md) and the depot's VAT__MSGDEPOT_CAP
+ * batches. Past them a refill takes strays, nodes that are collector
+ * objects of their own. Past the depot's cap, a spill leaves strays to
+ * the collector, their links cut, and keeps home nodes: a chunk is one
+ * object, which one of its nodes still listed keeps, so home nodes are
+ * never let go; what a burst leaves is the home nodes (4.25 MiB at most
+ * on two workers, carved once) and the strays that took turns with them
+ * in the lists (msgpool.c).
  *
  * Pools and the depot live in collector memory reachable from their system,
  * so listed nodes are never reclaimed.
@@ -51,6 +56,9 @@ enum {
    * only come back to it, and each cost a walk of BATCH nodes. */
   VAT__MSGPOOL_LONE_CAP = 16 * VAT__MSGPOOL_BATCH,
   VAT__MSGDEPOT_CAP = 64, /* full batches the depot keeps at most (4 MiB) */
+  /* Chunks of home nodes, doubling from 256: 2^23 nodes' worth, far past
+   * what any number of workers' caps add up to. */
+  VAT__MSGDEPOT_CHUNKS = 16,
 };
 
 /* VAT__MSGPOOL_BATCH free nodes on their way between workers: their
@@ -69,6 +77,16 @@ typedef struct vat__msgdepot {
   _Atomic size_t count; /* full batches; written under the lock, read
                            without it as a hint */
   unsigned pools;        /* sharing it: set before any of them runs */
+  /* Home nodes (msgpool.c): the chunks they are carved from, each as
+   * large as those before it together (the first 256 nodes), so that a
+   * node is told home or stray by a few comparisons. The addresses are
+   * written under the lock and read without it, by pools holding nodes
+   * of chunks they saw published. */
+  _Atomic(vat__msg *) home[VAT__MSGDEPOT_CHUNKS];
+  _Atomic size_t home_nodes[VAT__MSGDEPOT_CHUNKS];
+  _Atomic unsigned home_chunks;
+  _Atomic bool home_done; /* all carved: refills take strays */
+  size_t home_carved;     /* nodes handed out, under the lock */
 } vat__msgdepot;
 
 typedef struct vat__msgpool {
