@@ -82,13 +82,23 @@
  * batch that ends behind, a policy set at spawn or from a turn), published
  * in its extension. Others read it only after they saw VAT__OVERLOADED
  * (acquire), which is set after it is made. */
-/* vat__flow.queued when the count stopped at a mark: a reader counts. */
-#define VAT__QUEUED_PAST SIZE_MAX
-
 typedef struct vat__flow {
+  /* Counting at the sender (see the top): messages pushed by senders that
+   * saw VAT__COUNTED, added once per delivery (a run counts whole). On a
+   * line of its own: every sender writes it, the vat's worker reads it
+   * once per batch's end. */
+  _Atomic uint64_t pushed;
+  char pad[VAT__CACHE_LINE - sizeof(uint64_t)];
+  /* `pushed` less the queue's length, as the vat's worker last knew it (a
+   * batch's end, going idle): pushed - base is the queue now, give or take
+   * one batch (see the top). Relaxed: an estimate; it orders nothing. */
+  _Atomic uint64_t base;
+  /* While parked on another vat's muted list: that vat. Set by the vat's
+   * worker under this record's lock, cleared by the vat that releases it;
+   * while it is set no sender marks this vat overloaded (see the top). */
+  _Atomic(vat__vat *) muted_on;
   /* Written by the vat's worker with relaxed stores, so any thread may
-   * read them (vat_ref_queue_len, senders choosing the policy). */
-  _Atomic size_t queued;
+   * read them (senders choosing the policy). */
   _Atomic size_t high, low;
   _Atomic uint8_t policy; /* vat_overload_policy, never DEFAULT */
   /* The count's cursor: the vat's worker's alone (see the top), with
@@ -126,9 +136,10 @@ void vat__flow_behind(vat__worker *w, vat__vat *v);
 /** v's queue lost or regained messages other than by pops (a search for
  *  an exit, a put back): its next count starts from the head. */
 void vat__flow_recount(vat__vat *v);
-/** v is about to try to go idle: if VAT__BEHIND or VAT__OVERLOADED is
- *  set, its queue is empty; forget the count and release the muted. */
-void vat__flow_settle(vat__worker *w, vat__vat *v);
+/** v's turn loop found its queue empty: v forgets its count, releases
+ *  the vats muted on it, and tries to go idle (vat__mailbox_try_idle),
+ *  under its record's lock (see the top). Returns whether it went idle. */
+bool vat__flow_idle(vat__worker *w, vat__vat *v, vat__msgpool *pool);
 /** v ended (or its system stops): releases its muted and host waiters. */
 void vat__flow_release(vat__worker *w, vat__vat *v);
 
@@ -144,6 +155,18 @@ bool vat__flow_mute(vat__worker *w, vat__vat *v);
  *  left to push (first..*last), or NULL when nothing is. */
 vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
                             vat__msg **last);
+
+/** Delivery pushed `n` messages to `to`, whose flags said VAT__COUNTED:
+ *  adds them to its count and, when that passes its high mark, marks it
+ *  overloaded and mutes the sender as vat__flow_on_send does (`ordinary`:
+ *  the chain held an ordinary message; urgent ones never mute). */
+void vat__flow_count(vat__worker *w, vat__vat *to, size_t n, bool ordinary);
+
+/** `to`'s queue length from its count: pushed - base. Any thread. */
+size_t vat__flow_queue_len(vat__vat *to);
+
+/** The vat `v` is muted on, or NULL. Any thread (a snapshot). */
+vat__vat *vat__flow_muted_on(vat__vat *v);
 
 /** A stopped system's muted vats: removes and returns v's muted list
  *  (linked through rq_next). After the workers stopped. */
