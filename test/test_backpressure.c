@@ -563,6 +563,157 @@ START_TEST(urgent_messages_are_never_dropped) {
 }
 END_TEST
 
+/* --- The bound, whatever the scheduling ---------------------------------- */
+
+/* A consumer stalled in a turn (a gate) on two workers: its batch never
+ * ends, so it never measures; the producer's own count of what it pushed
+ * mutes it at the high mark. The queue then holds at most the mark, the
+ * rest of the turn that crossed it, and the gate's message (vat/core.h,
+ * "the bound"). Before: nothing muted the producer, which sent all N. */
+START_TEST(a_stalled_consumer_bounds_its_queue_two_workers) {
+  enum { N = 200000, PER_TURN = 100, HIGH = 256 };
+  vat_system *sys = test_system(2);
+  sink *s;
+  vat_entity_def def = {.state_size = sizeof(sink),
+                        .overload = &(vat_overload){.high = HIGH},
+                        .label = "stalled-sink"};
+  vat_ref *to;
+  ck_assert_vat_ok(vat_host_spawn(sys, &def, &to, (void **)&s));
+  atomic_store(&s->gate_at, 1); /* before it ever measured */
+  flooder *p;
+  vat_ref *pr = test_spawn(sys, sizeof *p, (void **)&p);
+  *p = (flooder){.to = to, .watched = s, .n = N, .per_turn = PER_TURN};
+  ck_assert_vat_ok(vat_host_send(pr, flood, NULL));
+  ck_assert(test_wait_u64(&s->entered, 1, 30));
+  /* The producer is muted, and says so. */
+  vat_info info = {0};
+  for (int i = 0; i < 30000; i++) {
+    ck_assert_vat_ok(vat_ref_inspect(pr, &info));
+    if (info.muted)
+      break;
+    test_sleep(0.001);
+  }
+  ck_assert_msg(info.muted, "the producer was never muted");
+  ck_assert_str_eq(info.muted_on_label, "stalled-sink");
+  ck_assert(vat_ref_is_muted_on(pr, to));
+  ck_assert(!vat_ref_is_muted_on(to, pr));
+  ck_assert(!vat_ref_is_muted_on(NULL, to));
+  ck_assert_vat_ok(vat_ref_inspect(to, &info));
+  ck_assert(!info.muted);
+  ck_assert_ptr_null(info.muted_on_label);
+  /* Stalled at its first message. */
+  uint64_t queued = atomic_load(&p->watched->handled);
+  ck_assert_uint_eq(queued, 1);
+  ck_assert_vat_ok(vat_ref_inspect(to, &info));
+  ck_assert_msg(info.queue_len <= HIGH + PER_TURN,
+                "queue %zu, bound %d", info.queue_len, HIGH + PER_TURN);
+  /* Not much below it either: the count overstates by what the sink
+   * popped since it last counted, one batch at most. */
+  ck_assert_uint_ge(info.queue_len, HIGH / 2);
+  atomic_store(&s->open, 1);
+  ck_assert(test_wait_u64(&s->handled, N, 60));
+  ck_assert_uint_eq(atomic_load(&s->sum), (uint64_t)N * (N + 1) / 2);
+  ck_assert_vat_ok(vat_ref_inspect(pr, &info));
+  ck_assert(!info.muted);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* Several producers flood several consumers of mixed policies (mute,
+ * drop, fail) and random marks on two workers; each consumer stalls in a
+ * turn at a random point, and while it is stalled its queue, counted
+ * exactly (vat_ref_inspect walks it), stays within its mark plus one
+ * turn's sends per producer plus the gate. Every message is accounted
+ * for at the end. */
+enum { SP = 3, SC = 3 };
+
+typedef struct sproducer {
+  vat_ref *to[SC];
+  uint64_t rng, turns_left, max_turn;
+  _Atomic uint64_t *sent;
+  _Atomic uint64_t *done;
+} sproducer;
+
+static void sflood(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  sproducer *p = state;
+  unsigned c = (unsigned)test_rand_between(&p->rng, 0, SC - 1);
+  uint64_t k = test_rand_between(&p->rng, 1, p->max_turn);
+  for (uint64_t i = 0; i < k; i++)
+    expect_vat_ok(vat_send(turn, p->to[c], sink_item, (void *)(uintptr_t)1));
+  atomic_fetch_add(p->sent, k);
+  if (--p->turns_left > 0)
+    expect_vat_ok(vat_send(turn, vat_self(turn), sflood, NULL));
+  else
+    atomic_fetch_add(p->done, 1);
+}
+
+START_TEST(stress_the_bound_holds_with_stalled_consumers) {
+  uint64_t rng = test_seed("stress_the_bound_holds_with_stalled_consumers");
+  enum { ROUNDS = 6, MAX_TURN = 150 };
+  for (int round = 0; round < ROUNDS; round++) {
+    vat_system *sys = test_system(2);
+    sink *c[SC];
+    vat_ref *cr[SC];
+    size_t high[SC];
+    for (int i = 0; i < SC; i++) {
+      vat_overload_policy pol = (vat_overload_policy)(
+          VAT_OVERLOAD_MUTE + test_rand_between(&rng, 0, 2));
+      high[i] = test_rand_between(&rng, 16, 2048);
+      vat_overload ov = {.policy = pol, .high = high[i]};
+      cr[i] = spawn_sink(sys, &ov, &c[i]);
+      atomic_store(&c[i]->gate_at, test_rand_between(&rng, 1, 3000));
+    }
+    _Atomic uint64_t sent = 0, done = 0;
+    for (int i = 0; i < SP; i++) {
+      sproducer *p;
+      vat_ref *pr = test_spawn(sys, sizeof *p, (void **)&p);
+      *p = (sproducer){.rng = test_rand(&rng) | 1,
+                       .turns_left = test_rand_between(&rng, 50, 400) /
+                                         (TEST_SCALE > 1 ? 10 : 1) +
+                                     1,
+                       .max_turn = MAX_TURN,
+                       .sent = &sent,
+                       .done = &done};
+      for (int j = 0; j < SC; j++)
+        p->to[j] = cr[j];
+      ck_assert_vat_ok(vat_host_send(pr, sflood, NULL));
+    }
+    bool open[SC] = {false};
+    while (atomic_load(&done) < SP) {
+      for (int i = 0; i < SC; i++) {
+        if (open[i] || atomic_load(&c[i]->entered) == 0)
+          continue;
+        /* Stalled: sample the queue while the producers go on. */
+        for (int k = 0; k < 40; k++) {
+          vat_info info;
+          ck_assert_vat_ok(vat_ref_inspect(cr[i], &info));
+          size_t bound = high[i] + SP * MAX_TURN + 1;
+          ck_assert_msg(info.queue_len <= bound,
+                        "round %d consumer %d: queue %zu, bound %zu", round,
+                        i, info.queue_len, bound);
+          test_sleep(0.0005);
+        }
+        open[i] = true;
+        atomic_store(&c[i]->open, 1);
+      }
+      test_sleep(0.0005);
+    }
+    for (int i = 0; i < SC; i++)
+      atomic_store(&c[i]->open, 1);
+    ck_assert_vat_ok(vat_system_shutdown(sys, 60));
+    vat_stats st = test_stats(sys);
+    uint64_t handled = 0;
+    for (int i = 0; i < SC; i++)
+      handled += atomic_load(&c[i]->handled);
+    ck_assert_uint_eq(handled + st.dead_letters + st.overload_dropped +
+                          st.dropped_at_shutdown,
+                      atomic_load(&sent));
+    vat_system_destroy(sys);
+  }
+}
+END_TEST
+
 /* --- Cyclic senders: no deadlock ----------------------------------------- */
 
 #ifdef __SANITIZE_THREAD__
@@ -657,6 +808,8 @@ Suite *test_backpressure_suite(void) {
   tcase_add_test(tc, shutdown_counts_a_muted_vat);
   tcase_add_test(tc, kill_mid_flood_ends_within_a_batch);
   tcase_add_test(tc, stress_cyclic_senders_never_deadlock);
+  tcase_add_test(tc, a_stalled_consumer_bounds_its_queue_two_workers);
+  tcase_add_test(tc, stress_the_bound_holds_with_stalled_consumers);
   suite_add_tcase(s, tc);
   tc = test_case("policies", 120);
   tcase_add_test(tc, queue_len_is_readable_from_any_thread);
