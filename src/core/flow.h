@@ -23,6 +23,26 @@
  * Both bits are set and cleared by the vat's own worker, between batches;
  * senders only read them.
  *
+ * Counting at the sender. A consumer that measures only at its batches'
+ * ends bounds nothing while its thread is preempted. So a vat with a
+ * record is VAT__COUNTED (set when the record is made), which delivery
+ * tests with the flags it loads anyway (the common path pays nothing):
+ * a sender to it adds what it pushed to `pushed`, one atomic add per
+ * delivery (a run by its header's length), after the push; the vat keeps
+ * `base` = pushed less its queue, stored at each batch's end that counts
+ * (pushed read before the take) and when it goes idle. pushed - base is
+ * then the queue, over by what was popped since and under by self-sends
+ * since (one batch each). A push that makes it reach the high mark marks
+ * the receiver VAT__OVERLOADED from the sender (mark_overloaded, under
+ * the receiver's lock), and the policy acts from there.
+ *
+ * A sender-set flag must not break the argument below, so: a vat goes
+ * idle only under its record's lock (vat__flow_idle), and a sender sets
+ * the flag, or parks, only under that lock on a vat that is busy, which
+ * therefore comes back to clear it; and a vat about to park claims it
+ * (`muted_on`) under its own lock, where senders refuse to mark a vat
+ * that claimed: a muted vat is never overloaded.
+ *
  * Muting (the default policy). A vat whose turn delivered to an
  * overloaded vat in its system is taken off the scheduler after that turn:
  * the delivery notes the receiver in the sender's own record and sets its
@@ -53,8 +73,9 @@
  *
  * Why no set of mutes can deadlock: a vat is never muted on itself, and a
  * vat is never muted while it is overloaded (checked after its own count
- * is taken, in the same batch end). A muted vat cannot become overloaded:
- * only its own batches set the bit, and it runs none. So every muted vat
+ * is taken, in the same batch end, and claimed under its lock). A muted
+ * vat cannot become overloaded: its own batches set the bit, and it runs
+ * none; senders refuse once it claimed. So every muted vat
  * waits on an overloaded vat, which is not muted, and whose busy mailbox
  * keeps it scheduled: it runs, drains, and releases its list. A wait is
  * one edge long, never a chain, so never a cycle. (What it does not
