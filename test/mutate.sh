@@ -124,6 +124,10 @@ sup-deadline-ignores-attempt|src/lib/supervisor.c|supervisor|if (k->attempt != d
 msgpool-drops-home-nodes|src/core/msgpool.c|msgpool memory|if (depot != NULL && is_home(depot, m)) {|if (0) {
 # No budget: every node a home node, none ever let go.
 msgpool-home-unbounded|src/core/msgpool.c|msgpool memory|return depot->pools * cap + (size_t)DEPOT_CAP * BATCH;|return SIZE_MAX;
+
+# issue: queue bound
+sender-count-never-marks|src/core/flow.c|backpressure|mark_overloaded(to, f);|(void)f;
+queue-len-walks-counted|src/core/overload.c|backpressure|if (flags & VAT__COUNTED)|if (0)
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

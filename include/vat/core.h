@@ -73,14 +73,31 @@ typedef void (*vat_crash_fn)(void *ctx, const vat_crash_report *report);
 
 /* --- Overload (see "Overload" below for the calls) ---------------------- */
 
-/** What happens when a vat's queue passes its high mark. The vat measures
- *  its queue itself, at the end of a batch of turns that left messages
- *  waiting (never per message), so a queue may pass the mark by what
- *  arrives before its next measure: on one worker, at most VAT_SEND_BURST
- *  messages and one turn's sends from each sending vat; on more, what
- *  senders on other cores send meanwhile. It is "overloaded" from
- *  then until a later measure finds it below its low mark, or it goes
- *  idle, or it ends. Signals (exits, links, monitors, a request's answer)
+/** What happens when a vat's queue passes its high mark. A vat is
+ *  "counted" once it has overload settings of its own (vat_entity_def.
+ *  overload, vat_overload_set) or its queue was found long (at least 128
+ *  or its high mark) at the end of a batch that left messages waiting.
+ *  Every sender to a counted vat (vats of any system, host threads) adds
+ *  what it pushes to the vat's count, once per delivery; the vat corrects
+ *  the count at the end of each such batch and when it goes idle. It is
+ *  "overloaded" from when a push makes the count reach its high mark, or
+ *  its own measure at a batch's end finds it there, until a later measure
+ *  finds the queue below its low mark, or it goes idle, or it ends.
+ *
+ *  The bound, whatever the scheduling, for a counted vat that is not
+ *  itself muted: its queue holds at most high - 1 messages, plus, from
+ *  each vat sending to it, the rest of the turn whose sends reached the
+ *  mark (under VAT_OVERLOAD_DROP and _FAIL, of the delivery that did),
+ *  plus the message it is handling, plus what host threads queue with
+ *  vat_host_send (never stopped), plus its own sends to itself since its
+ *  last batch's end. The count overstates the queue by at most the
+ *  messages the vat handled since it last corrected it (one batch), so
+ *  it may be marked overloaded that much early. Before a vat is counted,
+ *  its queue may pass the mark by what arrives before it first measures:
+ *  on one worker at most VAT_SEND_BURST messages and one turn's sends
+ *  from each sending vat; on more, what senders on other cores send
+ *  meanwhile: give a vat overload settings at spawn for the bound from its
+ *  first message. Signals (exits, links, monitors, a request's answer)
  *  are never dropped or refused by any policy. */
 typedef enum vat_overload_policy {
   /** Zero: the system's policy (vat_config.overload), VAT_OVERLOAD_MUTE
@@ -106,8 +123,10 @@ typedef enum vat_overload_policy {
   /** Fail: when the queue passes the high mark, the vat ends with the
    *  reason `overloaded` (an atom; abnormal: linked vats die unless they
    *  trap exits, monitors see it; no crash report, as no message was
-   *  being handled) at that batch's end; the messages it left queued, and any
-   *  sent later, are dead letters. Senders are not muted. */
+   *  being handled) at that batch's end, or when it finds its queue empty
+   *  if a sender's count found it there; the messages it left queued, and
+   *  any ordinary ones sent from when it was overloaded, are dead letters
+   *  (those at once, as they are sent). Senders are not muted. */
   VAT_OVERLOAD_FAIL,
   /** No limit: the queue is unbounded, nobody is muted, nothing dropped. */
   VAT_OVERLOAD_NONE,
@@ -365,12 +384,14 @@ int vat_host_send_wait(vat_ref *to, vat_fn fn, void *arg, double timeout_s);
 int vat_overload_set(vat_turn *turn, const vat_overload *ov);
 
 /** The number of messages queued for `ref`'s vat and not yet handled.
- *  Any thread, without stopping the vat. For a vat that is behind (its
- *  last batch left messages waiting) with fewer than its high mark queued,
- *  it is the count that vat took at its last batch's end, read in
- *  constant time; otherwise the queue is counted (time proportional to
- *  it), exact while the vat is idle, approximate while it runs. 0 for
- *  NULL or a dead vat. */
+ *  Any thread, without stopping the vat. For a counted vat (see
+ *  vat_overload_policy) it is the vat's count, read in constant time:
+ *  exact while the vat is idle; while it runs, it counts too the message
+ *  being handled and those handled since the vat's last batch's end, and
+ *  misses the vat's sends to itself since then. For a vat not counted the
+ *  queue is counted (time proportional to it, a queue found short at
+ *  every batch's end), exact while the vat is idle, approximate while it
+ *  runs. 0 for NULL or a dead vat. */
 size_t vat_ref_queue_len(vat_ref *ref);
 
 /** Whether `ref`'s vat is overloaded now (a snapshot). Any thread. */

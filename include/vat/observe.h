@@ -116,7 +116,18 @@ typedef struct vat_info {
   size_t monitors_held; /* monitors this vat made, not yet fired */
   size_t monitored_by;  /* monitors on this vat, vats' and hosts' */
   bool traps_exits;
+  /* Muted (vat_overload_policy, VAT_OVERLOAD_MUTE): taken off the
+   * scheduler until the vat it sent to drains; `muted_on_label` is that
+   * vat's label (NULL: none, or not muted). A label, not a ref: a
+   * snapshot hands out no capability. vat_ref_is_muted_on asks about a
+   * vat the caller holds. */
+  bool muted;
+  const char *muted_on_label;
 } vat_info;
+
+/** Whether ref's vat is muted on `on`'s vat now (a snapshot). Any
+ *  thread. False for NULL refs. */
+bool vat_ref_is_muted_on(vat_ref *ref, vat_ref *on);
 
 /** A snapshot of ref's vat. Any thread; it does not stop the vat.
  *  Errors: VAT_EINVAL (NULL ref or out). */

@@ -113,6 +113,13 @@ static void clear_flows(vat__msg *m, vat__msg *last) {
   }
 }
 
+static size_t chain_len(const vat__msg *m, const vat__msg *last) {
+  size_t n = 1;
+  for (; m != last; m = atomic_load_explicit(&m->next, memory_order_relaxed))
+    n++;
+  return n;
+}
+
 /* Delivery into a system from outside its workers: a host thread (w NULL)
  * or a turn of another system, through the admission gate (see the top).
  * A host send is refused once the system closes; a committed message from
@@ -136,8 +143,14 @@ static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
   else if ((flags & VAT__OVERLOADED) &&
            (first = vat__flow_on_send(w, to, first, &last)) == NULL)
     ; /* all dropped (VAT_OVERLOAD_DROP) */
-  else if (vat__mailbox_push_chain(&to->mailbox, first, last))
-    vat__schedule_external(sys, to);
+  else {
+    size_t n = (flags & VAT__COUNTED) ? chain_len(first, last) : 0;
+    bool ordinary = first->fn != vat__run_urgent; /* before it may run */
+    if (vat__mailbox_push_chain(&to->mailbox, first, last))
+      vat__schedule_external(sys, to);
+    if (n != 0)
+      vat__flow_count(w, to, n, ordinary);
+  }
   /* Shutdown waits for the last one out, both while closing (quiescence)
    * and once stopped (before it counts what was left queued). */
   if (atomic_fetch_sub_explicit(&sys->host_inflight, 1, memory_order_seq_cst) ==
@@ -152,22 +165,36 @@ int vat__deliver_from_host(vat__msg *m) {
   return deliver_external(NULL, m, m);
 }
 
-/* vat__deliver's rare cases: a vat of another system, or one that ended
- * or is overloaded. A header not pushed is recycled: what is left after
- * the overload's policy goes in as a plain chain. Out of line, so that
- * the common path saves no registers for them. */
+/* vat__deliver's rare cases: a vat of another system, or one that ended,
+ * is overloaded or is counted (core/flow.h). A counted vat's run goes in
+ * whole, behind its header; otherwise a header not pushed is recycled:
+ * what is left after the overload's policy goes in as a plain chain. Out
+ * of line, so that the common path saves no registers for them. */
 static __attribute__((noinline, cold)) void
 deliver_rare(vat__worker *w, vat__msg *header, vat__msg *first, vat__msg *last,
              vat__vat *to, uint8_t flags) {
+  bool ordinary = first->fn != vat__run_urgent; /* before it may run */
+  if (to->sys == w->sys && !(flags & (VAT__DEAD | VAT__OVERLOADED))) {
+    size_t n = header ? vat__mailbox_run_len(header) : chain_len(first, last);
+    if (header ? vat__mailbox_push_header(&to->mailbox, header)
+               : vat__mailbox_push_chain(&to->mailbox, first, last))
+      vat__schedule(w, to);
+    vat__flow_count(w, to, n, ordinary);
+    return;
+  }
   if (header != NULL)
     vat__msg_free(&w->pool, header);
   if (to->sys != w->sys)
     deliver_external(w, first, last);
   else if (flags & VAT__DEAD)
     drop_chain(w, first, last);
-  else if ((first = vat__flow_on_send(w, to, first, &last)) != NULL &&
-           vat__mailbox_push_chain(&to->mailbox, first, last))
-    vat__schedule(w, to);
+  else if ((first = vat__flow_on_send(w, to, first, &last)) != NULL) {
+    size_t n = chain_len(first, last);
+    if (vat__mailbox_push_chain(&to->mailbox, first, last))
+      vat__schedule(w, to);
+    if (flags & VAT__COUNTED)
+      vat__flow_count(w, to, n, ordinary);
+  }
 }
 
 VAT__HOT void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
@@ -179,7 +206,9 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
    * last measured it (core/flow.h): a hint, as the policy allows. */
   uint8_t flags = atomic_load_explicit(&to->flags, memory_order_acquire);
   if (__builtin_expect(
-          to->sys != w->sys || (flags & (VAT__DEAD | VAT__OVERLOADED)), 0)) {
+          to->sys != w->sys ||
+              (flags & (VAT__DEAD | VAT__OVERLOADED | VAT__COUNTED)),
+          0)) {
     deliver_rare(w, header, first, last, to, flags);
     return;
   }

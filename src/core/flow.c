@@ -40,6 +40,8 @@ vat__flow *vat__flow_peek(vat__vat *v) {
   return x ? __atomic_load_n(&x->flow, __ATOMIC_ACQUIRE) : NULL;
 }
 
+static void store_base(vat__flow *f, vat__vat *v, uint64_t base);
+
 vat__flow *vat__flow_of(vat__vat *v) {
   vat__vat_ext *x = vat__ext_of(v);
   if (x->flow != NULL)
@@ -50,8 +52,13 @@ vat__flow *vat__flow_of(vat__vat *v) {
   vat_overload ov;
   defaults(v->sys, &ov);
   apply(f, &ov);
-  /* Release: whoever reads it through vat__flow_peek sees it made. */
+  /* The count starts from what is queued now (a walk, once per vat):
+   * pushed 0, so base is minus the queue. */
+  store_base(f, v, -(uint64_t)vat__mailbox_peek_len(&v->mailbox, SIZE_MAX));
+  /* Release: whoever reads it through vat__flow_peek sees it made; a
+   * sender that sees VAT__COUNTED (release, below) finds it. */
   __atomic_store_n(&x->flow, f, __ATOMIC_RELEASE);
+  atomic_fetch_or_explicit(&v->flags, VAT__COUNTED, memory_order_release);
   return f;
 }
 
@@ -96,9 +103,10 @@ static uint8_t policy_of(vat__flow *f) {
 
 /* --- The vat's own worker ----------------------------------------------- */
 
-/* The flags only the vat's worker sets and clears; others may set
- * VAT__ALERTED meanwhile, hence the read-modify-writes. Release on set:
- * a sender that acquires the flag sees the flow record made. */
+/* The flags the vat's worker sets and clears (a sender also sets
+ * VAT__OVERLOADED, under the record's lock: mark_overloaded); others may
+ * set VAT__ALERTED meanwhile, hence the read-modify-writes. Release on
+ * set: a sender that acquires the flag sees the flow record made. */
 static void set_flag(vat__vat *v, uint8_t bit) {
   atomic_fetch_or_explicit(&v->flags, bit, memory_order_release);
 }
@@ -106,28 +114,43 @@ static void clear_flag(vat__vat *v, uint8_t bit) {
   atomic_fetch_and_explicit(&v->flags, (uint8_t)~bit, memory_order_release);
 }
 
-static void store_queued(vat__flow *f, size_t n) {
-  atomic_store_explicit(&f->queued, n, memory_order_relaxed);
+static uint64_t pushed_of(vat__flow *f) {
+  /* Acquire: pairs with the senders' release add, made after their push:
+   * a take after this finds every push counted here. */
+  return atomic_load_explicit(&f->pushed, memory_order_acquire);
+}
+static void store_base(vat__flow *f, vat__vat *v, uint64_t base) {
+  f->base_turns = v->turns;
+  atomic_store_explicit(&f->base, base, memory_order_relaxed);
 }
 
-/* Clears VAT__OVERLOADED, then schedules every vat muted on v and wakes
- * the host threads waiting. A sender that mutes itself checks the flag
- * under the lock: either it saw it clear (and was not muted), or it is
- * on the list this takes under the same lock after the clear. */
-static void unparked(vat__vat *v);
+/* A batch's end counted `queued`, exactly or (a walk that stopped at a
+ * mark) at least that many. Exact: the base follows. At least: the queue
+ * is also what it was at the last base less the turns run since, which
+ * is exact but for self-sends (never counted at the sender); the longer
+ * of the two, so that vat_ref_queue_len never reads a long queue as the
+ * mark it stopped at. */
+static void store_counted_base(vat__flow *f, vat__vat *v, uint64_t pushed,
+                               size_t queued, bool exact) {
+  uint64_t base = pushed - queued;
+  if (!exact) {
+    uint64_t run = atomic_load_explicit(&f->base, memory_order_relaxed) +
+                   (uint32_t)(v->turns - f->base_turns);
+    if ((int64_t)(run - base) < 0)
+      base = run;
+  }
+  store_base(f, v, base);
+}
 
-static void unmute(vat__worker *w, vat__vat *v, vat__flow *f) {
-  clear_flag(v, VAT__OVERLOADED);
-  pthread_mutex_lock(&f->lock);
-  vat__vat *list = f->muted;
-  f->muted = NULL;
-  if (f->waiters != 0)
-    pthread_cond_broadcast(&f->drained);
-  pthread_mutex_unlock(&f->lock);
+/* Schedules the vats of a muted list taken from a record (linked through
+ * rq_next), each no longer muted. */
+static void schedule_released(vat__worker *w, vat__vat *list) {
   while (list != NULL) {
     vat__vat *next = list->rq_next;
     list->rq_next = NULL;
-    unparked(list);
+    /* Before it can run: a sender that reads it clear may mark it. */
+    atomic_store_explicit(&vat__flow_peek(list)->muted_on, NULL,
+                          memory_order_relaxed);
     /* Not this worker's next slot: the vat that drained is still running
      * here, and an idle worker may take the sender at once (a backlogged
      * pair spreads over two workers). Not the shared queue either, which
@@ -136,6 +159,21 @@ static void unmute(vat__worker *w, vat__vat *v, vat__flow *f) {
     vat__schedule_stealable(w, list);
     list = next;
   }
+}
+
+/* Clears VAT__OVERLOADED, then schedules every vat muted on v and wakes
+ * the host threads waiting. A sender that mutes itself checks the flag
+ * under the lock: either it saw it clear (and was not muted), or it is
+ * on the list this takes under the same lock after the clear. */
+static void unmute(vat__worker *w, vat__vat *v, vat__flow *f) {
+  clear_flag(v, VAT__OVERLOADED);
+  pthread_mutex_lock(&f->lock);
+  vat__vat *list = f->muted;
+  f->muted = NULL;
+  if (f->waiters != 0)
+    pthread_cond_broadcast(&f->drained);
+  pthread_mutex_unlock(&f->lock);
+  schedule_released(w, list);
 }
 
 /* Moves the cursor past the nodes popped since it last moved, then on
@@ -223,15 +261,19 @@ void vat__flow_behind(vat__worker *w, vat__vat *v) {
   uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
   if (flags & VAT__DEAD)
     return;
-  if (!(flags & (VAT__BEHIND | VAT__OVERLOADED)) && queue_is_short(w, v))
+  /* A counted vat counts at every such end: its senders' estimate starts
+   * from it. */
+  if (!(flags & (VAT__BEHIND | VAT__OVERLOADED | VAT__COUNTED)) &&
+      queue_is_short(w, v))
     return;
   vat__flow *f = vat__flow_of(v);
+  /* Before the take: every push it finds counted is in this or later. */
+  uint64_t pushed = pushed_of(f);
   bool exact;
   size_t queued =
       count_queue(w, v, f, flags & VAT__BEHIND,
                   flags & VAT__OVERLOADED ? low_of(f) : high_of(f), &exact);
-  /* VAT__QUEUED_PAST: at least `high` (or `low`); a reader counts. */
-  store_queued(f, exact ? queued : VAT__QUEUED_PAST);
+  store_counted_base(f, v, pushed, queued, exact);
   if (!(flags & VAT__BEHIND))
     set_flag(v, VAT__BEHIND);
   uint8_t policy = policy_of(f);
@@ -248,23 +290,47 @@ void vat__flow_behind(vat__worker *w, vat__vat *v) {
       return;
     }
     set_flag(v, VAT__OVERLOADED);
+  } else if (policy == VAT_OVERLOAD_FAIL) {
+    /* A sender's count found it past the mark (vat__flow_count). */
+    vat__terminate(w, v, vat_atom_value(vat__atom.overloaded), NULL);
   } else if (queued < low_of(f)) {
     unmute(w, v, f);
   }
 }
 
-void vat__flow_settle(vat__worker *w, vat__vat *v) {
+bool vat__flow_idle(vat__worker *w, vat__vat *v, vat__msgpool *pool) {
   uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
-  if (!(flags & (VAT__BEHIND | VAT__OVERLOADED)))
-    return;
+  if (!(flags & (VAT__BEHIND | VAT__OVERLOADED | VAT__COUNTED)))
+    return vat__mailbox_try_idle(&v->mailbox, pool);
   vat__flow *f = vat__flow_of(v);
-  store_queued(f, 0);
+  /* A sender's count found a VAT_OVERLOAD_FAIL vat past its mark, and
+   * its batch drained the queue: it ends now, at the latest. */
+  if ((flags & (VAT__OVERLOADED | VAT__DEAD)) == VAT__OVERLOADED &&
+      policy_of(f) == VAT_OVERLOAD_FAIL)
+    vat__terminate(w, v, vat_atom_value(vat__atom.overloaded), NULL);
   f->mark = NULL; /* a stale link would retain nodes (DESIGN.md) */
   f->ahead = 0;
   if (flags & VAT__BEHIND)
     clear_flag(v, VAT__BEHIND);
-  if (flags & VAT__OVERLOADED)
-    unmute(w, v, f);
+  /* Under the lock, so that a sender marking v overloaded or parking on
+   * it finds it either busy (and it comes here again before it is idle)
+   * or idle (and it does neither): see the top. */
+  pthread_mutex_lock(&f->lock);
+  store_base(f, v, pushed_of(f)); /* empty now */
+  vat__vat *list = NULL;
+  if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {
+    clear_flag(v, VAT__OVERLOADED);
+    list = f->muted;
+    f->muted = NULL;
+    if (f->waiters != 0)
+      pthread_cond_broadcast(&f->drained);
+  }
+  bool idle = vat__mailbox_try_idle(&v->mailbox, pool);
+  pthread_mutex_unlock(&f->lock);
+  /* The list is this call's, and the vats on it are not v: whether or
+   * not v now runs elsewhere, they may be scheduled. */
+  schedule_released(w, list);
+  return idle;
 }
 
 void vat__flow_release(vat__worker *w, vat__vat *v) {
@@ -290,38 +356,25 @@ vat__vat *vat__flow_take_muted(vat__vat *v) {
  *
  * An exit that may end a vat must reach it while it is muted (vat/exits.h):
  * its sender alerts it (VAT__ALERTED) and then takes it off the list it
- * is parked on (vat__flow_unpark); a vat about to park notes where
- * (parked_on) and then, under the list's lock, parks only if it is not
- * alerted. The two are a store then a load on each side, with a full
- * fence between: either the sender sees where the vat parks, and takes it
- * off under the same lock (or finds it not yet there, and the parker,
- * taking the lock after it, sees the alert), or the parker sees the alert
- * and does not park. Either way the vat runs, and the exit overtakes its
- * queue. A stale parked_on (the vat was released since) only costs the
- * sender a look at a list it is not on. */
-
-static void parking(vat__flow *own, vat__vat *on) {
-  atomic_store_explicit(&own->parked_on, on, memory_order_relaxed);
-  atomic_thread_fence(memory_order_seq_cst);
-}
+ * is parked on (vat__flow_unpark); a vat about to park claims it
+ * (muted_on, vat__flow_mute) and then, under the list's lock, parks only
+ * if it is not alerted. The two are a store then a load on each side, with
+ * a full fence between: either the sender sees where the vat parks, and
+ * takes it off under the same lock (or finds it not yet there, and the
+ * parker, taking the lock after it, sees the alert), or the parker sees
+ * the alert and does not park. Either way the vat runs, and the exit
+ * overtakes its queue. A stale muted_on (the vat was released since) only
+ * costs the sender a look at a list it is not on. */
 
 static bool alerted(vat__vat *v) {
   return atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__ALERTED;
-}
-
-/* v is not, or no longer, on a muted list: no stale hint keeps the
- * receiver alive (DESIGN.md). Before v can run and park again. */
-static void unparked(vat__vat *v) {
-  vat__flow *own = vat__flow_peek(v);
-  if (own != NULL)
-    atomic_store_explicit(&own->parked_on, NULL, memory_order_relaxed);
 }
 
 bool vat__flow_unpark(vat__vat *v) {
   atomic_thread_fence(memory_order_seq_cst); /* after the alert: see above */
   vat__flow *own = vat__flow_peek(v);
   vat__vat *on =
-      own ? atomic_load_explicit(&own->parked_on, memory_order_relaxed) : NULL;
+      own ? atomic_load_explicit(&own->muted_on, memory_order_relaxed) : NULL;
   vat__flow *f = on ? vat__flow_peek(on) : NULL;
   if (f == NULL)
     return false;
@@ -335,8 +388,8 @@ bool vat__flow_unpark(vat__vat *v) {
       break;
     }
   pthread_mutex_unlock(&f->lock);
-  if (found)
-    unparked(v);
+  if (found) /* before it runs, as schedule_released does */
+    atomic_store_explicit(&own->muted_on, NULL, memory_order_relaxed);
   return found;
 }
 
@@ -354,12 +407,29 @@ bool vat__flow_mute(vat__worker *w, vat__vat *v) {
   vat__flow *f = vat__flow_peek(to);
   if (f == NULL)
     return true;
-  parking(own, to);
+  /* Claims being muted under its own lock, where a sender would mark it
+   * overloaded: from here no sender does, and if one did first, it does
+   * not wait (so a muted vat is never overloaded: see the top). */
+  pthread_mutex_lock(&own->lock);
+  bool over = atomic_load_explicit(&v->flags, memory_order_relaxed) &
+              VAT__OVERLOADED;
+  if (!over)
+    atomic_store_explicit(&own->muted_on, to, memory_order_relaxed);
+  pthread_mutex_unlock(&own->lock);
+  if (over)
+    return true;
+  /* The claim is the hint an exit's sender reads: see "Exits to muted
+   * vats" below. */
+  atomic_thread_fence(memory_order_seq_cst);
   pthread_mutex_lock(&f->lock);
   /* Under the lock: the receiver clears the flag before it takes the
-   * list under this lock (unmute). Acquire: pairs with its release. */
+   * list under this lock (unmute), and goes idle only under it
+   * (vat__flow_idle): busy here, it comes back for the list. Acquire:
+   * pairs with its release. */
   uint8_t theirs = atomic_load_explicit(&to->flags, memory_order_acquire);
   bool wait = (theirs & (VAT__OVERLOADED | VAT__DEAD)) == VAT__OVERLOADED &&
+              atomic_load_explicit(&to->mailbox.top, memory_order_relaxed) !=
+                  NULL &&
               !alerted(v);
   if (wait) {
     v->rq_next = f->muted;
@@ -367,7 +437,7 @@ bool vat__flow_mute(vat__worker *w, vat__vat *v) {
   }
   pthread_mutex_unlock(&f->lock);
   if (!wait)
-    unparked(v);
+    atomic_store_explicit(&own->muted_on, NULL, memory_order_relaxed);
   return !wait;
 }
 
@@ -403,6 +473,47 @@ static vat__msg *drop_ordinary(vat__worker *w, vat__flow *f, vat_system *sys,
   return keep;
 }
 
+/* The sender is the vat whose turn is committing on this worker: it
+ * notes the receiver in its own record (its worker's to write) and flags
+ * itself, so that its turn loop stops at the next boundary. Urgent
+ * messages bypass muting: control traffic must get through. */
+static void note_mute(vat__worker *w, vat__vat *to, bool ordinary) {
+  vat_turn *t = vat__current_turn;
+  if (ordinary && w != NULL && t != NULL && t->worker == w && t->vat != to &&
+      w->sys == to->sys) {
+    vat__flow_of(t->vat)->mute_on = to;
+    /* Relaxed: only its own worker reads the bit back. */
+    atomic_fetch_or_explicit(&t->vat->flags, VAT__MUTING, memory_order_relaxed);
+  }
+}
+
+/* A VAT_OVERLOAD_FAIL vat a sender's count found past its mark ends at
+ * its batch's end: ordinary messages sent meanwhile are dead letters
+ * (vat/core.h), now rather than then, so the queue stays bounded. */
+static vat__msg *drop_dead(vat__worker *w, vat__msg *first, vat__msg **last) {
+  vat__msg *keep = NULL, *keep_tail = NULL;
+  for (vat__msg *m = first, *next;; m = next) {
+    bool end = m == *last;
+    next = end ? NULL : atomic_load_explicit(&m->next, memory_order_relaxed);
+    if (m->fn == vat__dispatch_signal || m->fn == vat__run_urgent) {
+      atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
+      if (keep_tail)
+        atomic_store_explicit(&keep_tail->next, m, memory_order_relaxed);
+      else
+        keep = m;
+      keep_tail = m;
+    } else {
+      vat__dead_letter(w, m);
+      if (w)
+        vat__msg_free(&w->pool, m);
+    }
+    if (end)
+      break;
+  }
+  *last = keep_tail;
+  return keep;
+}
+
 vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
                             vat__msg **last) {
   vat__flow *f = vat__flow_peek(to);
@@ -411,19 +522,54 @@ vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
   uint8_t policy = policy_of(f);
   if (policy == VAT_OVERLOAD_DROP)
     return drop_ordinary(w, f, to->sys, first, last);
-  /* The sender is the vat whose turn is committing on this worker: it
-   * notes the receiver in its own record (its worker's to write) and
-   * flags itself, so that its turn loop stops at the next boundary. */
-  vat_turn *t = vat__current_turn;
-  /* Urgent messages bypass muting: control traffic must get through. */
-  if (policy == VAT_OVERLOAD_MUTE && w != NULL && t != NULL &&
-      first->fn != vat__run_urgent && t->worker == w && t->vat != to &&
-      w->sys == to->sys) {
-    vat__flow_of(t->vat)->mute_on = to;
-    /* Relaxed: only its own worker reads the bit back. */
-    atomic_fetch_or_explicit(&t->vat->flags, VAT__MUTING, memory_order_relaxed);
-  }
+  if (policy == VAT_OVERLOAD_FAIL)
+    return drop_dead(w, first, last);
+  if (policy == VAT_OVERLOAD_MUTE)
+    note_mute(w, to, first->fn != vat__run_urgent);
   return first;
+}
+
+/* A sender's count found `to` past its high mark: marks it overloaded,
+ * under its lock, unless it is muted (a muted vat is never overloaded,
+ * which keeps mutes from forming a cycle), ended, or idle (it then has
+ * nothing queued and would not come back to clear the flag; the push
+ * that made the count was handled meanwhile). */
+static void mark_overloaded(vat__vat *to, vat__flow *f) {
+  pthread_mutex_lock(&f->lock);
+  if (atomic_load_explicit(&f->muted_on, memory_order_relaxed) == NULL &&
+      !vat__is_dead(to) &&
+      atomic_load_explicit(&to->mailbox.top, memory_order_relaxed) != NULL)
+    set_flag(to, VAT__OVERLOADED);
+  pthread_mutex_unlock(&f->lock);
+}
+
+void vat__flow_count(vat__worker *w, vat__vat *to, size_t n, bool ordinary) {
+  vat__flow *f = vat__flow_peek(to); /* made before VAT__COUNTED was set */
+  /* Release: pairs with pushed_of's acquire; the push came first. */
+  uint64_t now =
+      atomic_fetch_add_explicit(&f->pushed, n, memory_order_release) + n;
+  uint8_t policy = policy_of(f);
+  if (now - atomic_load_explicit(&f->base, memory_order_relaxed) <
+          high_of(f) ||
+      policy == VAT_OVERLOAD_NONE)
+    return;
+  if (!vat__is_overloaded(to))
+    mark_overloaded(to, f);
+  if (policy == VAT_OVERLOAD_MUTE && vat__is_overloaded(to))
+    note_mute(w, to, ordinary);
+}
+
+size_t vat__flow_queue_len(vat__vat *to) {
+  vat__flow *f = vat__flow_peek(to);
+  uint64_t n = atomic_load_explicit(&f->pushed, memory_order_relaxed) -
+               atomic_load_explicit(&f->base, memory_order_relaxed);
+  /* A base stored after the pushed we read: a moment's negative. */
+  return (int64_t)n < 0 ? 0 : (size_t)n;
+}
+
+vat__vat *vat__flow_muted_on(vat__vat *v) {
+  vat__flow *f = vat__flow_peek(v);
+  return f ? atomic_load_explicit(&f->muted_on, memory_order_relaxed) : NULL;
 }
 
 bool vat__flow_wait(vat__vat *v, uint64_t deadline_ns) {

@@ -23,6 +23,26 @@
  * Both bits are set and cleared by the vat's own worker, between batches;
  * senders only read them.
  *
+ * Counting at the sender. A consumer that measures only at its batches'
+ * ends bounds nothing while its thread is preempted. So a vat with a
+ * record is VAT__COUNTED (set when the record is made), which delivery
+ * tests with the flags it loads anyway (the common path pays nothing):
+ * a sender to it adds what it pushed to `pushed`, one atomic add per
+ * delivery (a run by its header's length), after the push; the vat keeps
+ * `base` = pushed less its queue, stored at each batch's end that counts
+ * (pushed read before the take) and when it goes idle. pushed - base is
+ * then the queue, over by what was popped since and under by self-sends
+ * since (one batch each). A push that makes it reach the high mark marks
+ * the receiver VAT__OVERLOADED from the sender (mark_overloaded, under
+ * the receiver's lock), and the policy acts from there.
+ *
+ * A sender-set flag must not break the argument below, so: a vat goes
+ * idle only under its record's lock (vat__flow_idle), and a sender sets
+ * the flag, or parks, only under that lock on a vat that is busy, which
+ * therefore comes back to clear it; and a vat about to park claims it
+ * (`muted_on`) under its own lock, where senders refuse to mark a vat
+ * that claimed: a muted vat is never overloaded.
+ *
  * Muting (the default policy). A vat whose turn delivered to an
  * overloaded vat in its system is taken off the scheduler after that turn:
  * the delivery notes the receiver in the sender's own record and sets its
@@ -53,8 +73,9 @@
  *
  * Why no set of mutes can deadlock: a vat is never muted on itself, and a
  * vat is never muted while it is overloaded (checked after its own count
- * is taken, in the same batch end). A muted vat cannot become overloaded:
- * only its own batches set the bit, and it runs none. So every muted vat
+ * is taken, in the same batch end, and claimed under its lock). A muted
+ * vat cannot become overloaded: its own batches set the bit, and it runs
+ * none; senders refuse once it claimed. So every muted vat
  * waits on an overloaded vat, which is not muted, and whose busy mailbox
  * keeps it scheduled: it runs, drains, and releases its list. A wait is
  * one edge long, never a chain, so never a cycle. (What it does not
@@ -82,13 +103,29 @@
  * batch that ends behind, a policy set at spawn or from a turn), published
  * in its extension. Others read it only after they saw VAT__OVERLOADED
  * (acquire), which is set after it is made. */
-/* vat__flow.queued when the count stopped at a mark: a reader counts. */
-#define VAT__QUEUED_PAST SIZE_MAX
-
 typedef struct vat__flow {
+  /* Counting at the sender (see the top): messages pushed by senders that
+   * saw VAT__COUNTED, added once per delivery (a run counts whole). On a
+   * line of its own: every sender writes it, the vat's worker reads it
+   * once per batch's end. */
+  _Atomic uint64_t pushed;
+  char pad[VAT__CACHE_LINE - sizeof(uint64_t)];
+  /* `pushed` less the queue's length, as the vat's worker last knew it (a
+   * batch's end, going idle): pushed - base is the queue now, give or take
+   * one batch (see the top). Relaxed: an estimate; it orders nothing. */
+  _Atomic uint64_t base;
+  /* The vat's turn counter when base was last stored: a count that stops
+   * at a mark moves base on by the turns run since instead (see
+   * store_base). Its worker's. */
+  uint32_t base_turns;
+  /* While parked on another vat's muted list: that vat. Set by the vat's
+   * worker under this record's lock, cleared by whoever releases it (the
+   * receiver, or an exit's sender: vat__flow_unpark, which reads it as a
+   * hint); while it is set no sender marks this vat overloaded (see the
+   * top). */
+  _Atomic(vat__vat *) muted_on;
   /* Written by the vat's worker with relaxed stores, so any thread may
-   * read them (vat_ref_queue_len, senders choosing the policy). */
-  _Atomic size_t queued;
+   * read them (senders choosing the policy). */
   _Atomic size_t high, low;
   _Atomic uint8_t policy; /* vat_overload_policy, never DEFAULT */
   /* The count's cursor: the vat's worker's alone (see the top), with
@@ -98,11 +135,6 @@ typedef struct vat__flow {
   uint32_t turns;
   /* While VAT__MUTING: the overloaded vat it sent to. Its worker's. */
   vat__vat *mute_on;
-  /* The vat whose muted list it is on, or may be about to be on (a hint,
-   * maybe stale: the list, under its lock, is the truth). Written by its
-   * worker as it parks, cleared as it is released; read by whoever sends
-   * it an exit (vat__flow_unpark). */
-  _Atomic(vat__vat *) parked_on;
   /* Ordinary messages dropped by VAT_OVERLOAD_DROP: by senders, rarely. */
   _Atomic uint64_t dropped;
   /* Guards `muted` and `waiters`; taken once per mute and per release. */
@@ -131,9 +163,10 @@ void vat__flow_behind(vat__worker *w, vat__vat *v);
 /** v's queue lost or regained messages other than by pops (a search for
  *  an exit, a put back): its next count starts from the head. */
 void vat__flow_recount(vat__vat *v);
-/** v is about to try to go idle: if VAT__BEHIND or VAT__OVERLOADED is
- *  set, its queue is empty; forget the count and release the muted. */
-void vat__flow_settle(vat__worker *w, vat__vat *v);
+/** v's turn loop found its queue empty: v forgets its count, releases
+ *  the vats muted on it, and tries to go idle (vat__mailbox_try_idle),
+ *  under its record's lock (see the top). Returns whether it went idle. */
+bool vat__flow_idle(vat__worker *w, vat__vat *v, vat__msgpool *pool);
 /** v ended (or its system stops): releases its muted and host waiters. */
 void vat__flow_release(vat__worker *w, vat__vat *v);
 
@@ -154,6 +187,18 @@ vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
  *  if v is parked on a muted list, takes it off. Returns whether it did
  *  (the caller then schedules v). Any thread. */
 bool vat__flow_unpark(vat__vat *v);
+
+/** Delivery pushed `n` messages to `to`, whose flags said VAT__COUNTED:
+ *  adds them to its count and, when that passes its high mark, marks it
+ *  overloaded and mutes the sender as vat__flow_on_send does (`ordinary`:
+ *  the chain held an ordinary message; urgent ones never mute). */
+void vat__flow_count(vat__worker *w, vat__vat *to, size_t n, bool ordinary);
+
+/** `to`'s queue length from its count: pushed - base. Any thread. */
+size_t vat__flow_queue_len(vat__vat *to);
+
+/** The vat `v` is muted on, or NULL. Any thread (a snapshot). */
+vat__vat *vat__flow_muted_on(vat__vat *v);
 
 /** A stopped system's muted vats: removes and returns v's muted list
  *  (linked through rq_next). After the workers stopped. */

@@ -28,14 +28,10 @@ size_t vat_ref_queue_len(vat_ref *ref) {
   uint8_t flags = atomic_load_explicit(&v->flags, memory_order_acquire);
   if (flags & VAT__DEAD)
     return 0;
-  vat__flow *f = vat__flow_peek(v);
-  /* A vat that is behind keeps its count, below its marks: reading it
-   * beats walking a long queue. Relaxed: a snapshot; it orders nothing. */
-  if ((flags & VAT__BEHIND) && f != NULL) {
-    size_t n = atomic_load_explicit(&f->queued, memory_order_relaxed);
-    if (n != VAT__QUEUED_PAST)
-      return n;
-  }
+  /* A counted vat's count (core/flow.h), in constant time; a vat never
+   * counted had short queues, and its queue is walked. */
+  if (flags & VAT__COUNTED)
+    return vat__flow_queue_len(v);
   return vat__mailbox_peek_len(&v->mailbox, SIZE_MAX);
 }
 

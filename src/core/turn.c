@@ -292,13 +292,12 @@ static __attribute__((noinline, cold)) bool settle_then_idle(vat__vat *v,
   if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__YIELD)
     atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__YIELD,
                               memory_order_relaxed);
-  vat__flow_settle(vat__current_worker, v);
-  return vat__mailbox_try_idle(&v->mailbox, p);
+  return vat__flow_idle(vat__current_worker, v, p);
 }
 
 /* vat__mailbox_try_idle for the turn loop: a vat that was behind or
- * overloaded settles that first (core/flow.h), while it is still this
- * worker's. Out of line, as try_idle is, and shaped like it (the mailbox
+ * overloaded, or is counted, settles that first (core/flow.h), while it
+ * is still this worker's. Out of line, as try_idle is, and shaped like it (the mailbox
  * is the vat's first member), so that the common case is a test and a
  * jump: a test in the loop itself cost ping-pong 4% of its instructions,
  * in spilled registers. */
@@ -307,7 +306,8 @@ _Static_assert(offsetof(vat__vat, mailbox) == 0,
 static __attribute__((noinline)) bool try_idle(vat__vat *v, vat__msgpool *p) {
   /* Relaxed: bits this worker alone sets and clears, while it runs v. */
   if (__builtin_expect(atomic_load_explicit(&v->flags, memory_order_relaxed) &
-                           (VAT__BEHIND | VAT__OVERLOADED | VAT__YIELD),
+                           (VAT__BEHIND | VAT__OVERLOADED | VAT__YIELD |
+                            VAT__COUNTED),
                        0))
     return settle_then_idle(v, p);
   return vat__mailbox_try_idle(&v->mailbox, p);

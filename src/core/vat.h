@@ -33,6 +33,7 @@ enum {
   VAT__MUTING = 16, /* a turn of it sent to an overloaded vat */
   VAT__URGENT = 32, /* an urgent message was pushed to it */
   VAT__YIELD = 64,  /* its batch sent a burst: it ends (core/flow.h) */
+  VAT__COUNTED = 128, /* it has a flow record: senders count (core/flow.h) */
   VAT__ATTENTION =
       VAT__DEAD | VAT__ALERTED | VAT__MUTING | VAT__URGENT | VAT__YIELD,
 };

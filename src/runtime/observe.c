@@ -5,6 +5,7 @@
  * (plain moves): the message path pays nothing for it. */
 #include "vat/observe.h"
 #include "core/atoms.h"
+#include "core/flow.h"
 #include "core/system.h"
 #include "core/thread.h"
 #include "exits/exits.h"
@@ -45,10 +46,17 @@ int vat_ref_inspect(vat_ref *ref, vat_info *out) {
       .turns = __atomic_load_n(&v->turns, __ATOMIC_RELAXED),
       .queue_len = vat__mailbox_peek_len(&v->mailbox, QUEUE_COUNT_MAX),
   };
+  vat__vat *on = vat__flow_muted_on(v);
+  out->muted = on != NULL;
+  out->muted_on_label = on != NULL ? vat__label_of(on) : NULL;
   /* A dead vat's tables were cleared: it holds no link or monitor. */
   if (!vat__is_dead(v))
     read_exits(v, out);
   return VAT_OK;
+}
+
+bool vat_ref_is_muted_on(vat_ref *ref, vat_ref *on) {
+  return ref != NULL && on != NULL && vat__flow_muted_on(ref->vat) == on->vat;
 }
 
 /* --- A system --------------------------------------------------------------
