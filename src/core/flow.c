@@ -441,10 +441,14 @@ bool vat__flow_mute(vat__worker *w, vat__vat *v) {
   return !wait;
 }
 
-/* Drops the chain's ordinary messages, counted; keeps its signals and
- * urgent messages, which no policy drops. */
-static vat__msg *drop_ordinary(vat__worker *w, vat__flow *f, vat_system *sys,
-                               vat__msg *first, vat__msg **last) {
+/* Takes the chain's ordinary messages out; keeps its signals and urgent
+ * messages, which no policy drops. VAT_OVERLOAD_DROP counts them as
+ * dropped. A VAT_OVERLOAD_FAIL vat a sender's count found past its mark
+ * ends at its batch's end: ordinary messages sent meanwhile are dead
+ * letters (vat/core.h), now rather than then, so the queue stays
+ * bounded. */
+static vat__msg *drop_ordinary(vat__worker *w, vat__vat *to, vat__flow *f,
+                               bool dead, vat__msg *first, vat__msg **last) {
   vat__msg *keep = NULL, *keep_tail = NULL;
   uint64_t dropped = 0;
   for (vat__msg *m = first, *next;; m = next) {
@@ -458,17 +462,22 @@ static vat__msg *drop_ordinary(vat__worker *w, vat__flow *f, vat_system *sys,
         keep = m;
       keep_tail = m;
     } else {
-      dropped++;
+      if (dead)
+        vat__dead_letter(w, m);
+      else
+        dropped++;
       if (w)
         vat__msg_free(&w->pool, m);
     }
     if (end)
       break;
   }
-  /* Relaxed: counts, read in snapshots; nothing is ordered by them. */
-  atomic_fetch_add_explicit(&f->dropped, dropped, memory_order_relaxed);
-  atomic_fetch_add_explicit(&sys->overload_dropped, dropped,
-                            memory_order_relaxed);
+  if (dropped) {
+    /* Relaxed: counts, read in snapshots; nothing is ordered by them. */
+    atomic_fetch_add_explicit(&f->dropped, dropped, memory_order_relaxed);
+    atomic_fetch_add_explicit(&to->sys->overload_dropped, dropped,
+                              memory_order_relaxed);
+  }
   *last = keep_tail;
   return keep;
 }
@@ -487,43 +496,14 @@ static void note_mute(vat__worker *w, vat__vat *to, bool ordinary) {
   }
 }
 
-/* A VAT_OVERLOAD_FAIL vat a sender's count found past its mark ends at
- * its batch's end: ordinary messages sent meanwhile are dead letters
- * (vat/core.h), now rather than then, so the queue stays bounded. */
-static vat__msg *drop_dead(vat__worker *w, vat__msg *first, vat__msg **last) {
-  vat__msg *keep = NULL, *keep_tail = NULL;
-  for (vat__msg *m = first, *next;; m = next) {
-    bool end = m == *last;
-    next = end ? NULL : atomic_load_explicit(&m->next, memory_order_relaxed);
-    if (m->fn == vat__dispatch_signal || m->fn == vat__run_urgent) {
-      atomic_store_explicit(&m->next, NULL, memory_order_relaxed);
-      if (keep_tail)
-        atomic_store_explicit(&keep_tail->next, m, memory_order_relaxed);
-      else
-        keep = m;
-      keep_tail = m;
-    } else {
-      vat__dead_letter(w, m);
-      if (w)
-        vat__msg_free(&w->pool, m);
-    }
-    if (end)
-      break;
-  }
-  *last = keep_tail;
-  return keep;
-}
-
 vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
                             vat__msg **last) {
   vat__flow *f = vat__flow_peek(to);
   if (f == NULL)
     return first;
   uint8_t policy = policy_of(f);
-  if (policy == VAT_OVERLOAD_DROP)
-    return drop_ordinary(w, f, to->sys, first, last);
-  if (policy == VAT_OVERLOAD_FAIL)
-    return drop_dead(w, first, last);
+  if (policy == VAT_OVERLOAD_DROP || policy == VAT_OVERLOAD_FAIL)
+    return drop_ordinary(w, to, f, policy == VAT_OVERLOAD_FAIL, first, last);
   if (policy == VAT_OVERLOAD_MUTE)
     note_mute(w, to, first->fn != vat__run_urgent);
   return first;
