@@ -128,6 +128,8 @@ msgpool-home-unbounded|src/core/msgpool.c|msgpool memory|return depot->pools * c
 # issue: queue bound
 sender-count-never-marks|src/core/flow.c|backpressure|mark_overloaded(to, f);|(void)f;
 queue-len-walks-counted|src/core/overload.c|backpressure|if (flags & VAT__COUNTED)|if (0)
+# A count that stopped at a mark taken for the queue's length.
+queue-len-reads-the-mark|src/core/flow.c|exits|if (!exact) {|if (0) {
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
