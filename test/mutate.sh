@@ -128,6 +128,13 @@ msgpool-home-unbounded|src/core/msgpool.c|msgpool memory|return depot->pools * c
 # issue: queue bound
 sender-count-never-marks|src/core/flow.c|backpressure|mark_overloaded(to, f);|(void)f;
 queue-len-walks-counted|src/core/overload.c|backpressure|if (flags & VAT__COUNTED)|if (0)
+
+# issue: backpressure promises
+low-mark-releases-at-low|src/core/flow.c|backpressure|} else if (queued < low_of(f)) {|} else if (queued <= low_of(f)) {
+send-wait-not-counted|src/core/flow.c|backpressure|f->waiters++;|(void)f;
+urgent-mutes-sender|src/core/flow.c|backpressure|if (ordinary && w != NULL && t != NULL && t->worker == w && t->vat != to &&|if (w != NULL && t != NULL && t->worker == w && t->vat != to &&
+hoist-tail-at-urgent|src/core/mailbox.c|backpressure|mb->tail = nh ? nt : ut;|mb->tail = ut;
+host-send-no-wake|src/sched/worker.c|backpressure|vat__inject_push(&sys->inject, v, v, 1);|vat__inject_push(&sys->inject, v, v, 1); return;
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
