@@ -135,6 +135,8 @@ send-wait-not-counted|src/core/flow.c|backpressure|f->waiters++;|(void)f;
 urgent-mutes-sender|src/core/flow.c|backpressure|if (ordinary && w != NULL && t != NULL && t->worker == w && t->vat != to &&|if (w != NULL && t != NULL && t->worker == w && t->vat != to &&
 hoist-tail-at-urgent|src/core/mailbox.c|backpressure|mb->tail = nh ? nt : ut;|mb->tail = ut;
 host-send-no-wake|src/sched/worker.c|backpressure|vat__inject_push(&sys->inject, v, v, 1);|vat__inject_push(&sys->inject, v, v, 1); return;
+ended-vat-keeps-mutes|src/core/vat.c|backpressure|if (was & VAT__OVERLOADED)|if (0)
+ended-vat-keeps-mutes|src/core/flow.c|backpressure|if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {|if ((atomic_load_explicit(&v->flags, memory_order_relaxed) & (VAT__OVERLOADED \| VAT__DEAD)) == VAT__OVERLOADED) {
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -993,6 +993,51 @@ START_TEST(urgent_sends_never_mute_the_sender) {
 }
 END_TEST
 
+/* A sender is not left muted on a vat that ended: a producer muted on a
+ * sink held overloaded goes on once the sink is killed, and its sends to
+ * the dead sink (dead letters) never mute it again; nor do a new
+ * producer's. */
+START_TEST(no_sender_stays_muted_on_an_ended_vat) {
+  enum { HIGH = 50, TICKS = 200, PER_TICK = 10 };
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = 2;
+  cfg.on_crash = NULL;
+  vat_system *sys = NULL;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  sink *s;
+  vat_ref *to = spawn_sink(sys, &(vat_overload){.high = HIGH}, &s);
+  hold_second_gate(to, s, 100, 100);
+  ck_assert(vat_ref_overloaded(to));
+  ticker *t;
+  vat_ref *pr = test_spawn(sys, sizeof *t, (void **)&t);
+  *t = (ticker){.to = to, .ticks_left = TICKS};
+  ck_assert_vat_ok(vat_host_send(pr, tick, (void *)(uintptr_t)PER_TICK));
+  for (int i = 0; i < 30000 && !is_muted(pr); i++)
+    test_sleep(0.001);
+  ck_assert_msg(is_muted(pr), "the producer was never muted");
+  ck_assert(vat_ref_is_muted_on(pr, to));
+  ck_assert_vat_ok(vat_host_exit(to, vat_atom_value(vat_atom_killed())));
+  atomic_store(&s->open, 2); /* the gate returns; the kill ends the sink */
+  for (int i = 0; i < 30000 && !vat_ref_is_dead(to); i++)
+    test_sleep(0.001);
+  ck_assert(vat_ref_is_dead(to));
+  ck_assert_msg(test_wait_u64(&t->done, 1, 30),
+                "the producer stopped at %" PRIu64 " of %d turns%s",
+                atomic_load(&t->ticks), TICKS + 1,
+                is_muted(pr) ? ", muted" : "");
+  ck_assert(!is_muted(pr));
+  ck_assert(!vat_ref_is_muted_on(pr, to));
+  ticker *t2;
+  vat_ref *pr2 = test_spawn(sys, sizeof *t2, (void **)&t2);
+  *t2 = (ticker){.to = to, .ticks_left = TICKS};
+  ck_assert_vat_ok(vat_host_send(pr2, tick, (void *)(uintptr_t)PER_TICK));
+  ck_assert(test_wait_u64(&t2->done, 1, 30));
+  ck_assert(!is_muted(pr2));
+  test_quiesce(sys);
+}
+END_TEST
+
 static void rec_hold(vat_turn *turn, void *state, void *arg) {
   (void)turn;
   (void)arg;
@@ -1127,6 +1172,7 @@ Suite *test_backpressure_suite(void) {
   tcase_add_test(tc, muted_until_below_the_low_mark);
   tcase_add_test(tc, host_send_wait_wakes_when_the_vat_drains);
   tcase_add_test(tc, urgent_sends_never_mute_the_sender);
+  tcase_add_test(tc, no_sender_stays_muted_on_an_ended_vat);
   tcase_add_test(tc, sends_after_a_hoist_keep_their_order);
   tcase_add_test(tc, a_host_send_wakes_a_parked_worker);
   suite_add_tcase(s, tc);
