@@ -130,6 +130,16 @@ sender-count-never-marks|src/core/flow.c|backpressure|mark_overloaded(to, f);|(v
 queue-len-walks-counted|src/core/overload.c|backpressure|if (flags & VAT__COUNTED)|if (0)
 # A count that stopped at a mark taken for the queue's length.
 queue-len-reads-the-mark|src/core/flow.c|exits|if (!exact) {|if (0) {
+
+
+# issue: backpressure promises
+low-mark-releases-at-low|src/core/flow.c|backpressure|} else if (queued < low_of(f)) {|} else if (queued <= low_of(f)) {
+send-wait-not-counted|src/core/flow.c|backpressure|f->waiters++;|(void)f;
+urgent-mutes-sender|src/core/flow.c|backpressure|if (ordinary && w != NULL && t != NULL && t->worker == w && t->vat != to &&|if (w != NULL && t != NULL && t->worker == w && t->vat != to &&
+hoist-tail-at-urgent|src/core/mailbox.c|backpressure|mb->tail = nh ? nt : ut;|mb->tail = ut;
+host-send-no-wake|src/sched/worker.c|backpressure|vat__inject_push(&sys->inject, v, v, 1);|vat__inject_push(&sys->inject, v, v, 1); return;
+ended-vat-keeps-mutes|src/core/vat.c|backpressure|if (was & VAT__OVERLOADED)|if (0)
+ended-vat-keeps-mutes|src/core/flow.c|backpressure|if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {|if ((atomic_load_explicit(&v->flags, memory_order_relaxed) & (VAT__OVERLOADED \| VAT__DEAD)) == VAT__OVERLOADED) {
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
