@@ -91,10 +91,10 @@ membrane-record-unwrapped|src/lib/caps/membrane.c|caps|case VAT_T_RECORD: {|case
 membrane-promise-passes|src/lib/caps/membrane.c|caps|case VAT_T_PROMISE:|case VAT_T_PROMISE: *out = v; return VAT_OK;
 membrane-reuses-wrong-side|src/lib/caps/membrane.c|caps|if (p != NULL && p->side == to) {|if (p != NULL) {
 revoked-membrane-relays|src/lib/caps/membrane.c|caps|if (caps__is_revoked(p->m->cell)) {|if (0) {
-run-ignores-max-ns|src/embed/host.c|host|if (max_ns && vat__monotonic_ns() - start >= max_ns)|if (0)
-run-ignores-max-turns|src/embed/host.c|host|if (max_turns && done >= max_turns)|if (0)
-run-until-quiescent-ignores-timers|src/embed/host.c|host timer|} while ((res.more \|\| timer_due(sys)) &&|} while ((res.more) &&
-advance-clock-on-real-system|src/embed/host.c|host|if (!sys->virtual_clock)|if (0)
+run-ignores-max-ns|src/loop/host.c|host|if (max_ns && vat__monotonic_ns() - start >= max_ns)|if (0)
+run-ignores-max-turns|src/loop/host.c|host|if (max_turns && done >= max_turns)|if (0)
+run-until-quiescent-ignores-timers|src/loop/host.c|host timer|} while ((res.more \|\| timer_due(sys)) &&|} while ((res.more) &&
+advance-clock-on-real-system|src/loop/host.c|host|if (!sys->virtual_clock)|if (0)
 mailbox-push-always-schedules|src/core/mailbox.c|mailbox send turn|return below == NULL;|return true;
 mailbox-idle-with-mail|src/core/mailbox.c|mailbox send|if (mb->head != NULL)|if (0)
 sup-intensity-off-by-one|src/lib/supervisor.c|supervisor|if (s->nstamps >= s->max_restarts)|if (s->nstamps > s->max_restarts)
@@ -137,7 +137,7 @@ low-mark-releases-at-low|src/core/flow.c|backpressure|} else if (queued < low_of
 send-wait-not-counted|src/core/flow.c|backpressure|f->waiters++;|(void)f;
 urgent-mutes-sender|src/core/flow.c|backpressure|if (ordinary && w != NULL && t != NULL && t->worker == w && t->vat != to &&|if (w != NULL && t != NULL && t->worker == w && t->vat != to &&
 hoist-tail-at-urgent|src/core/mailbox.c|backpressure|mb->tail = nh ? nt : ut;|mb->tail = ut;
-host-send-no-wake|src/sched/worker.c|backpressure|vat__inject_push(&sys->inject, v, v, 1);|vat__inject_push(&sys->inject, v, v, 1); return;
+host-send-no-wake|src/sched/place.c|backpressure|vat__inject_push(&s->inject, t, t, 1);|vat__inject_push(&s->inject, t, t, 1); return;
 ended-vat-keeps-mutes|src/core/vat.c|backpressure|if (was & VAT__OVERLOADED)|if (0)
 ended-vat-keeps-mutes|src/core/flow.c|backpressure|if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {|if ((atomic_load_explicit(&v->flags, memory_order_relaxed) & (VAT__OVERLOADED \| VAT__DEAD)) == VAT__OVERLOADED) {
 EOF

@@ -11,17 +11,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/deque.h"
-#include "core/vat.h"
+#include "sched/deque.h"
+#include "sched/task.h"
 #include "suites.h"
 #include "support.h"
 #include "util/mem.h"
 
 #define SIZE VAT__DEQUE_SIZE
 
-/* Fake vats: the deque only holds their addresses. */
-static vat__vat *vats_new(size_t n) {
-  vat__vat *v = GC_MALLOC(n * sizeof *v);
+/* Tasks: the deque only holds their addresses. */
+static vat__task *vats_new(size_t n) {
+  vat__task *v = GC_MALLOC(n * sizeof *v);
   ck_assert_ptr_nonnull(v);
   return v;
 }
@@ -35,7 +35,7 @@ static vat__deque *deque_new(void) {
 }
 
 START_TEST(owner_takes_newest_thief_oldest) {
-  vat__vat *v = vats_new(6);
+  vat__task *v = vats_new(6);
   vat__deque *d = deque_new();
   ck_assert_ptr_null(vat__deque_pop(d));
   ck_assert_ptr_null(vat__deque_steal(d));
@@ -64,7 +64,7 @@ START_TEST(owner_takes_newest_thief_oldest) {
 END_TEST
 
 START_TEST(full_deque_refuses) {
-  vat__vat *v = vats_new(SIZE + 1);
+  vat__task *v = vats_new(SIZE + 1);
   vat__deque *d = deque_new();
   for (size_t i = 0; i < SIZE; i++)
     ck_assert(vat__deque_push(d, &v[i]));
@@ -82,7 +82,7 @@ END_TEST
 
 START_TEST(order_across_wraparound) {
   enum { N = 5 * SIZE + 7 };
-  vat__vat *v = vats_new(N);
+  vat__task *v = vats_new(N);
   vat__deque *d = deque_new();
   /* Steals move the indices round the ring many times; pops between them
    * must still see the newest vat. */
@@ -113,7 +113,7 @@ START_TEST(taken_vats_are_not_retained) {
   void **links = GC_MALLOC_ATOMIC(N * sizeof *links);
   ck_assert_ptr_nonnull(links);
   for (int i = 0; i < N; i++) {
-    vat__vat *v = vats_new(1);
+    vat__task *v = vats_new(1);
     links[i] = v;
     ck_assert_int_eq(GC_general_register_disappearing_link(&links[i], v), 0);
     ck_assert(vat__deque_push(d, v));
@@ -124,7 +124,7 @@ START_TEST(taken_vats_are_not_retained) {
     ck_assert_ptr_nonnull(vat__deque_steal(d));
   while (vat__deque_pop(d) != NULL)
     ;
-  vat__vat *last = vats_new(1);
+  vat__task *last = vats_new(1);
   ck_assert(vat__deque_push(d, last));
   ck_assert_ptr_eq(vat__deque_pop(d), last);
   for (int round = 0; round < 5; round++)
@@ -152,7 +152,7 @@ END_TEST
 enum { MAX_THIEVES = 3 };
 
 static struct {
-  vat__vat *vats;
+  vat__task *vats;
   _Atomic uint32_t *taken;
   vat__deque *deque;
   uint32_t count;
@@ -161,7 +161,7 @@ static struct {
   test_failure failure;
 } st;
 
-static uint32_t take(vat__vat *v, unsigned who) {
+static uint32_t take(vat__task *v, unsigned who) {
   if (v < st.vats || v >= st.vats + st.count) {
     test_fail_first(&st.failure, "thread %u took %p, not a pushed vat", who,
                     (void *)v);
@@ -193,7 +193,7 @@ static bool taken_soon(uint32_t i) {
 }
 
 static void owner_pop(owner_state *o) {
-  vat__vat *v = vat__deque_pop(st.deque);
+  vat__task *v = vat__deque_pop(st.deque);
   if (v == NULL) {
     for (uint32_t k = 0; k < o->mirrored; k++)
       if (!taken_soon(o->mirror[k]))
@@ -254,7 +254,7 @@ static void *run_thief(void *p) {
   thief_state *t = p;
   int64_t last = -1;
   while (!atomic_load(&st.owner_done) && !atomic_load(&st.failure.failed)) {
-    vat__vat *v = vat__deque_steal(st.deque);
+    vat__task *v = vat__deque_steal(st.deque);
     if (v != NULL) {
       uint32_t i = take(v, t->index);
       if ((int64_t)i <= last)

@@ -1,4 +1,4 @@
-/* Vats just woken (a worker's fresh deque, sched/worker.c): a tree of vats
+/* Vats just woken (a worker's fresh deque, sched/place.c and sched/pick.h): a tree of vats
  * runs depth first, with few vats alive at once; a spawner's vats run
  * before it makes more; a vat at the bottom of the deque still runs while
  * newer ones keep coming; and an idle worker takes fresh vats from a busy

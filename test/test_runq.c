@@ -11,17 +11,17 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/inject.h"
-#include "core/runq.h"
-#include "core/vat.h"
+#include "sched/inject.h"
+#include "sched/runq.h"
+#include "sched/task.h"
 #include "suites.h"
 #include "support.h"
 
 #define SIZE VAT__RUNQ_SIZE
 
-/* Fake vats: only their addresses and rq_next matter to the queue. */
-static vat__vat *vats_new(size_t n) {
-  vat__vat *v = GC_MALLOC(n * sizeof *v);
+/* Tasks: only their addresses and links matter to the queue. */
+static vat__task *vats_new(size_t n) {
+  vat__task *v = GC_MALLOC(n * sizeof *v);
   ck_assert_ptr_nonnull(v);
   return v;
 }
@@ -34,7 +34,7 @@ static vat__runq *runq_new(void) {
 }
 
 START_TEST(push_pop_order) {
-  vat__vat *v = vats_new(10);
+  vat__task *v = vats_new(10);
   vat__runq *q = runq_new();
   ck_assert_ptr_null(vat__runq_pop(q));
   for (size_t i = 0; i < 10; i++)
@@ -49,7 +49,7 @@ END_TEST
 
 START_TEST(order_across_wraparound) {
   enum { N = 5 * SIZE + 7 };
-  vat__vat *v = vats_new(N);
+  vat__task *v = vats_new(N);
   vat__runq *q = runq_new();
   size_t pushed = 0, popped = 0;
   /* Keep between a third and all of the ring occupied so the indices wrap
@@ -65,7 +65,7 @@ START_TEST(order_across_wraparound) {
 END_TEST
 
 START_TEST(full_queue_refuses) {
-  vat__vat *v = vats_new(SIZE + 1);
+  vat__task *v = vats_new(SIZE + 1);
   vat__runq *q = runq_new();
   for (size_t i = 0; i < SIZE; i++)
     ck_assert(vat__runq_push(q, &v[i]));
@@ -83,16 +83,16 @@ START_TEST(full_queue_refuses) {
 END_TEST
 
 START_TEST(take_half_links_oldest_half) {
-  vat__vat *v = vats_new(SIZE);
+  vat__task *v = vats_new(SIZE);
   vat__runq *q = runq_new();
   for (size_t i = 0; i < SIZE; i++)
     ck_assert(vat__runq_push(q, &v[i]));
   uint32_t n = 0;
-  vat__vat *first = vat__runq_take_half(q, &n);
+  vat__task *first = vat__runq_take_half(q, &n);
   ck_assert_uint_eq(n, SIZE / 2);
   ck_assert_ptr_eq(first, &v[0]);
   size_t i = 0;
-  for (vat__vat *x = first; x != NULL; x = x->rq_next)
+  for (vat__task *x = first; x != NULL; x = x->next)
     ck_assert_ptr_eq(x, &v[i++]);
   ck_assert_uint_eq(i, SIZE / 2);
   ck_assert_uint_eq(vat__runq_size(q), SIZE / 2);
@@ -108,19 +108,19 @@ START_TEST(take_half_links_oldest_half) {
   ck_assert(vat__runq_push(q, &v[2]));
   ck_assert_ptr_eq(vat__runq_take_half(q, &n), &v[0]);
   ck_assert_uint_eq(n, 1);
-  ck_assert_ptr_null(v[0].rq_next);
+  ck_assert_ptr_null(v[0].next);
   ck_assert_ptr_eq(vat__runq_pop(q), &v[1]);
 }
 END_TEST
 
 /* Steals from a queue holding `have` vats and checks the split. */
 static void check_steal(uint32_t have) {
-  vat__vat *v = vats_new(have + 1);
+  vat__task *v = vats_new(have + 1);
   vat__runq *from = runq_new(), *into = runq_new();
   for (uint32_t i = 0; i < have; i++)
     ck_assert(vat__runq_push(from, &v[i]));
   uint32_t want = have - have / 2;
-  vat__vat *run = vat__runq_steal(into, from);
+  vat__task *run = vat__runq_steal(into, from);
   /* The thief runs the newest vat it took and queues the older ones. */
   ck_assert_ptr_eq(run, &v[want - 1]);
   ck_assert_uint_eq(vat__runq_size(into), want - 1);
@@ -141,7 +141,7 @@ START_TEST(steal_takes_about_half) {
 END_TEST
 
 START_TEST(steal_from_empty) {
-  vat__vat *v = vats_new(1);
+  vat__task *v = vats_new(1);
   vat__runq *from = runq_new(), *into = runq_new();
   ck_assert_ptr_null(vat__runq_steal(into, from));
   ck_assert(vat__runq_push(from, &v[0]));
@@ -152,7 +152,7 @@ START_TEST(steal_from_empty) {
 END_TEST
 
 START_TEST(steal_after_wraparound) {
-  vat__vat *v = vats_new(SIZE + 40);
+  vat__task *v = vats_new(SIZE + 40);
   vat__runq *from = runq_new(), *into = runq_new();
   /* Move the indices near the end of the ring so the stolen run wraps. */
   for (size_t i = 0; i < SIZE - 10; i++) {
@@ -175,14 +175,14 @@ END_TEST
  * and moving half the queue out when it is full, as a worker does. Thieves
  * pop their own queue and steal from the owner and from each other. Each
  * vat must be taken exactly once; what the owner takes itself must come out
- * oldest first. Whoever takes a vat owns it and links it through rq_next,
+ * oldest first. Whoever takes a vat owns it and links it through next,
  * as the runtime does when it moves vats to the shared queue.
  */
 
 enum { MAX_THIEVES = 3 };
 
 static struct {
-  vat__vat *vats;
+  vat__task *vats;
   _Atomic uint32_t *taken;
   vat__runq *queues[1 + MAX_THIEVES]; /* the owner's first */
   unsigned nqueues;
@@ -210,7 +210,7 @@ static bool finished(void) {
 }
 
 /* Counts `v` as taken by thread `who`; returns its index. */
-static uint32_t take(vat__vat *v, unsigned who) {
+static uint32_t take(vat__task *v, unsigned who) {
   if (v < st.vats || v >= st.vats + st.count) {
     test_fail_first(&st.failure, "thread %u took %p, not a queued vat", who,
                     (void *)v);
@@ -224,7 +224,7 @@ static uint32_t take(vat__vat *v, unsigned who) {
   if (atomic_fetch_add(&st.taken[i], 1) != 0)
     test_fail_first(&st.failure, "thread %u took vat %" PRIu32 " a second time",
                     who, i);
-  v->rq_next = NULL;
+  v->next = NULL;
   atomic_fetch_add(&st.taken_total, 1);
   return i;
 }
@@ -235,7 +235,7 @@ typedef struct {
   uint32_t owner_last; /* last index it took, plus one */
 } owner_state;
 
-static void owner_take(owner_state *o, vat__vat *v) {
+static void owner_take(owner_state *o, vat__task *v) {
   uint32_t i = take(v, 0);
   if (i + 1 <= o->owner_last)
     test_fail_first(&st.failure,
@@ -244,13 +244,13 @@ static void owner_take(owner_state *o, vat__vat *v) {
   o->owner_last = i + 1;
 }
 
-/* What enqueue() in worker.c does with a full queue, minus the shared queue:
+/* What enqueue() in sched/place.c does with a full queue, minus the shared queue:
  * the older half and the refused vat leave. */
-static void owner_move_half(owner_state *o, vat__vat *refused) {
+static void owner_move_half(owner_state *o, vat__task *refused) {
   uint32_t n = 0, seen = 0;
-  vat__vat *v = vat__runq_take_half(st.queues[0], &n);
+  vat__task *v = vat__runq_take_half(st.queues[0], &n);
   while (v != NULL) {
-    vat__vat *next = v->rq_next; /* take() clears it */
+    vat__task *next = v->next; /* take() clears it */
     owner_take(o, v);
     seen++;
     v = next;
@@ -274,14 +274,14 @@ static void *run_owner(void *p) {
     uint32_t pushes = o->fill || below(&rng, 4) == 0 ? below(&rng, 2 * SIZE)
                                                      : below(&rng, 16);
     for (uint32_t k = 0; k < pushes && next < st.count; k++) {
-      vat__vat *v = &st.vats[next++];
+      vat__task *v = &st.vats[next++];
       /* Published before the push, so a thief never sees it early. */
       atomic_store(&st.pushed, next);
       if (!vat__runq_push(q, v))
         owner_move_half(o, v);
     }
     for (uint32_t k = o->fill ? 0 : below(&rng, 12); k > 0; k--) {
-      vat__vat *v = vat__runq_pop(q);
+      vat__task *v = vat__runq_pop(q);
       if (v == NULL)
         break;
       owner_take(o, v);
@@ -289,7 +289,7 @@ static void *run_owner(void *p) {
     if (below(&rng, 64) == 0)
       sched_yield();
   }
-  vat__vat *v;
+  vat__task *v;
   while ((v = vat__runq_pop(q)) != NULL)
     owner_take(o, v);
   return NULL;
@@ -305,9 +305,9 @@ static void *run_thief(void *p) {
   uint64_t rng = t->seed;
   vat__runq *own = st.queues[t->index];
   while (!finished()) {
-    vat__vat *v = vat__runq_pop(own);
+    vat__task *v = vat__runq_pop(own);
     if (v == NULL) {
-      /* Like steal() in worker.c: only with its own queue empty. */
+      /* Like vat__steal() in sched/pick.c: only with its own queue empty. */
       unsigned victim = below(&rng, st.nqueues - 1);
       if (victim >= t->index)
         victim++;
@@ -397,24 +397,24 @@ START_TEST(stress_full_queue_and_thieves) {
 END_TEST
 
 /* The shared queue hands out a share in one take: oldest first, linked
- * through rq_next with the last link cut, the count and size kept. */
+ * through next with the last link cut, the count and size kept. */
 START_TEST(inject_pop_batch_takes_the_oldest_in_order) {
   enum { N = 10 };
-  vat__vat *v = vats_new(N);
+  vat__task *v = vats_new(N);
   vat__inject *q = GC_MALLOC(sizeof *q);
   vat__inject_init(q);
   uint32_t n = 99;
   ck_assert_ptr_null(vat__inject_pop_batch(q, 4, &n));
   ck_assert_uint_eq(n, 0);
   for (int i = 0; i < N - 1; i++)
-    v[i].rq_next = &v[i + 1];
+    v[i].next = &v[i + 1];
   vat__inject_push(q, &v[0], &v[N - 1], N);
 
-  vat__vat *first = vat__inject_pop_batch(q, 4, &n);
+  vat__task *first = vat__inject_pop_batch(q, 4, &n);
   ck_assert_uint_eq(n, 4);
   ck_assert_uint_eq(vat__inject_size(q), N - 4);
   int i = 0;
-  for (vat__vat *x = first; x != NULL; x = x->rq_next, i++)
+  for (vat__task *x = first; x != NULL; x = x->next, i++)
     ck_assert_ptr_eq(x, &v[i]);
   ck_assert_int_eq(i, 4);
 
@@ -422,7 +422,7 @@ START_TEST(inject_pop_batch_takes_the_oldest_in_order) {
   first = vat__inject_pop_batch(q, 100, &n); /* more than there is */
   ck_assert_uint_eq(n, N - 5);
   ck_assert_ptr_eq(first, &v[5]);
-  ck_assert_ptr_null(v[N - 1].rq_next);
+  ck_assert_ptr_null(v[N - 1].next);
   ck_assert_uint_eq(vat__inject_size(q), 0);
   ck_assert_ptr_null(vat__inject_pop(q));
   vat__inject_push(q, &v[0], &v[0], 1); /* the emptied queue takes more */

@@ -1,7 +1,8 @@
 /* Scheduling policy: the vats a worker keeps to itself (its next slot and
- * its lane, see worker.c) do not starve the ones queued behind them. That
- * it keeps a producer with its consumer is a matter of speed, measured by
- * the benchmarks (bench/counter with two workers), not asserted here. */
+ * its busy list, see sched/place.c and sched/pick.h) do not starve the
+ * ones queued behind them. That it keeps a producer with its consumer is
+ * a matter of speed, measured by the benchmarks (bench/counter with two
+ * workers), not asserted here. */
 #include <pthread.h>
 #include <stdint.h>
 
@@ -155,15 +156,15 @@ START_TEST(a_burst_wakes_one_worker_at_a_time_and_enough_of_them) {
   vat_ref *vats[BURST_WORKERS];
   for (int i = 0; i < BURST_WORKERS; i++)
     vats[i] = test_spawn(sys, 0, NULL);
-  ck_assert(vat__wait_quiescent(sys, 30)); /* every worker parked */
-  uint64_t before = atomic_load(&sys->wakes);
+  ck_assert(vat__wait_quiescent(&sys->sched, 30)); /* every worker parked */
+  uint64_t before = atomic_load(&sys->sched.wakes);
 
   vat__test_point_arm("sched.idle.woken");
   ck_assert_vat_ok(vat_host_send(vats[0], meet_the_others, NULL));
   ck_assert_msg(vat__test_point_wait(10), "no worker woke for the first vat");
   for (int i = 1; i < BURST_WORKERS; i++)
     ck_assert_vat_ok(vat_host_send(vats[i], meet_the_others, NULL));
-  uint64_t signals = atomic_load(&sys->wakes) - before;
+  uint64_t signals = atomic_load(&sys->sched.wakes) - before;
   ck_assert_msg(signals == 1,
                 "%llu parked workers were signalled for the burst while the "
                 "first one woken had not started looking for work",
@@ -227,7 +228,7 @@ START_TEST(no_wake_up_is_lost_between_parked_rounds) {
   uint64_t seed = test_seed("no_wake_up_is_lost_between_parked_rounds");
   uint64_t expected = 0;
   for (unsigned round = 0; round < FAN_ROUNDS; round++) {
-    ck_assert(vat__wait_quiescent(sys, 30)); /* every worker parked */
+    ck_assert(vat__wait_quiescent(&sys->sched, 30)); /* every worker parked */
     unsigned roots = (unsigned)test_rand_between(&seed, 1, 6);
     for (unsigned r = 0; r < roots; r++)
       ck_assert_vat_ok(vat_host_send(

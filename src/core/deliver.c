@@ -17,10 +17,10 @@
 #include "core/deliver.h"
 
 #include "core/flow.h"
-#include "core/schedule.h"
 #include "core/system.h"
 #include "core/trace.h"
 #include "core/worker.h"
+#include "sched/sched.h"
 #include "util/cpu.h"
 #include "util/testpoint.h"
 
@@ -131,7 +131,7 @@ static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
     clear_flows(first, last);
   /* seq_cst: shutdown reads host_inflight after it sets CLOSING; either it
    * sees us in flight, or we see CLOSING below. */
-  atomic_fetch_add_explicit(&sys->host_inflight, 1, memory_order_seq_cst);
+  atomic_fetch_add_explicit(&sys->sched.host_inflight, 1, memory_order_seq_cst);
   int rc = VAT_OK;
   int state = vat__system_state(sys);
   VAT__TEST_POINT("send.external.after_state_check");
@@ -147,16 +147,16 @@ static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
     size_t n = (flags & VAT__COUNTED) ? chain_len(first, last) : 0;
     bool ordinary = first->fn != vat__run_urgent; /* before it may run */
     if (vat__mailbox_push_chain(&to->mailbox, first, last))
-      vat__schedule_external(sys, to);
+      vat__schedule_external(&sys->sched, &to->task);
     if (n != 0)
       vat__flow_count(w, to, n, ordinary);
   }
   /* Shutdown waits for the last one out, both while closing (quiescence)
    * and once stopped (before it counts what was left queued). */
-  if (atomic_fetch_sub_explicit(&sys->host_inflight, 1, memory_order_seq_cst) ==
-          1 &&
+  if (atomic_fetch_sub_explicit(&sys->sched.host_inflight, 1,
+                                memory_order_seq_cst) == 1 &&
       vat__system_state(sys) != VAT__RUNNING)
-    vat__notify_quiet(sys);
+    vat__notify_quiet(&sys->sched);
   return rc;
 }
 
@@ -178,7 +178,7 @@ deliver_rare(vat__worker *w, vat__msg *header, vat__msg *first, vat__msg *last,
     size_t n = header ? vat__mailbox_run_len(header) : chain_len(first, last);
     if (header ? vat__mailbox_push_header(&to->mailbox, header)
                : vat__mailbox_push_chain(&to->mailbox, first, last))
-      vat__schedule(w, to);
+      vat__schedule(&w->run, &to->task);
     vat__flow_count(w, to, n, ordinary);
     return;
   }
@@ -191,14 +191,14 @@ deliver_rare(vat__worker *w, vat__msg *header, vat__msg *first, vat__msg *last,
   else if ((first = vat__flow_on_send(w, to, first, &last)) != NULL) {
     size_t n = chain_len(first, last);
     if (vat__mailbox_push_chain(&to->mailbox, first, last))
-      vat__schedule(w, to);
+      vat__schedule(&w->run, &to->task);
     if (flags & VAT__COUNTED)
       vat__flow_count(w, to, n, ordinary);
   }
 }
 
 VAT__HOT void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
-                          vat__msg *last) {
+                           vat__msg *last) {
   vat__vat *to = first->target->vat;
   /* One load, one test for the rare cases. The dead check is a shortcut:
    * a vat that dies after it still drops the message, when its turn loop
@@ -216,7 +216,30 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
                       ? vat__mailbox_push_header(&to->mailbox, header)
                       : vat__mailbox_push_chain(&to->mailbox, first, last);
   if (was_idle)
-    vat__schedule(w, to);
+    vat__schedule(&w->run, &to->task);
+}
+
+/* Empties a vat's mailbox after the workers stopped; returns how many
+ * messages it held. Signals get their drop, so no promise waits for ever.
+ * The vats muted on it (core/flow.h) are in no queue: counted with it. */
+static uint64_t drop_queued(vat__vat *v) {
+  uint64_t n = 0;
+  for (vat__msg *m; (m = vat__mailbox_pop_stopped(&v->mailbox)) != NULL; n++)
+    vat__drop_at_shutdown(m);
+  for (vat__vat *muted = vat__flow_take_muted(v), *next; muted != NULL;
+       muted = next) {
+    next = muted->link;
+    muted->link = NULL;
+    n += drop_queued(muted); /* a muted vat mutes nobody: one level */
+  }
+  return n;
+}
+
+uint64_t vat__drop_stranded(vat_system *sys) {
+  uint64_t n = 0;
+  for (vat__task *t; (t = vat__sched_take_stranded(&sys->sched)) != NULL;)
+    n += drop_queued(vat__vat_of(t));
+  return n;
 }
 
 /* --- Now, from anywhere -------------------------------------------------- */
@@ -240,8 +263,8 @@ static void send_node(vat__worker *w, vat__msg *m) {
     vat__deliver(w, NULL, m, m);
     /* Sent now, from a hook or a signal, maybe outside any turn: no
      * commit follows to pay the wake-up the push may owe. */
-    if (w->wake_owed)
-      vat__pay_wake(w);
+    if (w->run.wake_owed)
+      vat__pay_wake(&w->run);
   } else if (deliver_external(NULL, m, m) == VAT_ECLOSED)
     vat__dead_letter(NULL, m);
 }
@@ -266,14 +289,15 @@ void vat__alert(vat__vat *v) {
   vat__worker *w = vat__current_worker;
   bool outside = w == NULL || w->sys != sys;
   if (outside)
-    atomic_fetch_add_explicit(&sys->host_inflight, 1, memory_order_seq_cst);
+    atomic_fetch_add_explicit(&sys->sched.host_inflight, 1,
+                              memory_order_seq_cst);
   if (vat__system_state(sys) < VAT__STOPPED && vat__flow_unpark(v))
-    vat__schedule_external(sys, v);
+    vat__schedule_external(&sys->sched, &v->task);
   if (outside &&
-      atomic_fetch_sub_explicit(&sys->host_inflight, 1, memory_order_seq_cst) ==
-          1 &&
+      atomic_fetch_sub_explicit(&sys->sched.host_inflight, 1,
+                                memory_order_seq_cst) == 1 &&
       vat__system_state(sys) != VAT__RUNNING)
-    vat__notify_quiet(sys);
+    vat__notify_quiet(&sys->sched);
 }
 
 void vat__flag_urgent(vat__vat *v) {

@@ -112,5 +112,8 @@ void vat__dispatch_dynamic(vat_turn *turn, void *state, void *arg);
 void vat__dead_letter(vat__worker *w, vat__msg *m);
 /** A message still queued when its system stopped: a signal's drop runs. */
 void vat__drop_at_shutdown(vat__msg *m);
+/** After the workers stopped: drops what every vat still queued holds
+ *  (signals get their drop) and returns how many messages that was. */
+uint64_t vat__drop_stranded(vat_system *sys);
 
 #endif

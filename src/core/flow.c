@@ -7,16 +7,16 @@
 
 #include "core/atoms.h"
 #include "core/deliver.h"
-#include "core/schedule.h"
 #include "core/system.h"
 #include "core/turn.h"
 #include "core/worker.h"
+#include "sched/sched.h"
 #include "util/clock.h"
 #include "util/mem.h"
 
 /* --- The record ---------------------------------------------------------- */
 
-/* The system's settings with its defaults filled in (runtime/system.c
+/* The system's settings with its defaults filled in (runtime/lifecycle.c
  * checked them). */
 static void defaults(vat_system *sys, vat_overload *out) {
   *out = sys->cfg.overload;
@@ -143,11 +143,11 @@ static void store_counted_base(vat__flow *f, vat__vat *v, uint64_t pushed,
 }
 
 /* Schedules the vats of a muted list taken from a record (linked through
- * rq_next), each no longer muted. */
+ * link), each no longer muted. */
 static void schedule_released(vat__worker *w, vat__vat *list) {
   while (list != NULL) {
-    vat__vat *next = list->rq_next;
-    list->rq_next = NULL;
+    vat__vat *next = list->link;
+    list->link = NULL;
     /* Before it can run: a sender that reads it clear may mark it. */
     atomic_store_explicit(&vat__flow_peek(list)->muted_on, NULL,
                           memory_order_relaxed);
@@ -156,7 +156,10 @@ static void schedule_released(vat__worker *w, vat__vat *list) {
      * pair spreads over two workers). Not the shared queue either, which
      * this worker looks at every few batches: it took the sender back
      * there as often as the idle worker did. */
-    vat__schedule_stealable(w, list);
+    if (w == NULL || w != vat__current_worker || list->sys != w->sys)
+      vat__schedule_external(&list->sys->sched, &list->task);
+    else
+      vat__schedule_stealable(&w->run, &list->task);
     list = next;
   }
 }
@@ -380,10 +383,10 @@ bool vat__flow_unpark(vat__vat *v) {
     return false;
   bool found = false;
   pthread_mutex_lock(&f->lock);
-  for (vat__vat **p = &f->muted; *p != NULL; p = &(*p)->rq_next)
+  for (vat__vat **p = &f->muted; *p != NULL; p = &(*p)->link)
     if (*p == v) {
-      *p = v->rq_next;
-      v->rq_next = NULL;
+      *p = v->link;
+      v->link = NULL;
       found = true;
       break;
     }
@@ -411,8 +414,8 @@ bool vat__flow_mute(vat__worker *w, vat__vat *v) {
    * overloaded: from here no sender does, and if one did first, it does
    * not wait (so a muted vat is never overloaded: see the top). */
   pthread_mutex_lock(&own->lock);
-  bool over = atomic_load_explicit(&v->flags, memory_order_relaxed) &
-              VAT__OVERLOADED;
+  bool over =
+      atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED;
   if (!over)
     atomic_store_explicit(&own->muted_on, to, memory_order_relaxed);
   pthread_mutex_unlock(&own->lock);
@@ -427,12 +430,12 @@ bool vat__flow_mute(vat__worker *w, vat__vat *v) {
    * (vat__flow_idle): busy here, it comes back for the list. Acquire:
    * pairs with its release. */
   uint8_t theirs = atomic_load_explicit(&to->flags, memory_order_acquire);
-  bool wait = (theirs & (VAT__OVERLOADED | VAT__DEAD)) == VAT__OVERLOADED &&
-              atomic_load_explicit(&to->mailbox.top, memory_order_relaxed) !=
-                  NULL &&
-              !alerted(v);
+  bool wait =
+      (theirs & (VAT__OVERLOADED | VAT__DEAD)) == VAT__OVERLOADED &&
+      atomic_load_explicit(&to->mailbox.top, memory_order_relaxed) != NULL &&
+      !alerted(v);
   if (wait) {
-    v->rq_next = f->muted;
+    v->link = f->muted;
     f->muted = v;
   }
   pthread_mutex_unlock(&f->lock);
@@ -529,8 +532,7 @@ void vat__flow_count(vat__worker *w, vat__vat *to, size_t n, bool ordinary) {
   uint64_t now =
       atomic_fetch_add_explicit(&f->pushed, n, memory_order_release) + n;
   uint8_t policy = policy_of(f);
-  if (now - atomic_load_explicit(&f->base, memory_order_relaxed) <
-          high_of(f) ||
+  if (now - atomic_load_explicit(&f->base, memory_order_relaxed) < high_of(f) ||
       policy == VAT_OVERLOAD_NONE)
     return;
   if (!vat__is_overloaded(to))

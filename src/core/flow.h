@@ -69,7 +69,7 @@
  * that worker's busy list, and the senders it releases go to that
  * worker's run queue, where an idle worker steals them: the producer and
  * the consumer then run in parallel, each on its own core, the consumer's
- * queue staying in its core's cache (sched/worker.c, requeue).
+ * queue staying in its core's cache (sched/place.c, vat__requeue).
  *
  * Why no set of mutes can deadlock: a vat is never muted on itself, and a
  * vat is never muted while it is overloaded (checked after its own count
@@ -140,7 +140,7 @@ typedef struct vat__flow {
   /* Guards `muted` and `waiters`; taken once per mute and per release. */
   pthread_mutex_t lock;
   pthread_cond_t drained; /* host senders waiting (vat_host_send_wait) */
-  vat__vat *muted;        /* linked through rq_next */
+  vat__vat *muted;        /* linked through their `link` */
   unsigned waiters;
 } vat__flow;
 
@@ -201,7 +201,7 @@ size_t vat__flow_queue_len(vat__vat *to);
 vat__vat *vat__flow_muted_on(vat__vat *v);
 
 /** A stopped system's muted vats: removes and returns v's muted list
- *  (linked through rq_next). After the workers stopped. */
+ *  (linked through their `link`). After the workers stopped. */
 vat__vat *vat__flow_take_muted(vat__vat *v);
 
 /** Host thread: waits until `v` is not overloaded or `deadline_ns` (on

@@ -1,6 +1,5 @@
 /* A system's layout and its life-cycle state. The fields are grouped by
- * the subsystem that owns them; the system's mutex guards parking,
- * quiescence and shutdown, never the message path.
+ * the subsystem that owns them.
  */
 #ifndef VAT_CORE_SYSTEM_H
 #define VAT_CORE_SYSTEM_H
@@ -11,9 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/inject.h"
 #include "core/msgpool.h"
 #include "core/worker.h"
+#include "sched/queues.h"
 #include "util/clock.h"
 #include "vat/core.h"
 
@@ -35,30 +34,13 @@ struct vat_system {
   vat__worker **workers;
   unsigned nworkers;
   bool host_driven;
-  /* Host-driven wake-ups (sched/wake.c). */
-  int wake_fd;               /* eventfd, readable on work */
-  _Atomic bool wake_pending; /* a sender writes, or wrote, to wake_fd */
-  /* Writes to wake_fd begun and finished, and `wake_done` as the last run
-   * call to drain it saw it (owned by the run call). */
-  _Atomic uint64_t wake_begun, wake_done;
-  uint64_t wake_seen;
   _Atomic bool host_running; /* a thread is inside vat_system_run() */
-  uint64_t det_rng;          /* deterministic mode's generator (embed/) */
-  vat__inject inject;
+  /* Where the workers' runnable vats wait, their parking and quiescence
+   * (sched/): the system's lock is the scheduler's, and guards parking,
+   * quiescence and shutdown, never the message path. */
+  vat__sched sched;
   vat__msgdepot depot; /* free message nodes shared by the workers */
   _Atomic int state;
-
-  /* Parking and quiescence (sched/). */
-  pthread_mutex_t lock;
-  pthread_cond_t park_cond;  /* parked workers wait here */
-  pthread_cond_t quiet_cond; /* shutdown waits here */
-  _Atomic unsigned parked;
-  _Atomic unsigned spinning;
-  /* A parked worker was signalled and has not yet counted itself spinning:
-   * senders leave the waking of more to it (sched/park.c). */
-  _Atomic bool waking;
-  _Atomic uint64_t wakes; /* signals sent to parked workers (for tests) */
-  _Atomic unsigned host_inflight; /* senders from outside mid-delivery */
 
   /* Time as timers see it: the monotonic clock, or a virtual clock the
    * host advances (deterministic mode). See vat__clock_now(). */

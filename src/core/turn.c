@@ -8,10 +8,10 @@
 #include "core/atoms.h"
 #include "core/deliver.h"
 #include "core/flow.h"
-#include "core/schedule.h"
 #include "core/trace.h"
 #include "core/turn.h"
 #include "core/worker.h"
+#include "sched/sched.h"
 #include "util/cpu.h"
 #include "util/gc.h"
 #include "util/testpoint.h"
@@ -125,19 +125,19 @@ static __attribute__((noinline)) void commit_in_order(vat_turn *t) {
 }
 
 static void commit(vat_turn *t) {
-  /* The spawned vats' links are reused by run queues once they get mail;
+  /* The spawned vats' links become the scheduler's once they get mail;
    * none can get any before this. */
   for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
-    next = v->rq_next;
-    v->rq_next = NULL;
+    next = v->link;
+    v->link = NULL;
   }
   if (t->effects_head == NULL)
     deliver_chain(t, t->out_head, false); /* most turns: sends only */
   else
     commit_in_order(t);
-  /* One wake-up for the vats the sends displaced (sched/worker.c). */
-  if (t->worker->wake_owed)
-    vat__pay_wake(t->worker);
+  /* One wake-up for the vats the sends displaced (sched/place.c). */
+  if (t->worker->run.wake_owed)
+    vat__pay_wake(&t->worker->run);
   if (t->stop) {
     /* Stop callbacks run outside any turn (vat/core.h). */
     vat__current_turn = NULL;
@@ -157,8 +157,8 @@ static void discard(vat_turn *t) {
   /* Stop callbacks run outside any turn (vat/core.h). */
   vat__current_turn = NULL;
   for (vat__vat *v = t->spawned, *next; v != NULL; v = next) {
-    next = v->rq_next;
-    v->rq_next = NULL;
+    next = v->link;
+    v->link = NULL;
     vat__terminate(w, v, t->reason, NULL); /* never ran: not reported */
   }
   vat__terminate(w, t->vat, t->reason, t->msg);

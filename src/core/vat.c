@@ -148,7 +148,7 @@ int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
   vat__count(&turn->worker->spawned, 1);
   if (turn->worker->trace != NULL)
     vat__trace_spawn(turn->worker->trace, v, turn->vat);
-  v->rq_next = turn->spawned;
+  v->link = turn->spawned;
   turn->spawned = v;
   *out = &v->first;
   return VAT_OK;

@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "core/mailbox.h"
+#include "sched/task.h"
+#include "util/cpu.h"
 #include "vat/core.h"
 
 typedef struct vat__vat vat__vat;
@@ -37,8 +39,6 @@ enum {
   VAT__ATTENTION =
       VAT__DEAD | VAT__ALERTED | VAT__MUTING | VAT__URGENT | VAT__YIELD,
 };
-
-#define VAT__CACHE_LINE 64
 
 /* A vat's extension: what most vats never need, kept off the vat's one
  * hot cache line — its exit reason and the per-vat state of the modules
@@ -87,8 +87,15 @@ static inline void *vat__state(vat_ref *e) {
 
 struct vat__vat {
   /* Hot: touched by every message. */
-  vat__mailbox mailbox;
-  vat__vat *rq_next; /* link in a shared run queue or a turn's spawn list */
+  vat__mailbox mailbox; /* first: see core/turn.c, try_idle */
+  /* While runnable, the scheduler's link (sched/task.h); while on one of
+   * the core's own lists, a turn's spawn list or a muted list
+   * (core/flow.h), the core's. A vat is never on both at once, and the
+   * link is NULL between the two. */
+  union {
+    vat__task task;
+    vat__vat *link;
+  };
   vat_system *sys;
   /* VAT__DEAD: set once, with release, after ext->exit_reason is written.
    * VAT__ALERTED: set, with release, after a signal that may end the vat
@@ -120,6 +127,10 @@ struct vat__vat {
 
 _Static_assert(offsetof(struct vat__vat, first) == VAT__CACHE_LINE,
                "the vat's header is one cache line");
+/** The vat whose link `t` (not NULL) is. */
+static inline vat__vat *vat__vat_of(vat__task *t) {
+  return (vat__vat *)(void *)((char *)t - offsetof(vat__vat, task));
+}
 
 /** The vat's module state, made on first use. Only from the vat's turns
  *  or its hooks. */

@@ -70,7 +70,7 @@ static void read_worker(vat_system *sys, vat__worker *w, uint64_t now,
                         vat_worker_info *out) {
   *out = (vat_worker_info){
       .turns = relaxed(&w->delivered),
-      .steals = relaxed(&w->steals),
+      .steals = relaxed(&w->run.steals),
       .parks = relaxed(&w->parks),
   };
   if (sys->host_driven)

@@ -5,19 +5,19 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "core/system.h"
 #include "sched/sched.h"
 #include "util/testpoint.h"
+#include "vat/core.h" /* the error codes */
 
-int vat__host_open(vat_system *sys) {
-  sys->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  return sys->wake_fd < 0 ? VAT_ENOMEM : VAT_OK;
+int vat__host_open(vat__sched *s) {
+  s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  return s->wake_fd < 0 ? VAT_ENOMEM : VAT_OK;
 }
 
-void vat__host_close(vat_system *sys) {
-  if (sys->wake_fd >= 0)
-    close(sys->wake_fd);
-  sys->wake_fd = -1;
+void vat__host_close(vat__sched *s) {
+  if (s->wake_fd >= 0)
+    close(s->wake_fd);
+  s->wake_fd = -1;
 }
 
 /* The wake-up protocol, in the manner of libuv's async handles.
@@ -37,40 +37,40 @@ void vat__host_close(vat_system *sys) {
  * and its write) had not finished when that call read wake_done, so the
  * next call, which the readable descriptor brings, drains again. Run calls
  * that no write preceded make no read() at all. */
-void vat__host_wake(vat_system *sys) {
+void vat__host_wake(vat__sched *s) {
   /* acq_rel: release orders our push before the raise, for the run call
    * that takes it down and then looks for work. */
-  if (atomic_exchange_explicit(&sys->wake_pending, true, memory_order_acq_rel))
+  if (atomic_exchange_explicit(&s->wake_pending, true, memory_order_acq_rel))
     return;
   VAT__TEST_POINT("host.wake.after_flag");
   /* seq_cst: counted before the write can land, so a run call woken by
    * the write sees the count. */
-  atomic_fetch_add_explicit(&sys->wake_begun, 1, memory_order_seq_cst);
+  atomic_fetch_add_explicit(&s->wake_begun, 1, memory_order_seq_cst);
   uint64_t one = 1;
   ssize_t n;
   do
-    n = write(sys->wake_fd, &one, sizeof one);
+    n = write(s->wake_fd, &one, sizeof one);
   while (n < 0 && errno == EINTR);
   /* release: a run call that sees this count sees the write landed. */
-  atomic_fetch_add_explicit(&sys->wake_done, 1, memory_order_release);
+  atomic_fetch_add_explicit(&s->wake_done, 1, memory_order_release);
 }
 
-void vat__host_clear_wake(vat_system *sys) {
+void vat__host_clear_wake(vat__sched *s) {
   /* wake_done first, with acquire: the writes it counts have landed, and
    * their wake_begun counts are visible, so begun >= done below. */
-  uint64_t done = atomic_load_explicit(&sys->wake_done, memory_order_acquire);
-  uint64_t begun = atomic_load_explicit(&sys->wake_begun, memory_order_seq_cst);
-  if (begun != sys->wake_seen) {
+  uint64_t done = atomic_load_explicit(&s->wake_done, memory_order_acquire);
+  uint64_t begun = atomic_load_explicit(&s->wake_begun, memory_order_seq_cst);
+  if (begun != s->wake_seen) {
     uint64_t count;
     ssize_t n;
     do
-      n = read(sys->wake_fd, &count, sizeof count);
+      n = read(s->wake_fd, &count, sizeof count);
     while (n < 0 && errno == EINTR);
     /* Writes not finished yet may land after this read: the next call
      * drains again until they are all counted done. */
-    sys->wake_seen = done;
+    s->wake_seen = done;
   }
   /* acq_rel: acquire makes visible the pushes made before every raise we
    * take down; this comes before the look for work in run_ready. */
-  atomic_exchange_explicit(&sys->wake_pending, false, memory_order_acq_rel);
+  atomic_exchange_explicit(&s->wake_pending, false, memory_order_acq_rel);
 }

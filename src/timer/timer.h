@@ -16,7 +16,7 @@ extern const vat__module vat__timer_module;
 vat_timer *vat__timer_call_at(vat_system *sys, uint64_t deadline_ns,
                               void (*fn)(void *arg), void *arg);
 
-/* For host-driven systems (embed/): the next deadline on the system's
+/* For host-driven systems (loop/host.c): the next deadline on the system's
  * clock (UINT64_MAX: none), and firing what is due at `now_ns`. */
 uint64_t vat__timers_next_deadline(vat_system *sys);
 void vat__timers_fire_due(vat_system *sys, uint64_t now_ns);

@@ -1,4 +1,5 @@
-/* Processor hints: spin-waits, and where the hot path's code goes. */
+/* Processor hints: spin-waits, the cache line, and where the hot path's
+ * code goes. */
 #ifndef VAT_UTIL_CPU_H
 #define VAT_UTIL_CPU_H
 
@@ -9,6 +10,10 @@ static inline void vat__cpu_relax(void) {
   __asm__ __volatile__("yield");
 #endif
 }
+
+/* What two threads' fields are kept apart by, so that neither takes the
+ * other's line away. */
+#define VAT__CACHE_LINE 64
 
 /* The functions every message passes through (send, commit, deliver,
  * mailbox, run loop, scheduler) are placed together in .text.hot. Without

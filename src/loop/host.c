@@ -4,16 +4,15 @@
  * the call.
  *
  * Deterministic mode picks the next vat with a seeded generator
- * (seeded.c); its timers read a virtual clock the host advances.
+ * (sched/pick.c); its timers read a virtual clock the host advances.
  */
 #include <sched.h>
 #include <stdint.h>
 
-#include "core/schedule.h"
 #include "core/system.h"
 #include "core/trace.h"
 #include "core/turn.h"
-#include "embed/embed.h"
+#include "loop/loop.h"
 #include "sched/sched.h"
 #include "timer/timer.h"
 #include "util/clock.h"
@@ -48,24 +47,6 @@ static void leave(vat_system *sys) {
   atomic_store_explicit(&sys->host_running, false, memory_order_release);
 }
 
-/* --- Picking the next vat ------------------------------------------------ */
-
-static vat__vat *next_fifo(vat__worker *w) {
-  vat__vat *v = w->next;
-  if (v != NULL) {
-    w->next = NULL;
-    return v;
-  }
-  if ((v = vat__runq_pop(&w->runq)) != NULL)
-    return v;
-  return vat__inject_pop(&w->sys->inject);
-}
-
-static bool ready(vat__worker *w) {
-  return w->next != NULL || vat__runq_size(&w->runq) != 0 ||
-         vat__inject_size(&w->sys->inject) != 0;
-}
-
 /* --- Running ------------------------------------------------------------ */
 
 /* Whether a run call should hand the system over: it is closing and this
@@ -79,7 +60,7 @@ static void run_ready(vat_system *sys, uint64_t max_turns, uint64_t max_ns,
   vat__worker *w = sys->workers[0];
   vat__worker *outer = vat__current_worker;
   vat__current_worker = w;
-  vat__host_clear_wake(sys);
+  vat__host_clear_wake(&sys->sched);
   vat__timers_fire_due(sys, vat__clock_now(sys));
   uint64_t start = max_ns ? vat__monotonic_ns() : 0;
   uint64_t before = atomic_load_explicit(&w->delivered, memory_order_relaxed);
@@ -93,20 +74,21 @@ static void run_ready(vat_system *sys, uint64_t max_turns, uint64_t max_ns,
       break;
     if (closing(sys, draining))
       break;
-    vat__vat *v = seeded ? vat__next_seeded(w) : next_fifo(w);
-    if (v == NULL)
+    vat__task *t = seeded ? vat__pick_seeded(&w->run) : vat__pick_fifo(&w->run);
+    if (t == NULL)
       break;
     unsigned budget = seeded ? 1 : sys->cfg.batch;
     if (max_turns && max_turns - done < budget)
       budget = (unsigned)(max_turns - done);
-    if (vat__run_batch(w, v, budget) && !vat__runq_push(&w->runq, v))
-      vat__schedule_external(sys, v);
+    if (vat__run_batch(w, vat__vat_of(t), budget) &&
+        !vat__runq_push(&w->run.runq, t))
+      vat__schedule_external(&sys->sched, t);
   }
   if (w->trace != NULL) /* ends the last turn's slice */
     vat__trace_mark(w->trace, VAT__TR_IDLE);
   res->turns +=
       atomic_load_explicit(&w->delivered, memory_order_relaxed) - before;
-  res->more = ready(w);
+  res->more = vat__sched_ready(&w->run);
   vat__current_worker = outer;
 }
 
@@ -158,15 +140,15 @@ bool vat__host_drain(vat_system *sys, double timeout_s) {
     uint64_t now = vat__monotonic_ns();
     uint64_t slice = deadline > now ? deadline - now : 1;
     run_ready(sys, 0, slice < 1000000 ? slice : 1000000, true, &res);
-    if (!(res.more ||
-          atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst)) ||
+    if (!(res.more || atomic_load_explicit(&sys->sched.host_inflight,
+                                           memory_order_seq_cst)) ||
         vat__monotonic_ns() >= deadline)
       break;
   }
-  bool quiet =
-      !res.more &&
-      atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) == 0 &&
-      !ready(sys->workers[0]);
+  bool quiet = !res.more &&
+               atomic_load_explicit(&sys->sched.host_inflight,
+                                    memory_order_seq_cst) == 0 &&
+               !vat__sched_ready(&sys->workers[0]->run);
   leave(sys);
   return quiet;
 }
@@ -180,7 +162,7 @@ int vat_system_fd(vat_system *sys, int *fd) {
     return VAT_ECLOSED;
   if (!sys->host_driven)
     return VAT_ENOTSUP;
-  *fd = sys->wake_fd;
+  *fd = sys->sched.wake_fd;
   return VAT_OK;
 }
 

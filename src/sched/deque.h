@@ -17,14 +17,15 @@
  * last read). A thief cannot clear its own slot: by then the owner may
  * have written it anew.
  */
-#ifndef VAT_CORE_DEQUE_H
-#define VAT_CORE_DEQUE_H
+#ifndef VAT_SCHED_DEQUE_H
+#define VAT_SCHED_DEQUE_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/vat.h"
+#include "sched/task.h"
+#include "util/cpu.h"
 
 #define VAT__DEQUE_SIZE 4096u
 
@@ -37,20 +38,20 @@ typedef struct vat__deque {
   _Alignas(VAT__CACHE_LINE) _Atomic uint32_t bottom; /* owner: store */
   uint32_t top_seen; /* owner: top as it last read it */
   uint32_t clean;    /* owner: slots below it are cleared */
-  _Alignas(VAT__CACHE_LINE) _Atomic(vat__vat *) slots[VAT__DEQUE_SIZE];
+  _Alignas(VAT__CACHE_LINE) _Atomic(vat__task *) slots[VAT__DEQUE_SIZE];
 } vat__deque;
 
 void vat__deque_init(vat__deque *d);
 
 /** Owner: puts `v` on top. Returns false when the deque is full. */
-bool vat__deque_push(vat__deque *d, vat__vat *v);
+bool vat__deque_push(vat__deque *d, vat__task *v);
 
 /** Owner: takes the newest vat, or NULL. */
-vat__vat *vat__deque_pop(vat__deque *d);
+vat__task *vat__deque_pop(vat__deque *d);
 
 /** Any thread (the owner included): takes the oldest vat, or NULL when
  *  the deque was empty or another thread won the race for that vat. */
-vat__vat *vat__deque_steal(vat__deque *d);
+vat__task *vat__deque_steal(vat__deque *d);
 
 /** Any thread: how many vats are held (a snapshot). */
 uint32_t vat__deque_size(vat__deque *d);

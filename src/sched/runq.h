@@ -6,39 +6,43 @@
  * outside [head, tail), so a thief that read slots and then wins its CAS on
  * `head` read values nobody overwrote.
  */
-#ifndef VAT_CORE_RUNQ_H
-#define VAT_CORE_RUNQ_H
+#ifndef VAT_SCHED_RUNQ_H
+#define VAT_SCHED_RUNQ_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-struct vat__vat;
+#include "sched/task.h"
 
 #define VAT__RUNQ_SIZE 256u
 
 typedef struct vat__runq {
   _Atomic uint32_t head; /* owner and thieves: CAS */
   _Atomic uint32_t tail; /* owner: store */
-  _Atomic(struct vat__vat *) slots[VAT__RUNQ_SIZE];
+  _Atomic(vat__task *) slots[VAT__RUNQ_SIZE];
 } vat__runq;
 
 void vat__runq_init(vat__runq *q);
 
 /** Owner: appends `v`. Returns false when the queue is full. */
-bool vat__runq_push(vat__runq *q, struct vat__vat *v);
+bool vat__runq_push(vat__runq *q, vat__task *v);
 
 /** Owner: takes the oldest vat, or NULL. */
-struct vat__vat *vat__runq_pop(vat__runq *q);
+vat__task *vat__runq_pop(vat__runq *q);
 
 /** Owner of `q`, when full: takes the older half out of the queue, linked
- *  through `rq_next` oldest first; *count gets their number. NULL when
+ *  through `next` oldest first; *count gets their number. NULL when
  *  thieves emptied it meanwhile. */
-struct vat__vat *vat__runq_take_half(vat__runq *q, uint32_t *count);
+vat__task *vat__runq_take_half(vat__runq *q, uint32_t *count);
 
 /** A thief (owner of `into`): moves about half of `from` into `into` and
  *  returns one of them to run, or NULL when there was nothing to steal. */
-struct vat__vat *vat__runq_steal(vat__runq *into, vat__runq *from);
+vat__task *vat__runq_steal(vat__runq *into, vat__runq *from);
+
+/** Owner: takes the vat `k` places behind the oldest (k below the size),
+ *  the oldest taking its place: the deterministic mode's draw. */
+vat__task *vat__runq_draw(vat__runq *q, uint32_t k);
 
 /** Any thread: how many vats are queued (a snapshot). */
 uint32_t vat__runq_size(vat__runq *q);

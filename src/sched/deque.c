@@ -1,10 +1,10 @@
 /* See deque.h. Indices are free-running 32-bit counters; their differences,
  * read as signed, are sizes. */
-#include "core/deque.h"
+#include "sched/deque.h"
 
 #include <assert.h>
 
-#include "core/vat.h"
+#include "sched/task.h"
 #include "util/cpu.h"
 
 #define SLOT(d, i) (&(d)->slots[(i) % VAT__DEQUE_SIZE])
@@ -18,7 +18,7 @@ void vat__deque_init(vat__deque *d) {
     atomic_init(&d->slots[i], NULL);
 }
 
-VAT__HOT bool vat__deque_push(vat__deque *d, vat__vat *v) {
+VAT__HOT bool vat__deque_push(vat__deque *d, vat__task *v) {
   uint32_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
   uint32_t t = d->top_seen; /* top is at least this: room is at least so */
   if (b - t >= VAT__DEQUE_SIZE) {
@@ -38,7 +38,7 @@ VAT__HOT bool vat__deque_push(vat__deque *d, vat__vat *v) {
   return true;
 }
 
-VAT__HOT vat__vat *vat__deque_pop(vat__deque *d) {
+VAT__HOT vat__task *vat__deque_pop(vat__deque *d) {
   uint32_t b = atomic_load_explicit(&d->bottom, memory_order_relaxed);
   uint32_t t = atomic_load_explicit(&d->top, memory_order_relaxed);
   if (b == t) /* empty: only thieves move top, and only towards bottom */
@@ -55,7 +55,7 @@ VAT__HOT vat__vat *vat__deque_pop(vat__deque *d) {
     atomic_store_explicit(&d->bottom, b + 1, memory_order_relaxed);
     return NULL;
   }
-  vat__vat *v = atomic_load_explicit(SLOT(d, b), memory_order_relaxed);
+  vat__task *v = atomic_load_explicit(SLOT(d, b), memory_order_relaxed);
   if (b != t) {
     /* More than one left: no thief can win slot b. One may still read
      * it, and then lose its CAS, so the NULL it may see is never used. */
@@ -73,14 +73,14 @@ VAT__HOT vat__vat *vat__deque_pop(vat__deque *d) {
   return v;
 }
 
-vat__vat *vat__deque_steal(vat__deque *d) {
+vat__task *vat__deque_steal(vat__deque *d) {
   uint32_t t = atomic_load_explicit(&d->top, memory_order_acquire);
   atomic_thread_fence(memory_order_seq_cst);
   /* Acquire: pairs with the owner's release of bottom in push. */
   uint32_t b = atomic_load_explicit(&d->bottom, memory_order_acquire);
   if ((int32_t)(b - t) <= 0)
     return NULL;
-  vat__vat *v = atomic_load_explicit(SLOT(d, t), memory_order_relaxed);
+  vat__task *v = atomic_load_explicit(SLOT(d, t), memory_order_relaxed);
   /* A slot read by a thief that then loses the CAS may be stale; only the
    * winner's read counts, and the owner does not reuse slot t until top
    * has moved past it. */

@@ -1,15 +1,16 @@
 /* Systems: configuration, start, quiescent shutdown, destroy, statistics.
  * The life cycle ties the subsystems together: it starts the modules
- * (core/hooks.h) and the workers (sched/), and shutdown drains, stops,
+ * (core/hooks.h) and the workers (loop/), and shutdown drains, stops,
  * counts what was left and settles the boundary, in that order. */
 #include <sched.h>
 #include <unistd.h>
 
 #include "core/boundary.h"
+#include "core/deliver.h"
 #include "core/hooks.h"
 #include "core/system.h"
 #include "core/thread.h"
-#include "embed/embed.h"
+#include "loop/loop.h"
 #include "runtime/heap.h"
 #include "sched/sched.h"
 #include "trace/trace.h"
@@ -49,7 +50,8 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
    * a ref into a destroyed system never dangles. */
   vat_system *sys = GC_MALLOC(sizeof *sys);
   vat__worker **workers = GC_MALLOC(nworkers * sizeof *workers);
-  if (sys == NULL || workers == NULL)
+  vat__runner **runners = GC_MALLOC(nworkers * sizeof *runners);
+  if (sys == NULL || workers == NULL || runners == NULL)
     return VAT_ENOMEM;
   sys->cfg = *cfg;
 #if VAT_HOSTILE
@@ -59,20 +61,16 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
   sys->nworkers = nworkers;
   sys->started_ns = vat__monotonic_ns();
   sys->host_driven = host_driven;
-  sys->wake_fd = -1;
   sys->virtual_clock = cfg->deterministic;
-  sys->det_rng = cfg->seed ? cfg->seed : 0x9E3779B97F4A7C15ull;
+  sys->sched.det_rng = cfg->seed ? cfg->seed : 0x9E3779B97F4A7C15ull;
   if ((rc = vat__trace_configure(sys)) != VAT_OK)
     return rc;
-  if (host_driven && (rc = vat__host_open(sys)) != VAT_OK)
+  if ((rc = vat__sched_init(&sys->sched, runners, nworkers, host_driven)) !=
+      VAT_OK)
     return rc;
-  vat__inject_init(&sys->inject);
   vat__msgdepot_init(&sys->depot);
   atomic_init(&sys->state, VAT__RUNNING);
-  pthread_mutex_init(&sys->lock, NULL);
   pthread_mutex_init(&sys->boundary_lock, NULL);
-  pthread_cond_init(&sys->park_cond, NULL);
-  vat__cond_init_monotonic(&sys->quiet_cond);
   rc = vat__hooks_system_start(sys);
   if (rc != VAT_OK)
     return rc;
@@ -95,11 +93,11 @@ int vat_system_shutdown(vat_system *sys, double timeout_s) {
   if (!atomic_compare_exchange_strong(&sys->state, &expected, VAT__CLOSING))
     return VAT_ECLOSED;
   bool quiet = sys->host_driven ? vat__host_drain(sys, timeout_s)
-                                : vat__wait_quiescent(sys, timeout_s);
+                                : vat__wait_quiescent(&sys->sched, timeout_s);
   /* seq_cst: a sender from outside that increments host_inflight after
    * this sees STOPPED (core/deliver.c). */
   atomic_store_explicit(&sys->state, VAT__STOPPED, memory_order_seq_cst);
-  vat__wake_all(sys);
+  vat__wake_all(&sys->sched);
   vat__workers_join(sys);
   /* Relaxed: a snapshot needs the time, not what came before it. */
   atomic_store_explicit(&sys->stopped_ns, vat__monotonic_ns(),
@@ -107,7 +105,7 @@ int vat_system_shutdown(vat_system *sys, double timeout_s) {
   vat__hooks_system_stop(sys);
   /* Accepted messages still on their way in land before the count, so
    * each is delivered, a dead letter, or dropped here: never lost. */
-  vat__wait_senders(sys);
+  vat__wait_senders(&sys->sched);
   sys->dropped_at_shutdown = vat__drop_stranded(sys);
   vat__boundary_settle(sys);
   return quiet ? VAT_OK : VAT_ETIMEDOUT;
@@ -128,10 +126,11 @@ int vat_system_destroy(vat_system *sys) {
   /* A sender from outside that saw the system running may still be about
    * to write to the wake-up descriptor; its number must not be reused
    * under it. Such a sender has only a few stores left to do. */
-  while (atomic_load_explicit(&sys->host_inflight, memory_order_seq_cst) != 0)
+  while (atomic_load_explicit(&sys->sched.host_inflight,
+                              memory_order_seq_cst) != 0)
     sched_yield();
   if (sys->host_driven)
-    vat__host_close(sys);
+    vat__host_close(&sys->sched);
   /* Each worker's pool, queue and counters stay readable (the snapshots:
    * vat_system_stats, vat_system_inspect) and are reclaimed with the
    * system, which the collector keeps while anyone holds it. */
