@@ -108,7 +108,7 @@ exit-never-overtakes|src/exits/signals.c|exits|return exit_ends(v, s->from_vat, 
 link-exit-never-overtakes|src/exits/signals.c|exits|return exit_ends(v, from->vat, m->value, true);|return false;
 host-exit-never-alerts|src/exits/exits.c|exits|if (rc == VAT_OK && vat__exits_may_end(target->vat, NULL, reason, false))|if (0)
 host-monitor-unsettled-at-shutdown|src/exits/exits.c|exits|if (wa->watcher == NULL \|\| wa->watcher->vat->sys != v->sys)|if (wa->watcher != NULL && wa->watcher->vat->sys != v->sys)
-muted-vat-not-unparked|src/core/deliver.c|exits|if (vat__system_state(sys) < VAT__STOPPED && vat__flow_unpark(v))|if (0)
+muted-vat-not-unparked|src/core/deliver.c|exits|if (vat__system_state(sys) < VAT__STOPPED && vat__overload_unpark(v))|if (0)
 urgent-self-send-hoisted|src/core/send.c|send|if (to->vat == turn->vat) {|if (0) {
 dropped-request-uncounted|src/core/deliver.c|observe|vat__count(&w->dead_letters, 1);|if (m->fn != vat__dispatch_signal) vat__count(&w->dead_letters, 1);
 
@@ -126,20 +126,20 @@ msgpool-drops-home-nodes|src/core/msgpool.c|msgpool memory|if (depot != NULL && 
 msgpool-home-unbounded|src/core/msgpool.c|msgpool memory|return depot->pools * cap + (size_t)DEPOT_CAP * BATCH;|return SIZE_MAX;
 
 # issue: queue bound
-sender-count-never-marks|src/core/flow.c|backpressure|mark_overloaded(to, f);|(void)f;
-queue-len-walks-counted|src/core/overload.c|backpressure|if (flags & VAT__COUNTED)|if (0)
+sender-count-never-marks|src/core/overload.c|overload|mark_overloaded(to, f);|(void)f;
+queue-len-walks-counted|src/core/overload_api.c|overload|if (flags & VAT__COUNTED)|if (0)
 # A count that stopped at a mark taken for the queue's length.
-queue-len-reads-the-mark|src/core/flow.c|exits|if (!exact) {|if (0) {
+queue-len-reads-the-mark|src/core/overload.c|exits|if (!exact) {|if (0) {
 
 
 # issue: backpressure promises
-low-mark-releases-at-low|src/core/flow.c|backpressure|} else if (queued < low_of(f)) {|} else if (queued <= low_of(f)) {
-send-wait-not-counted|src/core/flow.c|backpressure|f->waiters++;|(void)f;
-urgent-mutes-sender|src/core/flow.c|backpressure|if (ordinary && w != NULL && t != NULL && t->worker == w && t->vat != to &&|if (w != NULL && t != NULL && t->worker == w && t->vat != to &&
-hoist-tail-at-urgent|src/core/mailbox.c|backpressure|mb->tail = nh ? nt : ut;|mb->tail = ut;
-host-send-no-wake|src/sched/place.c|backpressure|vat__inject_push(&s->inject, t, t, 1);|vat__inject_push(&s->inject, t, t, 1); return;
-ended-vat-keeps-mutes|src/core/vat.c|backpressure|if (was & VAT__OVERLOADED)|if (0)
-ended-vat-keeps-mutes|src/core/flow.c|backpressure|if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {|if ((atomic_load_explicit(&v->flags, memory_order_relaxed) & (VAT__OVERLOADED \| VAT__DEAD)) == VAT__OVERLOADED) {
+low-mark-releases-at-low|src/core/overload.c|overload|} else if (queued < low_of(f)) {|} else if (queued <= low_of(f)) {
+send-wait-not-counted|src/core/overload.c|overload|f->waiters++;|(void)f;
+urgent-mutes-sender|src/core/overload.c|overload|if (ordinary && w != NULL && t != NULL && t->worker == w && t->vat != to &&|if (w != NULL && t != NULL && t->worker == w && t->vat != to &&
+hoist-tail-at-urgent|src/core/mailbox.c|overload|mb->tail = nh ? nt : ut;|mb->tail = ut;
+host-send-no-wake|src/sched/place.c|overload|vat__inject_push(&s->inject, t, t, 1);|vat__inject_push(&s->inject, t, t, 1); return;
+ended-vat-keeps-mutes|src/core/vat.c|overload|if (was & VAT__OVERLOADED)|if (0)
+ended-vat-keeps-mutes|src/core/overload.c|overload|if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {|if ((atomic_load_explicit(&v->flags, memory_order_relaxed) & (VAT__OVERLOADED \| VAT__DEAD)) == VAT__OVERLOADED) {
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

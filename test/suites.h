@@ -42,8 +42,8 @@
   X(trace)                                                                     \
   X(soak)                                                                      \
   X(version)                                                                   \
+  X(overtake)                                                                  \
   X(overload)                                                                  \
-  X(backpressure)                                                              \
   X(observe)                                                                   \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)

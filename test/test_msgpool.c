@@ -130,7 +130,7 @@ START_TEST(a_batch_lists_its_nodes_once) {
     vat__msg *m = nodes[i] = vat__msg_alloc(pool);
     m->target = (vat_ref *)m;
     m->arg = m;
-    m->aux = m;
+    m->aux.signal_data = m;
   }
   for (size_t i = 0; i < N; i++)
     vat__msg_free(pool, nodes[i]);
@@ -141,7 +141,7 @@ START_TEST(a_batch_lists_its_nodes_once) {
     vat__msg *want = i + 1 < BATCH ? batch->nodes[i + 1] : NULL;
     if (atomic_load(&m->next) != want)
       ck_abort_msg("node %zu of a batch links elsewhere than its array", i);
-    if (m->target != NULL || m->arg != NULL || m->aux != NULL)
+    if (m->target != NULL || m->arg != NULL || m->aux.signal_data != NULL)
       ck_abort_msg("node %zu of a batch still holds its message", i);
   }
   /* Emptied by another pool's refill, the array keeps nothing. */
@@ -316,8 +316,8 @@ typedef struct round_trip {
   test_failure failure;
 } round_trip;
 
-/* Each node is marked while it is in flight (`aux` = its sequence number
- * + 1): a pool that handed out a node still in flight would hand out a
+/* Each node is marked while it is in flight (`aux.signal_data` = its
+ * sequence number + 1): a pool that handed out a node still in flight would hand out a
  * marked one, and a node lost or handed out twice breaks the count. */
 static void *produce(void *arg) {
   round_trip *rt = arg;
@@ -327,12 +327,12 @@ static void *produce(void *arg) {
     uint64_t burst = test_rand_between(&rng, 1, 3 * BATCH);
     for (uint64_t k = 0; k < burst && seq < rt->total; k++, seq++) {
       vat__msg *m = vat__msg_alloc(pool);
-      if (m->aux != NULL || m->arg != NULL) {
+      if (m->aux.signal_data != NULL || m->arg != NULL) {
         test_fail_first(&rt->failure, "node %p handed out while in flight",
                         (void *)m);
         return NULL;
       }
-      m->aux = (void *)(uintptr_t)(seq + 1);
+      m->aux.signal_data = (void *)(uintptr_t)(seq + 1);
       size_t t = atomic_load_explicit(&rt->tail, memory_order_relaxed);
       while (t - atomic_load_explicit(&rt->head, memory_order_acquire) == RING)
         sched_yield();
@@ -358,9 +358,9 @@ static void *consume(void *arg) {
       sched_yield();
     vat__msg *m = atomic_load_explicit(&rt->ring[h % RING], memory_order_relaxed);
     atomic_store_explicit(&rt->head, h + 1, memory_order_release);
-    if ((uintptr_t)m->aux != seq + 1) {
+    if ((uintptr_t)m->aux.signal_data != seq + 1) {
       test_fail_first(&rt->failure, "message %" PRIu64 " carried mark %" PRIuPTR,
-                      seq, (uintptr_t)m->aux);
+                      seq, (uintptr_t)m->aux.signal_data);
       return NULL;
     }
     vat__msg_free(pool, m);
@@ -372,12 +372,12 @@ static void *consume(void *arg) {
       size_t k = (size_t)test_rand_between(&rng, 1, MAX_OWN);
       for (size_t i = 0; i < k; i++) {
         own[i] = vat__msg_alloc(pool);
-        if (own[i]->aux != NULL || own[i]->arg != NULL) {
+        if (own[i]->aux.signal_data != NULL || own[i]->arg != NULL) {
           test_fail_first(&rt->failure, "node %p handed out while in flight",
                           (void *)own[i]);
           return NULL;
         }
-        own[i]->aux = own;
+        own[i]->aux.signal_data = own;
       }
       for (size_t i = 0; i < k; i++)
         vat__msg_free(pool, own[i]);

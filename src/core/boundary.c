@@ -4,8 +4,8 @@
  * on by nobody, and its note empties. */
 #include "core/boundary.h"
 
-#include "core/atoms.h"
 #include "core/hooks.h"
+#include "core/reasons.h"
 #include "core/system.h"
 #include "util/gc.h"
 #include "util/mem.h"
@@ -83,7 +83,7 @@ void vat__boundary_settle(vat_system *sys) {
     return;
   ctx.out = vat__gc_alloc(n * sizeof *ctx.out);
   GC_call_with_alloc_lock(reveal_edges, &ctx);
-  vat_value reason = vat_atom_value(vat__atom.shutdown);
+  vat_value reason = vat_atom_value(vat__reason.shutdown);
   for (size_t i = 0; i < n; i++) {
     vat__vat *v = ctx.out[i];
     if (v == NULL || vat__is_dead(v))

@@ -6,20 +6,20 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/atoms.h"
 #include "core/deliver.h"
 #include "core/hooks.h"
+#include "core/reasons.h"
 #include "core/system.h"
 #include "vat/exits.h"
 
 /* The reasons of vat/exits.h, here because the core reports crashes by
  * them and cannot call up into the exits module. */
 bool vat_reason_is_normal(vat_value reason) {
-  return vat_is_atom(reason, vat__atom.normal);
+  return vat_is_atom(reason, vat__reason.normal);
 }
 
 bool vat_reason_is_orderly(vat_value reason) {
-  const vat_atom *sd = vat__atom.shutdown;
+  const vat_atom *sd = vat__reason.shutdown;
   return vat_reason_is_normal(reason) || vat_is_atom(reason, sd) ||
          (reason.type == VAT_T_ERROR && vat_error_code(reason) == sd);
 }

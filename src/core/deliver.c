@@ -16,7 +16,7 @@
  */
 #include "core/deliver.h"
 
-#include "core/flow.h"
+#include "core/overload.h"
 #include "core/system.h"
 #include "core/trace.h"
 #include "core/worker.h"
@@ -141,7 +141,7 @@ static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
   else if (state >= VAT__STOPPED || (flags & VAT__DEAD))
     drop_chain(w, first, last);
   else if ((flags & VAT__OVERLOADED) &&
-           (first = vat__flow_on_send(w, to, first, &last)) == NULL)
+           (first = vat__overload_on_send(w, to, first, &last)) == NULL)
     ; /* all dropped (VAT_OVERLOAD_DROP) */
   else {
     size_t n = (flags & VAT__COUNTED) ? chain_len(first, last) : 0;
@@ -149,7 +149,7 @@ static int deliver_external(vat__worker *w, vat__msg *first, vat__msg *last) {
     if (vat__mailbox_push_chain(&to->mailbox, first, last))
       vat__schedule_external(&sys->sched, &to->task);
     if (n != 0)
-      vat__flow_count(w, to, n, ordinary);
+      vat__overload_count(w, to, n, ordinary);
   }
   /* Shutdown waits for the last one out, both while closing (quiescence)
    * and once stopped (before it counts what was left queued). */
@@ -166,7 +166,7 @@ int vat__deliver_from_host(vat__msg *m) {
 }
 
 /* vat__deliver's rare cases: a vat of another system, or one that ended,
- * is overloaded or is counted (core/flow.h). A counted vat's run goes in
+ * is overloaded or is counted (core/overload.h). A counted vat's run goes in
  * whole, behind its header; otherwise a header not pushed is recycled:
  * what is left after the overload's policy goes in as a plain chain. Out
  * of line, so that the common path saves no registers for them. */
@@ -179,7 +179,7 @@ deliver_rare(vat__worker *w, vat__msg *header, vat__msg *first, vat__msg *last,
     if (header ? vat__mailbox_push_header(&to->mailbox, header)
                : vat__mailbox_push_chain(&to->mailbox, first, last))
       vat__schedule(&w->run, &to->task);
-    vat__flow_count(w, to, n, ordinary);
+    vat__overload_count(w, to, n, ordinary);
     return;
   }
   if (header != NULL)
@@ -188,12 +188,12 @@ deliver_rare(vat__worker *w, vat__msg *header, vat__msg *first, vat__msg *last,
     deliver_external(w, first, last);
   else if (flags & VAT__DEAD)
     drop_chain(w, first, last);
-  else if ((first = vat__flow_on_send(w, to, first, &last)) != NULL) {
+  else if ((first = vat__overload_on_send(w, to, first, &last)) != NULL) {
     size_t n = chain_len(first, last);
     if (vat__mailbox_push_chain(&to->mailbox, first, last))
       vat__schedule(&w->run, &to->task);
     if (flags & VAT__COUNTED)
-      vat__flow_count(w, to, n, ordinary);
+      vat__overload_count(w, to, n, ordinary);
   }
 }
 
@@ -203,7 +203,7 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
   /* One load, one test for the rare cases. The dead check is a shortcut:
    * a vat that dies after it still drops the message, when its turn loop
    * drains the mailbox. The overload check reads the flag as the target
-   * last measured it (core/flow.h): a hint, as the policy allows. */
+   * last measured it (core/overload.h): a hint, as the policy allows. */
   uint8_t flags = atomic_load_explicit(&to->flags, memory_order_acquire);
   if (__builtin_expect(
           to->sys != w->sys ||
@@ -221,12 +221,12 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
 
 /* Empties a vat's mailbox after the workers stopped; returns how many
  * messages it held. Signals get their drop, so no promise waits for ever.
- * The vats muted on it (core/flow.h) are in no queue: counted with it. */
+ * The vats muted on it (core/overload.h) are in no queue: counted with it. */
 static uint64_t drop_queued(vat__vat *v) {
   uint64_t n = 0;
   for (vat__msg *m; (m = vat__mailbox_pop_stopped(&v->mailbox)) != NULL; n++)
     vat__drop_at_shutdown(m);
-  for (vat__vat *muted = vat__flow_take_muted(v), *next; muted != NULL;
+  for (vat__vat *muted = vat__overload_take_muted(v), *next; muted != NULL;
        muted = next) {
     next = muted->link;
     muted->link = NULL;
@@ -274,7 +274,7 @@ static void deliver_node(vat_ref *to, vat_fn fn, void *arg, vat_value value,
   vat__worker *w = vat__current_worker;
   vat__msg *m = new_node(w, to, arg, value);
   vat__msg_set_fn(m, fn);
-  m->aux = aux;
+  m->aux.signal_data = aux;
   send_node(w, m);
 }
 
@@ -291,7 +291,7 @@ void vat__alert(vat__vat *v) {
   if (outside)
     atomic_fetch_add_explicit(&sys->sched.host_inflight, 1,
                               memory_order_seq_cst);
-  if (vat__system_state(sys) < VAT__STOPPED && vat__flow_unpark(v))
+  if (vat__system_state(sys) < VAT__STOPPED && vat__overload_unpark(v))
     vat__schedule_external(&sys->sched, &v->task);
   if (outside &&
       atomic_fetch_sub_explicit(&sys->sched.host_inflight, 1,

@@ -71,8 +71,9 @@ void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
  * drop runs) instead: it was accepted earlier, by whoever deferred it. */
 void vat__deliver_now_msg(vat_ref *to, vat_fn fn, void *arg, vat_value value);
 void vat__deliver_now_signal(vat_ref *to, vat__signal *sig);
-/** A signal whose data travels in the message node (its `value` and `aux`,
- *  read back from turn->msg) rather than in an allocation of its own:
+/** A signal whose data travels in the message node (its `value` and
+ *  `aux.signal_data`, read back from turn->msg) rather than in an
+ *  allocation of its own:
  *  `sig` is then shared, usually static. For the signals a vat's end sends
  *  by the thousand. */
 void vat__deliver_now_inline(vat_ref *to, const vat__signal *sig,
@@ -80,9 +81,9 @@ void vat__deliver_now_inline(vat_ref *to, const vat__signal *sig,
 
 /** Tells `v`'s turn loop that a signal that may overtake its queue was
  *  pushed to it: it looks through the queue at its next turn boundary.
- *  A vat muted by backpressure (core/flow.h) is taken off its receiver's
- *  list and scheduled, so that the signal reaches it while the receiver
- *  stays overloaded. After the push, from any thread; the sender alerts
+ *  A vat muted by an overloaded receiver (core/overload.h) is taken
+ *  off the receiver's list and scheduled, so that the signal reaches it
+ *  while the receiver stays overloaded. After the push, from any thread; the sender alerts
  *  only when the signal is likely to end the vat, so that a vat is not
  *  searched once per signal it will only queue. */
 void vat__alert(vat__vat *v);

@@ -51,10 +51,10 @@ void vat__mailbox_run_header(vat_turn *turn, void *state, void *arg) {
 }
 
 /* A header's fields (mailbox.h, vat__mailbox_run_start): `arg` the run's
- * first node, `aux` its last, `flow` its length; `value.as.obj` links the
+ * first node, `aux.run_last` its last, `flow` its length; `value.as.obj` links the
  * headers one take has passed. */
 static vat__msg *run_first(const vat__msg *h) { return h->arg; }
-static vat__msg *run_last(const vat__msg *h) { return h->aux; }
+static vat__msg *run_last(const vat__msg *h) { return h->aux.run_last; }
 static vat__msg *next_header(const vat__msg *h) {
   return (vat__msg *)h->value.as.obj;
 }

@@ -36,7 +36,7 @@
  * Invariant: top != IDLE implies the vat is in a run queue, in a worker's
  * next slot, running, or muted: on an overloaded vat's muted list, which
  * that vat schedules again when it drains, goes idle or ends, and which
- * shutdown counts (core/flow.h) — or a producer that saw IDLE is about to
+ * shutdown counts (core/overload.h) — or a producer that saw IDLE is about to
  * put it in one of those places. So no message waits in an idle vat.
  *
  * A producer preempted between its exchange and its link store leaves the
@@ -109,18 +109,18 @@ static inline bool vat__mailbox_is_run_header(const vat__msg *m) {
 static inline void vat__mailbox_run_start(vat__msg *header, vat__msg *first) {
   vat__msg_set_fn(header, vat__mailbox_run_header);
   header->arg = first;
-  header->aux = first;
+  header->aux.run_last = first;
   vat__msg_set_flow(header, 1);
 }
 
 /** Adds `m` at the end of header's run. */
 static inline void vat__mailbox_run_add(vat__msg *header, vat__msg *m) {
-  header->aux = m;
+  header->aux.run_last = m;
   vat__msg_set_flow(header, header->flow + 1);
 }
 
 static inline vat__msg *vat__mailbox_run_last(const vat__msg *header) {
-  return header->aux;
+  return header->aux.run_last;
 }
 
 static inline size_t vat__mailbox_run_len(const vat__msg *header) {
@@ -150,7 +150,7 @@ void vat__mailbox_append_local(vat__mailbox *mb, vat__msg *m);
 bool vat__mailbox_take_new(vat__mailbox *mb, vat__msgpool *pool);
 
 /** vat__mailbox_take_new returning how many messages it took (0: none).
- *  Not for the hot path: the overload count's (core/flow.h). */
+ *  Not for the hot path: the overload count's (core/overload.h). */
 size_t vat__mailbox_take_counted(vat__mailbox *mb, vat__msgpool *pool);
 
 /** Consumer: the next message, or NULL when nothing is queued now or what

@@ -10,7 +10,6 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "vat/core.h"
 
@@ -27,7 +26,19 @@ struct vat__msg {
   vat_fn fn;
   void *arg;
   vat_value value;
-  void *aux; /* a signal's data carried inline (vat__deliver_now_inline) */
+  /* One word, a use for each kind of node, each named. */
+  union {
+    /* A buffered send that begins a run of two or more to one vat: the
+     * run's header (core/send.c) until its commit pushes the run; NULL on
+     * every other buffered send (a node is cleared as it is recycled). */
+    vat__msg *run_header;
+    /* A run header: the run's last node (core/mailbox.h). */
+    vat__msg *run_last;
+    /* A signal's data carried inline (vat__deliver_now_inline). */
+    void *signal_data;
+    /* An urgent message: the function it runs for its sender. */
+    vat_fn urgent_fn;
+  } aux;
   /* A traced send's flow id (core/trace.h), read by the turn that runs
    * it. Only a traced system reads it, and every message it runs carries
    * a fresh one or 0: its own sends set one, and a message from a sender
@@ -37,17 +48,13 @@ struct vat__msg {
 };
 
 /* An urgent message's `fn` (core/deliver.c): it runs the sender's
- * function, kept in `aux`. The turn loop finds urgent messages by it
+ * function, kept in `aux.urgent_fn`. The turn loop finds urgent messages by it
  * when their sender flags the vat (vat__mailbox_hoist_urgent). */
 void vat__run_urgent(vat_turn *turn, void *state, void *arg);
 
 /** The function `m` runs for its sender: its `fn`, or an urgent one's. */
 static inline vat_fn vat__msg_fn(const vat__msg *m) {
-  if (m->fn != vat__run_urgent)
-    return m->fn;
-  vat_fn fn; /* a function pointer kept in an object pointer's bytes */
-  memcpy(&fn, &m->aux, sizeof fn);
-  return fn;
+  return m->fn != vat__run_urgent ? m->fn : m->aux.urgent_fn;
 }
 
 /** Sets what `m` runs. A relaxed atomic store, a plain move: a snapshot
@@ -64,9 +71,8 @@ static inline void vat__msg_set_flow(vat__msg *m, uint64_t flow) {
 
 /** Makes `m` an urgent message that runs `fn`. */
 static inline void vat__msg_set_urgent(vat__msg *m, vat_fn fn) {
-  _Static_assert(sizeof fn == sizeof m->aux, "a function fits in aux");
   vat__msg_set_fn(m, vat__run_urgent);
-  memcpy(&m->aux, &fn, sizeof fn);
+  m->aux.urgent_fn = fn;
 }
 
 /* A node fills a cache line and slabs are line-aligned, so nodes in use on

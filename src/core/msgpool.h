@@ -127,7 +127,7 @@ static inline void vat__msg_free(vat__msgpool *pool, vat__msg *m) {
   m->target = NULL;
   m->arg = NULL;
   m->value = (vat_value){0};
-  m->aux = NULL;
+  m->aux.run_header = NULL; /* the whole word */
   atomic_store_explicit(&m->next, pool->free, memory_order_relaxed);
   pool->free = m;
   if (__builtin_expect(++pool->count >= pool->cap, 0))

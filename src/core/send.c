@@ -21,7 +21,7 @@ static __attribute__((noinline)) void start_run(vat_turn *t, vat__msg *m) {
   vat__msg *header = vat__msg_alloc(&w->pool);
   vat__mailbox_run_start(header, first);
   vat__mailbox_run_add(header, m);
-  first->aux = header;
+  first->aux.run_header = header;
   w->run_header = header;
 }
 

@@ -59,7 +59,7 @@ struct vat_system {
 
   /* Counts made outside the workers (host threads, other systems). */
   _Atomic uint64_t ext_dead_letters, ext_spawned, ext_terminated;
-  /* Messages VAT_OVERLOAD_DROP dropped (core/flow.c), by any sender. */
+  /* Messages VAT_OVERLOAD_DROP dropped (core/overload.c), by any sender. */
   _Atomic uint64_t overload_dropped;
   uint64_t dropped_at_shutdown;
 

@@ -5,9 +5,9 @@
  */
 #include <assert.h>
 
-#include "core/atoms.h"
 #include "core/deliver.h"
-#include "core/flow.h"
+#include "core/overload.h"
+#include "core/reasons.h"
 #include "core/trace.h"
 #include "core/turn.h"
 #include "core/worker.h"
@@ -31,15 +31,6 @@ void vat__turn_defer(vat_turn *t, vat__effect *e) {
   t->effects_tail = e;
 }
 
-/* The current batch of t's vat sent a burst to one vat: the batch ends at
- * the next turn (the flag is one the turn loop tests anyway), so that the
- * receiver runs and measures its queue before more goes out (core/flow.h).
- * Out of line: once per batch at most. */
-static __attribute__((noinline, cold)) void yield_after_burst(vat_turn *t) {
-  /* Relaxed: only its own worker reads the bit back. */
-  atomic_fetch_or_explicit(&t->vat->flags, VAT__YIELD, memory_order_relaxed);
-}
-
 /* Pushes the run that starts at `first` whole, behind the header the
  * turn's sends built (core/send.c), and returns the send after it. Counts
  * the run toward the batch's burst. Out of line, and reached only by a
@@ -51,14 +42,14 @@ deliver_run(vat_turn *t, vat__msg *header, vat__msg *first) {
   vat__worker *w = t->worker;
   if (w->run_header == header) /* pushed: no send may extend it now */
     w->run_header = NULL;
-  first->aux = NULL;
+  first->aux.run_header = NULL;
   vat__msg *last = vat__mailbox_run_last(header);
   size_t n = vat__mailbox_run_len(header);
   vat__msg *next = atomic_load_explicit(&last->next, memory_order_relaxed);
   atomic_store_explicit(&last->next, NULL, memory_order_relaxed);
   if ((w->burst += n - 1) >= VAT_SEND_BURST) {
     w->burst = 0;
-    yield_after_burst(t);
+    vat__overload_yield(t->vat);
   }
   vat__deliver(w, header, first, last);
   return next;
@@ -81,7 +72,7 @@ static inline bool deliver_chain(vat_turn *t, vat__msg *m, bool took) {
       continue;
     }
     /* The first send of a run of two or more points at its header. */
-    vat__msg *header = m->aux;
+    vat__msg *header = m->aux.run_header;
     if (header != NULL) {
       m = deliver_run(t, header, m);
       continue;
@@ -150,8 +141,8 @@ static void discard(vat_turn *t) {
   w->run_header = NULL; /* its run is freed below */
   for (vat__msg *m = t->out_head, *next; m != NULL; m = next) {
     next = atomic_load_explicit(&m->next, memory_order_relaxed);
-    if (m->aux != NULL) /* a run's header (core/send.c) */
-      vat__msg_free(&w->pool, m->aux);
+    if (m->aux.run_header != NULL) /* core/send.c */
+      vat__msg_free(&w->pool, m->aux.run_header);
     vat__msg_free(&w->pool, m);
   }
   /* Stop callbacks run outside any turn (vat/core.h). */
@@ -284,19 +275,8 @@ run_flagged(vat__worker *w, vat__vat *v, vat__msg *m, uint8_t flags) {
   return false;
 }
 
-/* The cold half of try_idle: settle, then try. A burst's flag is moot
- * once the queue is empty: cleared, or the vat's next batch would stop at
- * its first turn. */
-static __attribute__((noinline, cold)) bool settle_then_idle(vat__vat *v,
-                                                             vat__msgpool *p) {
-  if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__YIELD)
-    atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__YIELD,
-                              memory_order_relaxed);
-  return vat__flow_idle(vat__current_worker, v, p);
-}
-
 /* vat__mailbox_try_idle for the turn loop: a vat that was behind or
- * overloaded, or is counted, settles that first (core/flow.h), while it
+ * overloaded, or is counted, settles that first (core/overload.h), while it
  * is still this worker's. Out of line, as try_idle is, and shaped like it (the mailbox
  * is the vat's first member), so that the common case is a test and a
  * jump: a test in the loop itself cost ping-pong 4% of its instructions,
@@ -309,25 +289,8 @@ static __attribute__((noinline)) bool try_idle(vat__vat *v, vat__msgpool *p) {
                            (VAT__BEHIND | VAT__OVERLOADED | VAT__YIELD |
                             VAT__COUNTED),
                        0))
-    return settle_then_idle(v, p);
+    return vat__overload_idle(vat__current_worker, v, p);
   return vat__mailbox_try_idle(&v->mailbox, p);
-}
-
-/* The end of a burst or of a mute: clears the burst's flag, and mutes v
- * if a turn of it sent to an overloaded vat. Returns whether v still needs
- * queueing. */
-static __attribute__((noinline, cold)) bool stop_sender(vat__worker *w,
-                                                        vat__vat *v,
-                                                        uint8_t flags) {
-  if (flags & VAT__YIELD)
-    atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__YIELD,
-                              memory_order_relaxed);
-  if (!(flags & VAT__MUTING))
-    return true;
-  bool queue = vat__flow_mute(w, v);
-  if (!queue) /* parked on its receiver's muted list */
-    VAT__TEST_POINT("turn.parked_muted");
-  return queue;
 }
 
 /* The end of a batch that did not go idle: out of budget, stopped after a
@@ -337,28 +300,24 @@ static __attribute__((noinline)) bool batch_end(vat__worker *w, vat__vat *v) {
   vat__mailbox *mb = &v->mailbox;
   if (!vat__mailbox_has_work(mb) && try_idle(v, &w->pool))
     return false; /* v may run elsewhere now: not touched again */
-  vat__flow_behind(w, v);
-  uint8_t flags = atomic_load_explicit(&v->flags, memory_order_relaxed);
-  if (flags & (VAT__MUTING | VAT__YIELD))
-    return stop_sender(w, v, flags);
-  return true;
+  return vat__overload_batch_end(w, v);
 }
 
 /* A sender flagged an urgent message: clear the flag, then move the
  * urgent messages queued (wherever a take put them) to the front. The
  * acquire pairs with vat__flag_urgent's release: the push is seen. It
- * walks the queue once per flagging, not per message; backpressure keeps
- * the queue short. */
+ * walks the queue once per flagging, not per message; muting keeps the
+ * queue short. */
 static __attribute__((noinline, cold)) void hoist_urgent(vat__worker *w,
                                                          vat__vat *v) {
   atomic_fetch_and_explicit(&v->flags, (uint8_t)~VAT__URGENT,
                             memory_order_acquire);
   vat__mailbox_hoist_urgent(&v->mailbox, &w->pool);
-  vat__flow_recount(v); /* the order changed under the count's cursor */
+  vat__overload_recount(v); /* the order changed under the count's cursor */
 }
 
 /* Up to `budget` turns of `v`; see vat__run_batch. The overload count
- * (core/flow.h) costs the loop nothing per message: the batch's end
+ * (core/overload.h) costs the loop nothing per message: the batch's end
  * learns how many turns ran from the vat's turn counter, and a vat to be
  * muted is told by the flag the loop tests anyway. */
 static inline __attribute__((always_inline)) bool
@@ -385,7 +344,7 @@ run_batch(vat__worker *w, vat__vat *v, unsigned budget, const bool traced) {
       hoist_urgent(w, v);
       continue; /* the flag is clear: this happens once per flagging */
     } else {
-      vat__flow_recount(v); /* messages move other than by pops */
+      vat__overload_recount(v); /* messages move other than by pops */
       if (!run_flagged(w, v, m, flags)) {
         budget--; /* bounds the searches while a producer is mid-push */
         continue;
@@ -423,7 +382,7 @@ vat_system *vat_turn_system(vat_turn *turn) {
 }
 
 int vat_stop(vat_turn *turn) {
-  return vat_stop_with(turn, vat_atom_value(vat__atom.normal));
+  return vat_stop_with(turn, vat_atom_value(vat__reason.normal));
 }
 
 int vat_stop_with(vat_turn *turn, vat_value reason) {

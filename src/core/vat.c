@@ -1,8 +1,8 @@
 /* Vats and entities: making them, ending them, and what a ref can tell. */
-#include "core/atoms.h"
 #include "core/crash.h"
-#include "core/flow.h"
 #include "core/hooks.h"
+#include "core/overload.h"
+#include "core/reasons.h"
 #include "core/system.h"
 #include "core/trace.h"
 #include "core/turn.h"
@@ -79,7 +79,7 @@ int vat__vat_new(vat_system *sys, vat__objcache *cache,
   if (def->label)
     vat__label_set(v, def->label);
   if (def->overload)
-    vat__flow_configure(v, def->overload); /* checked by the callers */
+    vat__overload_configure(v, def->overload); /* checked by the callers */
   *out = v;
   return VAT_OK;
 }
@@ -99,7 +99,7 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason,
    * reason reads as `normal` (vat__exit_reason), and no module keeps state
    * for it, so its hooks have nothing to do. One allocation less per vat. */
   vat__vat_ext *x = v->ext;
-  if (x != NULL || !vat_is_atom(reason, vat__atom.normal)) {
+  if (x != NULL || !vat_is_atom(reason, vat__reason.normal)) {
     x = vat__ext_of(v);
     x->exit_reason = reason;
   }
@@ -109,7 +109,7 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason,
       atomic_fetch_or_explicit(&v->flags, VAT__DEAD, memory_order_release);
   /* Its muted senders and waiting hosts must not wait on a dead vat. */
   if (was & VAT__OVERLOADED)
-    vat__flow_release(w, v);
+    vat__overload_release(w, v);
   vat__count(&w->terminated, 1);
   if (w->trace != NULL)
     vat__trace_exit(w->trace, v, reason);
@@ -117,7 +117,7 @@ void vat__terminate(vat__worker *w, vat__vat *v, vat_value reason,
    * say whether anyone watched. */
   vat_crash_report report;
   /* Most vats end `normal`: they skip the call. */
-  bool crashed = cause != NULL && !vat_is_atom(reason, vat__atom.normal) &&
+  bool crashed = cause != NULL && !vat_is_atom(reason, vat__reason.normal) &&
                  vat__crash_begin(v, reason, cause, &report);
   if (x != NULL && has_module_state(x))
     vat__hooks_vat_ended(w, v, reason);
@@ -133,7 +133,7 @@ static int check_make(vat_turn *turn, const vat_entity_def *def,
     return rc;
   if (def == NULL || out == NULL)
     return VAT_EINVAL;
-  return vat__flow_check(turn->vat->sys, def->overload);
+  return vat__overload_check(turn->vat->sys, def->overload);
 }
 
 int vat_spawn(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
@@ -160,7 +160,7 @@ int vat_host_spawn(vat_system *sys, const vat_entity_def *def, vat_ref **out,
   if (rc != VAT_OK)
     return rc;
   if (sys == NULL || def == NULL || out == NULL ||
-      vat__flow_check(sys, def->overload) != VAT_OK)
+      vat__overload_check(sys, def->overload) != VAT_OK)
     return VAT_EINVAL;
   if (vat__system_state(sys) != VAT__RUNNING)
     return VAT_ECLOSED;
@@ -199,7 +199,7 @@ bool vat_ref_is_dead(vat_ref *ref) {
 vat_value vat__exit_reason(vat__vat *v) {
   vat__vat_ext *x = vat__ext_peek(v);
   if (x == NULL || vat_is_null(x->exit_reason))
-    return vat_atom_value(vat__atom.normal);
+    return vat_atom_value(vat__reason.normal);
   return x->exit_reason;
 }
 
@@ -211,6 +211,6 @@ vat_value vat_ref_exit_reason(vat_ref *ref) {
   /* The core does not end each vat of a stopped system one by one; to its
    * refs they ended with the system. */
   if (vat__system_state(ref->vat->sys) >= VAT__STOPPED)
-    return vat_atom_value(vat__atom.shutdown);
+    return vat_atom_value(vat__reason.shutdown);
   return vat_null();
 }

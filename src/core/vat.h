@@ -26,7 +26,7 @@ typedef struct vat__worker vat__worker;
 
 /* vat__vat.flags. DEAD, ALERTED and MUTING need the turn loop's
  * attention (VAT__ATTENTION); OVERLOADED and BEHIND are the vat worker's
- * own bookkeeping of its queue (core/flow.h), which senders read. */
+ * own bookkeeping of its queue (core/overload.h), which senders read. */
 enum {
   VAT__DEAD = 1,
   VAT__ALERTED = 2,
@@ -34,8 +34,8 @@ enum {
   VAT__BEHIND = 8,
   VAT__MUTING = 16, /* a turn of it sent to an overloaded vat */
   VAT__URGENT = 32, /* an urgent message was pushed to it */
-  VAT__YIELD = 64,  /* its batch sent a burst: it ends (core/flow.h) */
-  VAT__COUNTED = 128, /* it has a flow record: senders count (core/flow.h) */
+  VAT__YIELD = 64,  /* its batch sent a burst: it ends (core/overload.h) */
+  VAT__COUNTED = 128, /* it has an overload record: senders count (core/overload.h) */
   VAT__ATTENTION =
       VAT__DEAD | VAT__ALERTED | VAT__MUTING | VAT__URGENT | VAT__YIELD,
 };
@@ -50,7 +50,7 @@ enum {
 struct vat__exits;
 struct vat__promises;
 struct vat__timers;
-struct vat__flow;
+struct vat__overload_state;
 typedef struct vat__vat_ext {
   /* Set when the vat ends, before `dead`; left null by a `normal` end
    * that found no extension (see vat__exit_reason). */
@@ -58,9 +58,9 @@ typedef struct vat__vat_ext {
   struct vat__exits *exits;
   struct vat__promises *promises;
   struct vat__timers *timers;
-  /* Queue length, overload policy, muted senders (core/flow.h): made by
+  /* Queue length, overload policy, muted senders (core/overload.h): made by
    * the vat's worker, published with a release store. */
-  struct vat__flow *flow;
+  struct vat__overload_state *overload;
   /* The first entity's stop callback, kept here by the core rather than
    * in `exits`: a short-lived vat that only wants its end seen costs two
    * allocations, not four. The exits module runs it, before the other
@@ -90,7 +90,7 @@ struct vat__vat {
   vat__mailbox mailbox; /* first: see core/turn.c, try_idle */
   /* While runnable, the scheduler's link (sched/task.h); while on one of
    * the core's own lists, a turn's spawn list or a muted list
-   * (core/flow.h), the core's. A vat is never on both at once, and the
+   * (core/overload.h), the core's. A vat is never on both at once, and the
    * link is NULL between the two. */
   union {
     vat__task task;
@@ -101,7 +101,7 @@ struct vat__vat {
    * VAT__ALERTED: set, with release, after a signal that may end the vat
    * ahead of its queue was pushed (vat__alert); the turn loop clears it.
    * VAT__OVERLOADED, VAT__BEHIND, VAT__MUTING, VAT__YIELD: see
-   * core/flow.h.
+   * core/overload.h.
    * VAT__URGENT: set, with release, after an urgent message was pushed;
    * the turn loop clears it and moves urgent messages to the front.
    * One byte: the turn loop reads them with the one load it makes per

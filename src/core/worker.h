@@ -25,7 +25,7 @@ struct vat__worker {
   /* First: a runner's address is its worker's (vat__worker_of). */
   vat__runner run;
   /* Messages the current batch's turns sent in runs to one vat, past the
-   * first of each run (core/flow.h, bursts). */
+   * first of each run (core/overload.h, bursts). */
   unsigned burst;
   vat__msgpool pool;
   /* The header of the current turn's last run of sends to one vat, once

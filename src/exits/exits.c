@@ -58,7 +58,7 @@
  */
 #include "exits/exits.h"
 
-#include "core/atoms.h"
+#include "core/reasons.h"
 #include "core/system.h"
 #include "exits/state.h"
 #include "util/container.h"
@@ -92,7 +92,7 @@ static uint64_t new_id(vat__vat *v) {
 }
 
 const vat_atom *vat_atom_shutdown(void) {
-  return vat__atom.shutdown;
+  return vat__reason.shutdown;
 }
 
 vat_value vat_reason_error(const vat_atom *code, vat_value payload) {
@@ -313,7 +313,7 @@ int vat_exit(vat_turn *turn, vat_ref *target, vat_value reason) {
 }
 
 int vat_kill(vat_turn *turn, vat_ref *target) {
-  return vat_exit(turn, target, vat_atom_value(vat__atom.killed));
+  return vat_exit(turn, target, vat_atom_value(vat__reason.killed));
 }
 
 int vat_host_exit(vat_ref *target, vat_value reason) {

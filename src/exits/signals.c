@@ -20,7 +20,7 @@ const vat__signal_class vat__exit_class = {
  * a failure crossing a million linked vats allocates nothing. */
 static void link_exit_deliver(vat_turn *turn, void *state, vat__signal *sig) {
   (void)sig;
-  vat_ref *from = turn->msg->aux;
+  vat_ref *from = turn->msg->aux.signal_data;
   exit_sig s = {.base = {&vat__exit_class},
                 .from_vat = from->vat,
                 .from = from,
@@ -80,7 +80,7 @@ static bool exit_overtakes(vat__vat *v, const vat__msg *m) {
 }
 
 static bool link_exit_overtakes(vat__vat *v, const vat__msg *m) {
-  const vat_ref *from = m->aux;
+  const vat_ref *from = m->aux.signal_data;
   return exit_ends(v, from->vat, m->value, true);
 }
 
@@ -129,8 +129,8 @@ static void link_deliver(vat_turn *turn, void *state, vat__signal *sig) {
 static vat_value gone_reason(vat_ref *target) {
   if (!vat__is_dead(target->vat) &&
       vat__system_state(target->vat->sys) >= VAT__STOPPED)
-    return vat_atom_value(vat__atom.shutdown);
-  return vat_atom_value(vat__atom.noproc);
+    return vat_atom_value(vat__reason.shutdown);
+  return vat_atom_value(vat__reason.noproc);
 }
 
 /* The target has ended (or its system stopped): answer through the link A

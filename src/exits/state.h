@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/atoms.h"
 #include "core/deliver.h"
+#include "core/reasons.h"
 #include "core/vat.h"
 #include "exits/map.h"
 #include "vat/exits.h"
@@ -83,7 +83,7 @@ static inline void vat__exits_set_trap(struct vat__exits *x, vat_ref *trap) {
 }
 
 static inline bool vat__exits_is_kill(vat_value reason) {
-  return vat_is_atom(reason, vat__atom.killed);
+  return vat_is_atom(reason, vat__reason.killed);
 }
 
 /* signals.c */

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <string.h>
 
+#include "core/overload.h"
 #include "core/system.h"
 #include "core/thread.h"
 #include "core/trace.h"
@@ -128,9 +129,7 @@ static VAT__HOT void *worker_main(void *arg) {
       continue;
     vat__vat *v = vat__vat_of(t);
     if (vat__run_batch(w, v, sys->cfg.batch))
-      vat__requeue(&w->run, t,
-                   atomic_load_explicit(&v->flags, memory_order_relaxed) &
-                       VAT__OVERLOADED);
+      vat__requeue(&w->run, t, vat__overload_hint(v));
   }
   if (w->trace != NULL)
     vat__trace_mark(w->trace, VAT__TR_IDLE);

@@ -26,8 +26,8 @@
 #include <errno.h>
 #include <math.h>
 
-#include "core/atoms.h"
 #include "core/boundary.h"
+#include "core/reasons.h"
 #include "core/system.h"
 #include "promise/state.h"
 #include "timer/timer.h"
@@ -37,11 +37,11 @@
 #include "util/testpoint.h"
 
 const vat_atom *vat_atom_timeout(void) {
-  return vat__atom.timeout;
+  return vat__reason.timeout;
 }
 
 const vat_atom *vat_atom_not_a_ref(void) {
-  return vat__atom.not_a_ref;
+  return vat__reason.not_a_ref;
 }
 
 vat_promise *vat__promise_alloc(vat_system *sys) {
@@ -85,7 +85,7 @@ static void run_observer(observer *o, vat_promise *p, vat_turn *turn,
   int state = vat__promise_state_of(p);
   vat_ref *target = state == ST_RESOLVED ? vat_value_ref(p->value) : NULL;
   vat_value reason =
-      state == ST_BROKEN ? p->value : vat_atom_value(vat__atom.not_a_ref);
+      state == ST_BROKEN ? p->value : vat_atom_value(vat__reason.not_a_ref);
   switch (o->kind) {
   case OBS_WHEN:
     send_signal(turn, o->ref, &o->sig);
@@ -115,7 +115,7 @@ void vat__promise_settle(vat_promise *p, int state, vat_value v, vat_turn *turn,
   vat_promise *follow = vat_value_promise(v);
   if (state == ST_RESOLVED && follow == p) {
     state = ST_BROKEN;
-    v = vat_atom_value(vat__atom.promise_cycle);
+    v = vat_atom_value(vat__reason.promise_cycle);
     follow = NULL;
   }
   if (state != ST_RESOLVED)

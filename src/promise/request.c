@@ -1,7 +1,7 @@
 /* Requests, resolvers and pipelining: how a promise comes to be and who
  * settles it (see promise.c for the state machine). */
-#include "core/atoms.h"
 #include "core/boundary.h"
+#include "core/reasons.h"
 #include "core/system.h"
 #include "promise/state.h"
 #include "timer/timer.h"
@@ -28,7 +28,7 @@ static void request_drop(vat__worker *w, vat_ref *target, vat__signal *sig) {
   vat_promise *p = vat__container_of(sig, vat_promise, req.sig);
   vat_value reason = vat_ref_exit_reason(target);
   if (vat_is_null(reason))
-    reason = vat_atom_value(vat__atom.noproc);
+    reason = vat_atom_value(vat__reason.noproc);
   vat__promise_settle(p, ST_BROKEN, reason, NULL, false);
 }
 
@@ -47,7 +47,7 @@ static const vat__signal_class request_class = {
 };
 
 static void timeout_fire(void *arg) {
-  vat__promise_settle(arg, ST_BROKEN, vat_atom_value(vat__atom.timeout), NULL,
+  vat__promise_settle(arg, ST_BROKEN, vat_atom_value(vat__reason.timeout), NULL,
                       true);
 }
 

@@ -2,19 +2,19 @@
  * built on the core. */
 #include <stdlib.h>
 
-#include "core/atoms.h"
 #include "core/hooks.h"
+#include "core/reasons.h"
 #include "core/thread.h"
 #include "exits/exits.h"
 #include "promise/promise.h"
-#include "runtime/heap.h"
+#include "runtime/collector.h"
 #include "timer/timer.h"
 #include "trace/trace.h"
 #include "util/gc.h"
 
 enum {
   INITIAL_HEAP_BYTES = 4 << 20,
-  /* The most vat_system_new makes room for (see vat__heap_for_workers). */
+  /* The most vat_system_new makes room for (see vat__collector_reserve). */
   WORKERS_HEAP_BYTES_MAX = 64 << 20,
 };
 
@@ -49,7 +49,7 @@ static void heap_at_least(size_t bytes) {
  * for INITIAL_HEAP_BYTES per worker, up to WORKERS_HEAP_BYTES_MAX: with
  * the cap, 64 workers collect no more often per vat than 16 do. The heap
  * grows as the collector likes after that; it never shrinks for this. */
-void vat__heap_for_workers(unsigned workers) {
+void vat__collector_reserve(unsigned workers) {
   size_t bytes = (size_t)workers * INITIAL_HEAP_BYTES;
   heap_at_least(bytes < WORKERS_HEAP_BYTES_MAX ? bytes
                                                : WORKERS_HEAP_BYTES_MAX);
@@ -74,7 +74,7 @@ int vat_init(void) {
 #if VAT_GC_NO_COLLECT
   GC_disable();
 #endif
-  vat__atoms_intern();
+  vat__reasons_intern();
   /* The order their hooks run in: see core/hooks.h. */
   vat__module_register(&vat__timer_module);
   vat__module_register(&vat__promise_module);

@@ -8,10 +8,11 @@
 #include "core/boundary.h"
 #include "core/deliver.h"
 #include "core/hooks.h"
+#include "core/overload.h"
 #include "core/system.h"
 #include "core/thread.h"
 #include "loop/loop.h"
-#include "runtime/heap.h"
+#include "runtime/collector.h"
 #include "sched/sched.h"
 #include "trace/trace.h"
 #include "util/clock.h"
@@ -39,13 +40,11 @@ int vat_system_new(const vat_config *cfg, vat_system **out) {
   }
   if (out == NULL || cfg->batch == 0 ||
       (cfg->deterministic && cfg->workers != 0) ||
-      (unsigned)cfg->overload.policy > VAT_OVERLOAD_NONE ||
-      (cfg->overload.high != 0 && cfg->overload.low > cfg->overload.high) ||
-      (cfg->overload.high == 0 && cfg->overload.low > VAT_QUEUE_HIGH_DEFAULT))
+      vat__overload_check_defaults(&cfg->overload) != VAT_OK)
     return VAT_EINVAL;
   bool host_driven = cfg->workers == 0;
   unsigned nworkers = host_driven ? 1 : cfg->workers;
-  vat__heap_for_workers(nworkers);
+  vat__collector_reserve(nworkers);
   /* Collector memory: the system lives as long as anything refers to it, so
    * a ref into a destroyed system never dangles. */
   vat_system *sys = GC_MALLOC(sizeof *sys);

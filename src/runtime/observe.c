@@ -3,9 +3,8 @@
  * and promise together, so it lives here. Every read is of a field its
  * owner already keeps, stored with a relaxed or release atomic store
  * (plain moves): the message path pays nothing for it. */
-#include "vat/observe.h"
-#include "core/atoms.h"
-#include "core/flow.h"
+#include "core/overload.h"
+#include "core/reasons.h"
 #include "core/system.h"
 #include "core/thread.h"
 #include "exits/exits.h"
@@ -13,6 +12,7 @@
 #include "promise/state.h"
 #include "util/clock.h"
 #include "util/mem.h"
+#include "vat/observe.h"
 
 /* A walk of a mailbox stops here: a queue longer than this reads as this. */
 #define QUEUE_COUNT_MAX ((size_t)1 << 30)
@@ -46,7 +46,7 @@ int vat_ref_inspect(vat_ref *ref, vat_info *out) {
       .turns = __atomic_load_n(&v->turns, __ATOMIC_RELAXED),
       .queue_len = vat__mailbox_peek_len(&v->mailbox, QUEUE_COUNT_MAX),
   };
-  vat__vat *on = vat__flow_muted_on(v);
+  vat__vat *on = vat__overload_muted_on(v);
   out->muted = on != NULL;
   out->muted_on_label = on != NULL ? vat__label_of(on) : NULL;
   /* A dead vat's tables were cleared: it holds no link or monitor. */
@@ -56,7 +56,7 @@ int vat_ref_inspect(vat_ref *ref, vat_info *out) {
 }
 
 bool vat_ref_is_muted_on(vat_ref *ref, vat_ref *on) {
-  return ref != NULL && on != NULL && vat__flow_muted_on(ref->vat) == on->vat;
+  return ref != NULL && on != NULL && vat__overload_muted_on(ref->vat) == on->vat;
 }
 
 /* --- A system --------------------------------------------------------------
@@ -137,7 +137,7 @@ int vat_host_monitor(vat_ref *target, vat_host_mon **mon, vat_promise **down) {
   vat_promise_new(&m->down, &unused);
   atomic_init(&m->fired, false);
   if (vat__is_dead(target->vat)) {
-    host_down(m, vat_atom_value(vat__atom.noproc));
+    host_down(m, vat_atom_value(vat__reason.noproc));
   } else {
     rc = vat__exits_host_watch(target, host_down, m, &m->watch);
     if (rc != VAT_OK)
@@ -155,12 +155,12 @@ int vat_host_demonitor(vat_host_mon *mon) {
   if (!claim(mon))
     return VAT_ENOTFOUND;
   vat__promise_settle(mon->down, ST_BROKEN,
-                      vat_atom_value(vat__atom.demonitored), NULL, false);
+                      vat_atom_value(vat__reason.demonitored), NULL, false);
   if (mon->watch)
     vat__exits_host_unwatch(mon->watch);
   return VAT_OK;
 }
 
 const vat_atom *vat_atom_demonitored(void) {
-  return vat__atom.demonitored;
+  return vat__reason.demonitored;
 }

@@ -119,7 +119,7 @@ void vat__schedule_stealable(vat__runner *r, vat__task *t) {
 }
 
 /* An overloaded vat that is not alone here goes where an idle runner can
- * steal it: its senders are muted (core/flow.h), so the pair the busy
+ * steal it: its senders are muted (core/overload.h), so the pair the busy
  * list keeps together is broken anyway, and the backlog drains faster on
  * a core of its own. Alone, it stays: in the run queue, both workers
  * took it by turns, batch after batch, and its queue's nodes crossed

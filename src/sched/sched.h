@@ -42,7 +42,7 @@ void vat__schedule_external(vat__sched *s, vat__task *t);
  *  wake-up together, paid once its sends are out. From r's own thread. */
 void vat__pay_wake(vat__runner *r);
 /** After a batch that used up its budget, `t` still has work. The loop
- *  says whether it is overloaded (core/flow.h): such a vat goes where an
+ *  says whether it is overloaded (core/overload.h): such a vat goes where an
  *  idle runner can steal it, unless it is alone here. */
 void vat__requeue(vat__runner *r, vat__task *t, bool overloaded);
 

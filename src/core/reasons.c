@@ -1,10 +1,10 @@
-/* See atoms.h. */
-#include "core/atoms.h"
+/* See reasons.h. */
+#include "core/reasons.h"
 
-vat__atoms vat__atom;
+vat__reasons vat__reason;
 
-void vat__atoms_intern(void) {
-  vat__atom = (vat__atoms){
+void vat__reasons_intern(void) {
+  vat__reason = (vat__reasons){
       .normal = vat_atom_intern("normal"),
       .killed = vat_atom_intern("killed"),
       .noproc = vat_atom_intern("noproc"),
@@ -18,11 +18,11 @@ void vat__atoms_intern(void) {
 }
 
 const vat_atom *vat_atom_normal(void) {
-  return vat__atom.normal;
+  return vat__reason.normal;
 }
 const vat_atom *vat_atom_killed(void) {
-  return vat__atom.killed;
+  return vat__reason.killed;
 }
 const vat_atom *vat_atom_noproc(void) {
-  return vat__atom.noproc;
+  return vat__reason.noproc;
 }

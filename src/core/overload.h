@@ -37,7 +37,7 @@
  * the receiver's lock), and the policy acts from there.
  *
  * A sender-set flag must not break the argument below, so: a vat goes
- * idle only under its record's lock (vat__flow_idle), and a sender sets
+ * idle only under its record's lock (vat__overload_idle), and a sender sets
  * the flag, or parks, only under that lock on a vat that is busy, which
  * therefore comes back to clear it; and a vat about to park claims it
  * (`muted_on`) under its own lock, where senders refuse to mark a vat
@@ -88,8 +88,8 @@
  * callgrind, release builds, against the code before: ring +0.7%,
  * pingpong +0.6%, selfsend +0.6%, counter +1.9% instructions.
  */
-#ifndef VAT_CORE_FLOW_H
-#define VAT_CORE_FLOW_H
+#ifndef VAT_CORE_OVERLOAD_H
+#define VAT_CORE_OVERLOAD_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -103,7 +103,7 @@
  * batch that ends behind, a policy set at spawn or from a turn), published
  * in its extension. Others read it only after they saw VAT__OVERLOADED
  * (acquire), which is set after it is made. */
-typedef struct vat__flow {
+typedef struct vat__overload_state {
   /* Counting at the sender (see the top): messages pushed by senders that
    * saw VAT__COUNTED, added once per delivery (a run counts whole). On a
    * line of its own: every sender writes it, the vat's worker reads it
@@ -120,7 +120,7 @@ typedef struct vat__flow {
   uint32_t base_turns;
   /* While parked on another vat's muted list: that vat. Set by the vat's
    * worker under this record's lock, cleared by whoever releases it (the
-   * receiver, or an exit's sender: vat__flow_unpark, which reads it as a
+   * receiver, or an exit's sender: vat__overload_unpark, which reads it as a
    * hint); while it is set no sender marks this vat overloaded (see the
    * top). */
   _Atomic(vat__vat *) muted_on;
@@ -142,71 +142,91 @@ typedef struct vat__flow {
   pthread_cond_t drained; /* host senders waiting (vat_host_send_wait) */
   vat__vat *muted;        /* linked through their `link` */
   unsigned waiters;
-} vat__flow;
+} vat__overload_state;
 
 /** v's record, made if needed. v's worker only (its turns, its batch's
  *  end), or before v can run (spawn). */
-vat__flow *vat__flow_of(vat__vat *v);
+vat__overload_state *vat__overload_of(vat__vat *v);
 /** v's record or NULL, from any thread. */
-vat__flow *vat__flow_peek(vat__vat *v);
+vat__overload_state *vat__overload_peek(vat__vat *v);
 
+/** VAT_OK when `ov` is valid as a system's defaults (vat_config.overload),
+ *  else VAT_EINVAL. */
+int vat__overload_check_defaults(const vat_overload *ov);
 /** VAT_OK when `ov` (NULL: none) is valid settings for a vat of `sys`,
  *  else VAT_EINVAL. */
-int vat__flow_check(vat_system *sys, const vat_overload *ov);
+int vat__overload_check(vat_system *sys, const vat_overload *ov);
 /** Sets v's policy and marks from `ov` (zeros: the system's). As
- *  vat__flow_of. Returns VAT_EINVAL for a bad policy or low > high. */
-int vat__flow_configure(vat__vat *v, const vat_overload *ov);
+ *  vat__overload_of. Returns VAT_EINVAL for a bad policy or low > high. */
+int vat__overload_configure(vat__vat *v, const vat_overload *ov);
 
+/* What the turn loop (core/turn.c) tells the overload machinery, all of
+ * it: a batch sent a burst (vat__overload_yield), a batch ended with work
+ * left (vat__overload_batch_end), the queue emptied (vat__overload_idle),
+ * the queue changed other than by pops (vat__overload_recount). */
+
+/** The current batch of v sent a burst to one vat: the batch ends at the
+ *  next turn (VAT__YIELD, a flag the turn loop tests anyway), so that the
+ *  receiver runs and measures its queue before more goes out. At most
+ *  once per batch. */
+void vat__overload_yield(vat__vat *v);
 /** The end of a batch of v that left work waiting: counts its queue, and
- *  sets or clears VAT__OVERLOADED, or ends v (VAT_OVERLOAD_FAIL). */
-void vat__flow_behind(vat__worker *w, vat__vat *v);
+ *  sets or clears VAT__OVERLOADED, or ends v (VAT_OVERLOAD_FAIL); ends a
+ *  burst, and parks v on its receiver's muted list when a turn of it sent
+ *  to an overloaded vat and it should wait (see the top). Returns whether
+ *  v still needs queueing. */
+bool vat__overload_batch_end(vat__worker *w, vat__vat *v);
 /** v's queue lost or regained messages other than by pops (a search for
  *  an exit, a put back): its next count starts from the head. */
-void vat__flow_recount(vat__vat *v);
-/** v's turn loop found its queue empty: v forgets its count, releases
- *  the vats muted on it, and tries to go idle (vat__mailbox_try_idle),
- *  under its record's lock (see the top). Returns whether it went idle. */
-bool vat__flow_idle(vat__worker *w, vat__vat *v, vat__msgpool *pool);
+void vat__overload_recount(vat__vat *v);
+/** v's turn loop found its queue empty: v forgets its count and its
+ *  burst (moot once the queue is empty), releases the vats muted on it,
+ *  and tries to go idle (vat__mailbox_try_idle), under its record's lock
+ *  (see the top). Returns whether it went idle. */
+bool vat__overload_idle(vat__worker *w, vat__vat *v, vat__msgpool *pool);
 /** v ended (or its system stops): releases its muted and host waiters. */
-void vat__flow_release(vat__worker *w, vat__vat *v);
-
-/** The end of a batch of `v` with VAT__MUTING set and work left: clears
- *  the bit, and parks v on its receiver's muted list when it should wait
- *  (see the top). Returns whether v still needs queueing. */
-bool vat__flow_mute(vat__worker *w, vat__vat *v);
+void vat__overload_release(vat__worker *w, vat__vat *v);
 
 /** Delivery to `to` whose flags say overloaded: mutes the sender (the
  *  vat whose turn commits on `w`; w NULL: a host thread, never muted),
  *  or drops
  *  the chain's ordinary messages (VAT_OVERLOAD_DROP). Returns the chain
  *  left to push (first..*last), or NULL when nothing is. */
-vat__msg *vat__flow_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
-                            vat__msg **last);
+vat__msg *vat__overload_on_send(vat__worker *w, vat__vat *to, vat__msg *first,
+                                vat__msg **last);
 
 /** An exit that may end v was pushed to it and v flagged VAT__ALERTED:
  *  if v is parked on a muted list, takes it off. Returns whether it did
  *  (the caller then schedules v). Any thread. */
-bool vat__flow_unpark(vat__vat *v);
+bool vat__overload_unpark(vat__vat *v);
 
 /** Delivery pushed `n` messages to `to`, whose flags said VAT__COUNTED:
  *  adds them to its count and, when that passes its high mark, marks it
- *  overloaded and mutes the sender as vat__flow_on_send does (`ordinary`:
+ *  overloaded and mutes the sender as vat__overload_on_send does (`ordinary`:
  *  the chain held an ordinary message; urgent ones never mute). */
-void vat__flow_count(vat__worker *w, vat__vat *to, size_t n, bool ordinary);
+void vat__overload_count(vat__worker *w, vat__vat *to, size_t n, bool ordinary);
 
 /** `to`'s queue length from its count: pushed - base. Any thread. */
-size_t vat__flow_queue_len(vat__vat *to);
+size_t vat__overload_queue_len(vat__vat *to);
 
 /** The vat `v` is muted on, or NULL. Any thread (a snapshot). */
-vat__vat *vat__flow_muted_on(vat__vat *v);
+vat__vat *vat__overload_muted_on(vat__vat *v);
 
 /** A stopped system's muted vats: removes and returns v's muted list
  *  (linked through their `link`). After the workers stopped. */
-vat__vat *vat__flow_take_muted(vat__vat *v);
+vat__vat *vat__overload_take_muted(vat__vat *v);
 
 /** Host thread: waits until `v` is not overloaded or `deadline_ns` (on
  *  the monotonic clock) passes. Returns whether it is not overloaded. */
-bool vat__flow_wait(vat__vat *v, uint64_t deadline_ns);
+bool vat__overload_wait(vat__vat *v, uint64_t deadline_ns);
+
+/** For the loop that ran v's batch, on v's worker: whether v is
+ *  overloaded as the batch's end left it, for the scheduler's requeue
+ *  (sched/place.c). Relaxed: this worker measured it. */
+static inline bool vat__overload_hint(const vat__vat *v) {
+  return atomic_load_explicit(&v->flags, memory_order_relaxed) &
+         VAT__OVERLOADED;
+}
 
 static inline bool vat__is_overloaded(const vat__vat *v) {
   return atomic_load_explicit(&v->flags, memory_order_acquire) &
