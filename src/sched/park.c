@@ -3,16 +3,16 @@
  *
  * A system is quiescent when every runner is parked, no sender from
  * outside is mid-delivery (host_inflight, which core/deliver.c counts)
- * and the shared queue is empty. The last runner to park checks that under the
- * system's lock and wakes shutdown; senders from outside wake it when they
- * leave (vat__notify_quiet).
+ * and the shared queue is empty. The last runner to park checks that
+ * under the system's lock and wakes shutdown; senders from outside wake
+ * it when they leave (vat__notify_quiet).
  */
 #include <errno.h>
 
 #include "sched/sched.h"
 #include "util/clock.h"
 
-/* Wakes one parked worker if none is looking for work already, and none
+/* Wakes one parked runner if none is looking for work already, and none
  * was woken that has not started looking yet.
  *
  * One wake-up in flight at a time: without `waking`, every sender that
