@@ -140,6 +140,11 @@ hoist-tail-at-urgent|src/core/mailbox.c|overload|mb->tail = nh ? nt : ut;|mb->ta
 host-send-no-wake|src/sched/place.c|overload|vat__inject_push(&s->inject, t, t, 1);|vat__inject_push(&s->inject, t, t, 1); return;
 ended-vat-keeps-mutes|src/core/vat.c|overload|if (was & VAT__OVERLOADED)|if (0)
 ended-vat-keeps-mutes|src/core/overload.c|overload|if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {|if ((atomic_load_explicit(&v->flags, memory_order_relaxed) & (VAT__OVERLOADED \| VAT__DEAD)) == VAT__OVERLOADED) {
+requeue-ignores-overload|src/sched/place.c|overload sched|(!overloaded \|\| (r->busy_len == 0 && r->next == NULL)))|true)
+steal-skips-fresh|src/sched/pick.c|fresh sched|vat__task *t = steal_fresh(r, victim);|vat__task *t = NULL;
+injected-share-no-wake|src/sched/pick.c|sched stress|if (n > 1) /* they were anyone's to take: let a parked runner see them */|if (0)
+seeded-draw-skips-shared-queue|src/sched/pick.c|host trace|(t = vat__inject_pop(&s->inject)) != NULL;)|(t = NULL) != NULL;)
+runq-overflow-count-short|src/sched/place.c|runq sched stress|vat__inject_push(&r->sched->inject, first, t, n + 1);|vat__inject_push(&r->sched->inject, first, t, n);
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -5,8 +5,10 @@
  * workers), not asserted here. */
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/system.h"
+#include "sched/pick.h"
 #include "sched/sched.h"
 #include "support.h"
 
@@ -243,6 +245,102 @@ START_TEST(no_wake_up_is_lost_between_parked_rounds) {
 }
 END_TEST
 
+/* The placement policy on its own: sched/ knows a vat only as its task
+ * link, so these drive a scheduler of two runners and bare tasks, no
+ * system and no threads. */
+typedef struct {
+  vat__sched sched;
+  vat__runner runner[2];
+  vat__runner *runners[2];
+} two_runners;
+
+static void two_runners_init(two_runners *t) {
+  memset(t, 0, sizeof *t);
+  for (unsigned i = 0; i < 2; i++)
+    t->runners[i] = &t->runner[i];
+  ck_assert_int_eq(vat__sched_init(&t->sched, t->runners, 2, false), VAT_OK);
+  for (unsigned i = 0; i < 2; i++)
+    vat__runner_init(&t->runner[i], &t->sched, i);
+}
+
+/* A vat that used up its budget stays on its runner (the busy list) while
+ * it is alone there or not overloaded; an overloaded one beside other
+ * work goes where the idle runner steals it. */
+START_TEST(an_overloaded_vat_beside_other_work_is_left_to_thieves) {
+  static two_runners t;
+  vat__task a = {0}, b = {0};
+
+  two_runners_init(&t);
+  t.runner[0].next = &a;
+  vat__requeue(&t.runner[0], &b, false);
+  ck_assert_uint_eq(t.runner[0].busy_len, 1);
+  ck_assert_uint_eq(vat__runq_size(&t.runner[0].runq), 0);
+
+  two_runners_init(&t);
+  vat__requeue(&t.runner[0], &b, true); /* alone: it stays */
+  ck_assert_uint_eq(t.runner[0].busy_len, 1);
+
+  two_runners_init(&t);
+  t.runner[0].next = &a;
+  vat__requeue(&t.runner[0], &b, true);
+  ck_assert_uint_eq(t.runner[0].busy_len, 0);
+  ck_assert_ptr_eq(vat__steal(&t.runner[1]), &b);
+}
+END_TEST
+
+/* Past a full run queue, half of it and the new vat go to the shared queue
+ * as one chain: every vat is somewhere exactly once, and the shared
+ * queue's count (which parking and quiescence read) is its length. */
+START_TEST(a_full_run_queue_spills_every_vat_to_the_shared_queue) {
+  static two_runners t;
+  enum { N = 3 * VAT__RUNQ_SIZE + 7 };
+  static vat__task task[N];
+  static bool seen[N];
+
+  two_runners_init(&t);
+  for (unsigned i = 0; i < N; i++)
+    vat__schedule_stealable(&t.runner[0], &task[i]);
+  ck_assert_uint_eq(vat__runq_size(&t.runner[0].runq) +
+                        vat__inject_size(&t.sched.inject),
+                    N);
+  unsigned taken = 0;
+  for (vat__task *v; (v = vat__runq_pop(&t.runner[0].runq)) != NULL ||
+                     (v = vat__inject_pop(&t.sched.inject)) != NULL;) {
+    ptrdiff_t i = v - task;
+    ck_assert(i >= 0 && i < N);
+    ck_assert_msg(!seen[i], "vat %td taken twice", i);
+    seen[i] = true;
+    taken++;
+  }
+  ck_assert_uint_eq(taken, N);
+  ck_assert_uint_eq(vat__inject_size(&t.sched.inject), 0);
+}
+END_TEST
+
+/* A runner that takes more than one vat from the shared queue holds some
+ * anyone could have run: it wakes a parked runner to steal them. One vat
+ * taken wakes nobody. */
+START_TEST(a_share_of_the_shared_queue_wakes_a_parked_runner) {
+  static two_runners t;
+  vat__task task[3] = {{0}};
+
+  two_runners_init(&t);
+  atomic_store(&t.sched.parked, 1); /* as if runner 1 were parked */
+  vat__inject_push(&t.sched.inject, &task[0], &task[0], 1);
+  ck_assert_ptr_eq(vat__take_injected(&t.runner[0]), &task[0]);
+  uint64_t wakes = atomic_load(&t.sched.wakes);
+  ck_assert_uint_eq(wakes, 0);
+
+  task[0].next = &task[1];
+  task[1].next = &task[2];
+  vat__inject_push(&t.sched.inject, &task[0], &task[2], 3);
+  ck_assert_ptr_eq(vat__take_injected(&t.runner[0]), &task[0]);
+  wakes = atomic_load(&t.sched.wakes);
+  ck_assert_uint_eq(wakes, 1);
+  ck_assert_uint_eq(vat__runq_size(&t.runner[0].runq), 1);
+}
+END_TEST
+
 Suite *test_sched_suite(void) {
   Suite *s = suite_create("sched");
   TCase *tc = test_case("policy", 120);
@@ -250,6 +348,11 @@ Suite *test_sched_suite(void) {
   tcase_add_test(tc, producer_paused_mid_push_does_not_stall_worker);
   tcase_add_test(tc, a_burst_wakes_one_worker_at_a_time_and_enough_of_them);
   tcase_add_test(tc, no_wake_up_is_lost_between_parked_rounds);
+  suite_add_tcase(s, tc);
+  tc = test_case("placement", 30);
+  tcase_add_test(tc, an_overloaded_vat_beside_other_work_is_left_to_thieves);
+  tcase_add_test(tc, a_full_run_queue_spills_every_vat_to_the_shared_queue);
+  tcase_add_test(tc, a_share_of_the_shared_queue_wakes_a_parked_runner);
   suite_add_tcase(s, tc);
   return s;
 }
