@@ -8,9 +8,10 @@
  * from JSON, frames in and out. No I/O happens here; the slot table a caller
  * supplies (the connection) decides which slot names which ref or promise.
  *
- * Installed, and its functions exported, only when the library was built
- * with jansson (meson feature option `captp`; README, "CapTP"). It is not
- * included by <vat.h>. Every function below may be called from any
+ * Installed, with libvat-net, the library that defines its functions,
+ * only when libvat was built with jansson (meson feature option `captp`;
+ * README, "CapTP"): link with `pkg-config --cflags --libs libvat-net`. It
+ * is not included by <vat.h>. Every function below may be called from any
  * registered thread, inside or outside a turn; none keeps state between
  * calls except a netstring reader, which belongs to one thread at a time.
  *

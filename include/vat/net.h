@@ -6,6 +6,10 @@
  * side gets a promise for it and, from there, refs to whatever objects the
  * calls return.
  *
+ * Link with libvat-net (`pkg-config --cflags --libs libvat-net`): the
+ * connections and the wire format are a library of their own on top of
+ * libvat, which alone loads neither libuv nor jansson.
+ *
  * The connection is a vat. Refs imported from the peer ("proxies") are
  * ordinary refs to entities of that vat: a dynamic message sent to one
  * (vat_send_msg) becomes a CTP_CALL whose answer is ignored; a request in
