@@ -140,6 +140,9 @@ hoist-tail-at-urgent|src/core/mailbox.c|overload|mb->tail = nh ? nt : ut;|mb->ta
 host-send-no-wake|src/sched/place.c|overload|vat__inject_push(&s->inject, t, t, 1);|vat__inject_push(&s->inject, t, t, 1); return;
 ended-vat-keeps-mutes|src/core/vat.c|overload|if (was & VAT__OVERLOADED)|if (0)
 ended-vat-keeps-mutes|src/core/overload.c|overload|if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {|if ((atomic_load_explicit(&v->flags, memory_order_relaxed) & (VAT__OVERLOADED \| VAT__DEAD)) == VAT__OVERLOADED) {
+# issue: process boundary (pipelining on an answer ref)
+pipe-chain-outer-answer|src/net/slots.c|net|while (net_pipe_via(value, &answer, &value))|if (net_pipe_via(value, &answer, &value))
+pipe-chain-no-own-question|src/net/slots.c|net|net_pipe_parse(args, &args, &pipe);|if (!via) net_pipe_parse(args, &args, &pipe);
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -1213,6 +1213,189 @@ END_TEST
 
 /* --- End of the bootstrap pipelining tests. */
 
+/* --- Pipelining on an answer ref, and bad arguments ---------------------- */
+
+/* A vat that chains, in one turn: a1 = pipeline(remote.m1(args1)), then
+ * a2 = pipeline(a1.m2(args2)) on that answer ref, then a request m3(args3)
+ * on a2 and one m4(args4) on a1, without waiting for any answer. */
+typedef struct chainer {
+  vat_ref *remote;
+  const char *m[4];
+  vat_value args[4];
+  vat_promise *p[4];
+  _Atomic uint64_t done;
+  bool resolved[4];
+  vat_value result[4];
+} chainer;
+
+typedef struct chain_slot {
+  int i;
+} chain_slot;
+
+static void chain_settled(vat_turn *turn, void *state, void *ctx,
+                          bool resolved, vat_value value) {
+  (void)turn;
+  chainer *ch = state;
+  int i = ((chain_slot *)ctx)->i;
+  ch->resolved[i] = resolved;
+  ch->result[i] = value;
+  atomic_fetch_add_explicit(&ch->done, 1, memory_order_acq_rel);
+}
+
+static void chain_when(vat_turn *turn, chainer *ch, int i) {
+  chain_slot *s = GC_MALLOC(sizeof *s);
+  s->i = i;
+  expect_vat_ok(vat_when(turn, ch->p[i], chain_settled, s));
+}
+
+static void chain(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  chainer *ch = state;
+  vat_ref *a1, *a2;
+  expect_vat_ok(vat_conn_pipeline(turn, ch->remote, sel(ch->m[0]), ch->args[0],
+                                  5, &ch->p[0], &a1));
+  expect_vat_ok(vat_conn_pipeline(turn, a1, sel(ch->m[1]), ch->args[1], 5,
+                                  &ch->p[1], &a2));
+  expect_vat_ok(vat_request(turn, a2, sel(ch->m[2]), ch->args[2], 5, &ch->p[2]));
+  expect_vat_ok(vat_request(turn, a1, sel(ch->m[3]), ch->args[3], 5, &ch->p[3]));
+  for (int i = 0; i < 4; i++)
+    chain_when(turn, ch, i);
+}
+
+static chainer *start_chain(vat_system *sys, vat_ref *remote,
+                            const char *const m[4], const vat_value args[4]) {
+  vat_ref *ref;
+  chainer *ch;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.state_size = sizeof(chainer)}, &ref,
+      (void **)&ch));
+  ch->remote = remote;
+  for (int i = 0; i < 4; i++) {
+    ch->m[i] = m[i];
+    ch->args[i] = args[i];
+  }
+  ck_assert_vat_ok(vat_host_send(ref, chain, NULL));
+  return ch;
+}
+
+static void assert_chain_result(const chainer *ch, int i, vat_value want) {
+  char got[256], w[256];
+  vat_format(ch->result[i], got, sizeof got);
+  vat_format(want, w, sizeof w);
+  ck_assert_msg(ch->resolved[i] && vat_equal(ch->result[i], want),
+                "call %d (%s): %s %s, want %s", i, ch->m[i],
+                ch->resolved[i] ? "resolved" : "broken", got, w);
+}
+
+START_TEST(pipelining_chains_on_an_answer_ref) {
+  /* E(E(bs).echo(bs)).echo(bs), then add on that answer and on the first:
+   * every call reaches the object its answer names, with its own
+   * arguments and nothing of the pipelining's own records. */
+  pair p;
+  open_pair(&p);
+  vat_value bs = vat_ref_value(p.remote);
+  vat_value sum[2] = {vat_int(2), vat_int(3)}, sum2[2] = {vat_int(10),
+                                                          vat_int(20)};
+  const char *const m[4] = {"echo", "echo", "add", "add"};
+  const vat_value args[4] = {vat_list(&bs, 1), vat_list(&bs, 1),
+                             vat_list(sum, 2), vat_list(sum2, 2)};
+  chainer *ch = start_chain(p.sys, p.remote, m, args);
+  ck_assert(test_wait_u64(&ch->done, 4, WAIT_S));
+  assert_chain_result(ch, 0, bs);
+  assert_chain_result(ch, 1, bs);
+  assert_chain_result(ch, 2, vat_int(5));
+  assert_chain_result(ch, 3, vat_int(30));
+  /* And the connection carries on as before. */
+  vat_value v;
+  ck_assert_vat_ok(ask(p.remote, "add", sum, 2, &v));
+  ck_assert(vat_equal(v, vat_int(5)));
+  close_pair(&p);
+}
+END_TEST
+
+/* The question number of the CTP_CALL whose method is `method` in the
+ * frames read into buf; 0 when there is none. */
+static int question_of(const char *buf, const char *method) {
+  char want[64];
+  snprintf(want, sizeof want, "\"method\":{\"body\":\"[\\\"%s\\\"", method);
+  const char *at = strstr(buf, want);
+  if (at == NULL)
+    return 0;
+  const char *q = NULL;
+  for (const char *s = buf; (s = strstr(s, "\"questionID\":\"q-")) && s < at;
+       s++)
+    q = s;
+  return q ? atoi(q + strlen("\"questionID\":\"q-")) : 0;
+}
+
+/* The target of the CTP_CALL q-<n>, copied into out. */
+static const char *target_of(const char *buf, int n, char *out, size_t size) {
+  char want[48];
+  snprintf(want, sizeof want, "\"questionID\":\"q-%d\",\"target\":\"", n);
+  const char *at = strstr(buf, want);
+  ck_assert_msg(at != NULL, "no CTP_CALL q-%d in %s", n, buf);
+  at += strlen(want);
+  size_t len = strcspn(at, "\"");
+  snprintf(out, size, "%.*s", (int)(len < size ? len : size - 1), at);
+  return out;
+}
+
+START_TEST(pipelining_on_an_answer_ref_sends_plain_calls) {
+  /* The wire, as an Endo peer reads it: the chained call is addressed to
+   * the first call's question, a call on its answer to its own question,
+   * and a call on the first answer to the first question; no record of
+   * the pipelining itself, no ref exported. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  vat_value x = vat_string("x"), hi = vat_string("hi");
+  const char *const m[4] = {"make", "more", "hello", "plain"};
+  const vat_value args[4] = {vat_list(NULL, 0), vat_list(&x, 1),
+                             vat_list(&hi, 1), vat_list(NULL, 0)};
+  chainer *ch = start_chain(sys, remote, m, args);
+  char buf[8192], t[32];
+  raw_read_until(sv[1], buf, sizeof buf, "\"questionID\":\"q-5\"", WAIT_S);
+  raw_read_until(sv[1], buf + strlen(buf), sizeof buf - strlen(buf), "}}",
+                 0.2);
+  int make = question_of(buf, "make"), more = question_of(buf, "more");
+  int hello = question_of(buf, "hello"), plain = question_of(buf, "plain");
+  ck_assert_msg(make == 2 && more == 3 && hello && plain, "%s", buf);
+  ck_assert_str_eq(target_of(buf, make, t, sizeof t), "o-1");
+  ck_assert_str_eq(target_of(buf, more, t, sizeof t), "q-2");
+  ck_assert_str_eq(target_of(buf, hello, t, sizeof t), "q-3");
+  ck_assert_str_eq(target_of(buf, plain, t, sizeof t), "q-2");
+  ck_assert_msg(strstr(buf, "captp.") == NULL &&
+                    strstr(buf, "vat.request") == NULL &&
+                    strstr(buf, "\"slots\":[\"") == NULL,
+                "internals on the wire: %s", buf);
+  ck_assert_msg(strstr(buf, "\"method\":{\"body\":\"[\\\"more\\\",[\\\"x\\\"]]"),
+                "%s", buf);
+  /* Each answer settles its own request. */
+  char frame[256];
+  int qs[4] = {make, more, hello, plain};
+  for (int i = 0; i < 4; i++) {
+    snprintf(frame, sizeof frame,
+             "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-%d\",\"result\":"
+             "{\"body\":\"\\\"answer %d\\\"\",\"slots\":[]}}",
+             qs[i], i);
+    raw_frame(sv[1], frame);
+  }
+  ck_assert(test_wait_u64(&ch->done, 4, WAIT_S));
+  for (int i = 0; i < 4; i++) {
+    char want[32];
+    snprintf(want, sizeof want, "answer %d", i);
+    assert_chain_result(ch, i, vat_string(want));
+  }
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 static void add_shutdown_tests(Suite *s);
 static void add_host_loop_tests(Suite *s);
 
@@ -1249,6 +1432,8 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, bootstrap_ref_after_the_end);
   tcase_add_test(tc, calls_on_the_bootstrap_question_outlive_kept_answers);
   tcase_add_test(tc, one_way_messages_are_not_questions_waiting);
+  tcase_add_test(tc, pipelining_chains_on_an_answer_ref);
+  tcase_add_test(tc, pipelining_on_an_answer_ref_sends_plain_calls);
   suite_add_tcase(s, tc);
   add_shutdown_tests(s);
   add_host_loop_tests(s);

@@ -207,8 +207,11 @@ int vat_conn_close(vat_conn *conn);
  *  messages and requests sent to it go to the peer at once, addressed to
  *  the unanswered question (CapTP's "q-N" target), so a chain of calls
  *  costs one round trip. They are sent in order after the call. `target`
- *  must be a proxy or a vat_conn_bootstrap_ref: any other ref receives
- *  the record captp.pipe(args, answer) as the request's payload. Inside a
+ *  must be a proxy, a vat_conn_bootstrap_ref, or an answer ref from an
+ *  earlier vat_conn_pipeline: the call is chained, addressed to that
+ *  earlier question as CapTP pipelines (Endo's E(E(x).a()).b()), and the
+ *  new answer ref stands for its own question. Any other ref receives the
+ *  record captp.pipe(args, answer) as the request's payload. Inside a
  *  turn; the answer ref is an entity of the calling vat, which forwards
  *  what it gets. Errors: VAT_EINVAL (NULL target/method/out/answer), and
  *  those of vat_entity_new and vat_request. */
