@@ -503,10 +503,19 @@ static const raw_case raw_cases[] = {
     {"huge length", "999999999:", "frame too large"},
     {"bad json", "5:{nope,", "bad message"},
     {"not a message", "2:[],", "bad message"},
-    {"unknown slot",
+    /* A bad argument fails only its call (a_bad_argument_fails_only_its_call);
+     * a bad envelope around it still ends the connection. */
+    {"call without a question",
+     "{\"type\":\"CTP_CALL\",\"target\":\"o-1\",\"method\":{\"body\":"
+     "\"[\\\"x\\\",[]]\",\"slots\":[]}}",
+     "bad message"},
+    {"method not capdata",
      "{\"type\":\"CTP_CALL\",\"questionID\":\"q-1\",\"target\":\"o-1\","
-     "\"method\":{\"body\":\"[\\\"x\\\",[{\\\"@qclass\\\":"
-     "\\\"slot\\\",\\\"index\\\":0}]]\",\"slots\":[\"o-9\"]}}",
+     "\"method\":{\"body\":\"[\\\"x\\\",[]]\",\"slots\":[7]}}",
+     "bad message"},
+    {"lone surrogate in the envelope",
+     "{\"type\":\"CTP_CALL\",\"questionID\":\"q-\\ud800\",\"target\":"
+     "\"o-1\",\"method\":{\"body\":\"[\\\"x\\\",[]]\",\"slots\":[]}}",
      "bad message"},
 };
 
@@ -1232,8 +1241,8 @@ typedef struct chain_slot {
   int i;
 } chain_slot;
 
-static void chain_settled(vat_turn *turn, void *state, void *ctx,
-                          bool resolved, vat_value value) {
+static void chain_settled(vat_turn *turn, void *state, void *ctx, bool resolved,
+                          vat_value value) {
   (void)turn;
   chainer *ch = state;
   int i = ((chain_slot *)ctx)->i;
@@ -1256,8 +1265,10 @@ static void chain(vat_turn *turn, void *state, void *arg) {
                                   5, &ch->p[0], &a1));
   expect_vat_ok(vat_conn_pipeline(turn, a1, sel(ch->m[1]), ch->args[1], 5,
                                   &ch->p[1], &a2));
-  expect_vat_ok(vat_request(turn, a2, sel(ch->m[2]), ch->args[2], 5, &ch->p[2]));
-  expect_vat_ok(vat_request(turn, a1, sel(ch->m[3]), ch->args[3], 5, &ch->p[3]));
+  expect_vat_ok(
+      vat_request(turn, a2, sel(ch->m[2]), ch->args[2], 5, &ch->p[2]));
+  expect_vat_ok(
+      vat_request(turn, a1, sel(ch->m[3]), ch->args[3], 5, &ch->p[3]));
   for (int i = 0; i < 4; i++)
     chain_when(turn, ch, i);
 }
@@ -1266,9 +1277,9 @@ static chainer *start_chain(vat_system *sys, vat_ref *remote,
                             const char *const m[4], const vat_value args[4]) {
   vat_ref *ref;
   chainer *ch;
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.state_size = sizeof(chainer)}, &ref,
-      (void **)&ch));
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(chainer)},
+                     &ref, (void **)&ch));
   ch->remote = remote;
   for (int i = 0; i < 4; i++) {
     ch->m[i] = m[i];
@@ -1294,8 +1305,8 @@ START_TEST(pipelining_chains_on_an_answer_ref) {
   pair p;
   open_pair(&p);
   vat_value bs = vat_ref_value(p.remote);
-  vat_value sum[2] = {vat_int(2), vat_int(3)}, sum2[2] = {vat_int(10),
-                                                          vat_int(20)};
+  vat_value sum[2] = {vat_int(2), vat_int(3)},
+            sum2[2] = {vat_int(10), vat_int(20)};
   const char *const m[4] = {"echo", "echo", "add", "add"};
   const vat_value args[4] = {vat_list(&bs, 1), vat_list(&bs, 1),
                              vat_list(sum, 2), vat_list(sum2, 2)};
@@ -1358,8 +1369,7 @@ START_TEST(pipelining_on_an_answer_ref_sends_plain_calls) {
   chainer *ch = start_chain(sys, remote, m, args);
   char buf[8192], t[32];
   raw_read_until(sv[1], buf, sizeof buf, "\"questionID\":\"q-5\"", WAIT_S);
-  raw_read_until(sv[1], buf + strlen(buf), sizeof buf - strlen(buf), "}}",
-                 0.2);
+  raw_read_until(sv[1], buf + strlen(buf), sizeof buf - strlen(buf), "}}", 0.2);
   int make = question_of(buf, "make"), more = question_of(buf, "more");
   int hello = question_of(buf, "hello"), plain = question_of(buf, "plain");
   ck_assert_msg(make == 2 && more == 3 && hello && plain, "%s", buf);
@@ -1371,8 +1381,9 @@ START_TEST(pipelining_on_an_answer_ref_sends_plain_calls) {
                     strstr(buf, "vat.request") == NULL &&
                     strstr(buf, "\"slots\":[\"") == NULL,
                 "internals on the wire: %s", buf);
-  ck_assert_msg(strstr(buf, "\"method\":{\"body\":\"[\\\"more\\\",[\\\"x\\\"]]"),
-                "%s", buf);
+  ck_assert_msg(
+      strstr(buf, "\"method\":{\"body\":\"[\\\"more\\\",[\\\"x\\\"]]"), "%s",
+      buf);
   /* Each answer settles its own request. */
   char frame[256];
   int qs[4] = {make, more, hello, plain};
@@ -1389,6 +1400,94 @@ START_TEST(pipelining_on_an_answer_ref_sends_plain_calls) {
     snprintf(want, sizeof want, "answer %d", i);
     assert_chain_result(ch, i, vat_string(want));
   }
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* A CTP_CALL q-<q> to o-1 echoing `arg_json` (the capdata of one argument,
+ * as JSON text inside the body string: its quotes and backslashes written
+ * escaped once more), with `slots` (JSON text), exactly as Endo frames it. */
+static void raw_echo(int fd, int q, const char *arg_json, const char *slots) {
+  char frame[512];
+  snprintf(frame, sizeof frame,
+           "{\"type\":\"CTP_CALL\",\"epoch\":0,\"questionID\":\"q-%d\","
+           "\"target\":\"o-1\",\"method\":{\"body\":\"[\\\"echo\\\",[%s]]\","
+           "\"slots\":%s}}",
+           q, arg_json, slots);
+  raw_frame(fd, frame);
+}
+
+/* Reads until the answer to q-<q> arrives; asserts it is an exception
+ * (or a result) containing `text`. */
+static void raw_expect_answer(int fd, int q, bool exception, const char *text,
+                              char *buf, size_t size) {
+  char want[64];
+  snprintf(want, sizeof want, "\"answerID\":\"q-%d\",\"%s\"", q,
+           exception ? "exception" : "result");
+  raw_read_until(fd, buf, size, want, WAIT_S);
+  const char *at = strstr(buf, want);
+  ck_assert_msg(at != NULL, "no %s in: %s", want, buf);
+  ck_assert_msg(strstr(at, text) != NULL, "no %s after %s in: %s", text, want,
+                buf);
+}
+
+START_TEST(a_bad_argument_fails_only_its_call) {
+  /* JS strings are UTF-16 and may hold a lone surrogate, which Endo sends
+   * as a \ud800 escape in valid JSON; a slot may name an export this side
+   * never made. Either fails that call, answered with an exception; the
+   * connection, its other refs and its pending questions go on. */
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char buf[8192];
+  open_raw_served(0, sv, &sys, &c, buf, sizeof buf);
+  vat_ref *theirs = raw_answer_bootstrap(sv[1], c);
+  vat_promise *pending;
+  vat_value hi = vat_string("hi"), v;
+  ck_assert_vat_ok(
+      vat_host_request(theirs, sel("ping"), vat_list(&hi, 1), 0, &pending));
+  raw_expect(sv[1], buf, sizeof buf,
+             "\"questionID\":\"q-2\",\"target\":\"o-1\"");
+  /* JSON.stringify(['echo', ['a\ud800b']]) inside the message's JSON. */
+  raw_echo(sv[1], 2, "\\\"a\\\\ud800b\\\"", "[]");
+  raw_expect_answer(sv[1], 2, true, "bad argument", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "invalid Unicode") != NULL, "%s", buf);
+  raw_echo(sv[1], 3, "\\\"after the surrogate\\\"", "[]");
+  raw_expect_answer(sv[1], 3, false, "after the surrogate", buf, sizeof buf);
+  /* An unknown slot, and an index beyond the slots. */
+  raw_echo(sv[1], 4,
+           "{\\\"@qclass\\\":\\\"slot\\\",\\\"iface\\\":\\\"Alleged: x\\\","
+           "\\\"index\\\":0}",
+           "[\"o-9\"]");
+  raw_expect_answer(sv[1], 4, true, "bad argument", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "o-9") != NULL, "%s", buf);
+  raw_echo(sv[1], 5, "{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":3}", "[]");
+  raw_expect_answer(sv[1], 5, true, "bad argument", buf, sizeof buf);
+  /* A call pipelined on a failed call's answer gets its exception. */
+  raw_call(sv[1], 6, "q-4", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"exception\"") != NULL, "%s", buf);
+  /* Later calls, and the slots that are known, still work. */
+  raw_echo(sv[1], 7, "{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}",
+           "[\"o-1\"]");
+  raw_expect_answer(sv[1], 7, false, "\"slots\":[\"o+1\"]", buf, sizeof buf);
+  ck_assert_int_eq(vat_promise_peek(vat_conn_closed(c), NULL),
+                   VAT_PROMISE_PENDING);
+  /* The question pending across the bad calls, and a new one. */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-2\",\"result\":"
+                   "{\"body\":\"\\\"pong\\\"\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(pending, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "pong");
+  ck_assert_vat_ok(
+      vat_host_request(theirs, sel("ping"), vat_list(&hi, 1), 0, &pending));
+  raw_expect(sv[1], buf, sizeof buf,
+             "\"questionID\":\"q-3\",\"target\":\"o-1\"");
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-3\",\"result\":"
+                   "{\"body\":\"\\\"pong again\\\"\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(pending, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "pong again");
   shutdown(sv[1], SHUT_WR);
   wait_closed(c, "end of stream|read");
   close(sv[1]);
@@ -1434,6 +1533,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, one_way_messages_are_not_questions_waiting);
   tcase_add_test(tc, pipelining_chains_on_an_answer_ref);
   tcase_add_test(tc, pipelining_on_an_answer_ref_sends_plain_calls);
+  tcase_add_test(tc, a_bad_argument_fails_only_its_call);
   suite_add_tcase(s, tc);
   add_shutdown_tests(s);
   add_host_loop_tests(s);
