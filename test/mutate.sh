@@ -144,8 +144,9 @@ ended-vat-keeps-mutes|src/core/overload.c|overload|if (atomic_load_explicit(&v->
 pipe-chain-outer-answer|src/net/slots.c|net|while (net_pipe_via(value, &answer, &value))|if (net_pipe_via(value, &answer, &value))
 pipe-chain-no-own-question|src/net/slots.c|net|net_pipe_parse(args, &args, &pipe);|if (!via) net_pipe_parse(args, &args, &pipe);
 # issue: process boundary (a bad argument fails only its call)
-bad-call-any-failure|src/net/conn.c|net|if (m.value_failed && m.type == VAT_CAPTP_CALL &&|if (m.type == VAT_CAPTP_CALL &&
-bad-call-slot-ends|src/net/conn.c|net|(rc == VAT_EDECODE \|\| rc == VAT_ENOTFOUND)) {|rc == VAT_EDECODE) {
+bad-call-any-failure|src/net/conn.c|net|if (m.value_failed && (rc == VAT_EDECODE \|\| rc == VAT_ENOTFOUND)) {|if (rc == VAT_EDECODE \|\| rc == VAT_ENOTFOUND) {
+bad-call-slot-ends|src/net/conn.c|net|if (m.value_failed && (rc == VAT_EDECODE \|\| rc == VAT_ENOTFOUND)) {|if (m.value_failed && rc == VAT_EDECODE) {
+bad-result-not-broken|src/net/conn.c|net|m.is_reject = true;|m.is_reject = false;
 value-failed-on-shape|src/captp/message.c|captp|m->value_failed = rc != VAT_OK && in_value;|m->value_failed = rc != VAT_OK;
 value-failed-never|src/captp/value.c|net|*in_value = true;|*in_value = false;
 EOF

@@ -1495,6 +1495,74 @@ START_TEST(a_bad_argument_fails_only_its_call) {
 }
 END_TEST
 
+START_TEST(a_bad_result_breaks_only_its_question) {
+  /* The same two values in an answer and a settlement: the question, or
+   * the promise, breaks; the connection and its other questions go on. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  vat_promise *lone, *slot, *fine;
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("lone"), vat_list(NULL, 0), 0, &lone));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("slot"), vat_list(NULL, 0), 0, &slot));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("fine"), vat_list(NULL, 0), 0, &fine));
+  char buf[8192];
+  raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-4\"");
+  ck_assert_int_eq(question_of(buf, "lone"), 2);
+  ck_assert_int_eq(question_of(buf, "slot"), 3);
+  raw_frame(sv[1],
+            "{\"type\":\"CTP_RETURN\",\"epoch\":0,\"answerID\":\"q-2\","
+            "\"result\":{\"body\":\"\\\"a\\\\ud800b\\\"\",\"slots\":[]}}");
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"epoch\":0,\"answerID\":\"q-3\","
+                   "\"result\":{\"body\":\"{\\\"@qclass\\\":\\\"slot\\\","
+                   "\\\"index\\\":0}\",\"slots\":[\"o-9\"]}}");
+  vat_value v;
+  char text[256];
+  ck_assert_vat_err(vat_promise_wait(lone, WAIT_S, &v), VAT_EBROKEN);
+  vat_format(v, text, sizeof text);
+  ck_assert_msg(
+      vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("TypeError") &&
+          strstr(vat_string_data(vat_error_payload(v)), "bad result") != NULL,
+      "%s", text);
+  ck_assert_vat_err(vat_promise_wait(slot, WAIT_S, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR &&
+            vat_error_code(v) == sel("TypeError"));
+  /* An answer holding a promise of the peer's, settled with a lone
+   * surrogate: that promise breaks. */
+  raw_frame(sv[1],
+            "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-4\",\"result\":"
+            "{\"body\":\"[{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}]"
+            "\",\"slots\":[\"p+1\"]}}");
+  ck_assert_vat_ok(vat_promise_wait(fine, WAIT_S, &v));
+  vat_promise *later = vat_value_promise(vat_at(v, 0));
+  ck_assert_ptr_nonnull(later);
+  raw_frame(sv[1], "{\"type\":\"CTP_RESOLVE\",\"promiseID\":\"p-1\",\"res\":"
+                   "{\"body\":\"\\\"a\\\\ud800b\\\"\",\"slots\":[]}}");
+  ck_assert_vat_err(vat_promise_wait(later, WAIT_S, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR &&
+            vat_error_code(v) == sel("TypeError"));
+  /* The connection goes on. */
+  ck_assert_int_eq(vat_promise_peek(vat_conn_closed(c), NULL),
+                   VAT_PROMISE_PENDING);
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("again"), vat_list(NULL, 0), 0, &fine));
+  raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-5\"");
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-5\",\"result\":"
+                   "{\"body\":\"\\\"still here\\\"\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(fine, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "still here");
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 static void add_shutdown_tests(Suite *s);
 static void add_host_loop_tests(Suite *s);
 
@@ -1534,6 +1602,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, pipelining_chains_on_an_answer_ref);
   tcase_add_test(tc, pipelining_on_an_answer_ref_sends_plain_calls);
   tcase_add_test(tc, a_bad_argument_fails_only_its_call);
+  tcase_add_test(tc, a_bad_result_breaks_only_its_question);
   suite_add_tcase(s, tc);
   add_shutdown_tests(s);
   add_host_loop_tests(s);

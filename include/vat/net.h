@@ -32,7 +32,10 @@
  * TypeError("bad argument: ...") and the connection goes on. So fail a
  * slot naming an export this side does not have, and a JS string holding
  * a lone surrogate (Endo sends it as a valid JSON escape, but a libvat
- * string is UTF-8, where a lone surrogate has no form).
+ * string is UTF-8, where a lone surrogate has no form). Likewise an
+ * answer (CTP_RETURN) or a promise's settlement (CTP_RESOLVE) whose value
+ * does not decode breaks that question or promise with TypeError("bad
+ * result: ...").
  *
  * When the connection ends (end of stream, a read or write error, a
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the
