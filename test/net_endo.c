@@ -3,7 +3,8 @@
  * other side, calls its objects, has it call ours, and checks both (calls
  * pipelined on each side's bootstrap question before it is answered
  * among them: the peer holds our bootstrap question until our calls on it
- * have arrived, and reports what it saw on the wire); then
+ * have arrived, and reports what it saw on the wire; a chain pipelined on
+ * an answer ref; a lone surrogate from Endo failing only its call); then
  * twice more with a call pending: Endo disconnecting, and the Endo process
  * killed.
  *
@@ -144,6 +145,73 @@ static void pipe_calls(vat_turn *turn, void *state, void *arg) {
 static int ask(vat_ref *to, const char *method, vat_value *args, size_t n,
                double timeout_s, vat_value *out);
 static const char *show(vat_value v);
+
+/* A vat chaining E(E(endo).echo(endo)).makeAdder(100), then plus(23) on
+ * that and add(1, 2) on the first answer, all before any answer. */
+typedef struct chainer {
+  vat_ref *endo;
+  vat_resolver *plus, *add;
+} chainer;
+
+static void chain_plussed(vat_turn *turn, void *state, void *ctx, bool resolved,
+                          vat_value value) {
+  (void)ctx;
+  vat_resolver *r = ((chainer *)state)->plus;
+  if (resolved)
+    vat_resolve(turn, r, value);
+  else
+    vat_break(turn, r, value);
+}
+
+static void chain_added(vat_turn *turn, void *state, void *ctx, bool resolved,
+                        vat_value value) {
+  (void)ctx;
+  vat_resolver *r = ((chainer *)state)->add;
+  if (resolved)
+    vat_resolve(turn, r, value);
+  else
+    vat_break(turn, r, value);
+}
+
+static void chain_calls(vat_turn *turn, void *state, void *arg) {
+  chainer *ch = state;
+  (void)arg;
+  vat_promise *echoed, *adder, *plus, *add;
+  vat_ref *first, *second;
+  vat_value e = vat_ref_value(ch->endo), base = vat_int(100), x = vat_int(23);
+  vat_value one_two[2] = {vat_int(1), vat_int(2)};
+  if (vat_conn_pipeline(turn, ch->endo, sel("echo"), vat_list(&e, 1), 0,
+                        &echoed, &first) != VAT_OK ||
+      vat_conn_pipeline(turn, first, sel("makeAdder"), vat_list(&base, 1), 0,
+                        &adder, &second) != VAT_OK)
+    return;
+  if (vat_request(turn, second, sel("plus"), vat_list(&x, 1), 0, &plus) ==
+      VAT_OK)
+    vat_when(turn, plus, chain_plussed, NULL);
+  if (vat_request(turn, first, sel("add"), vat_list(one_two, 2), 0, &add) ==
+      VAT_OK)
+    vat_when(turn, add, chain_added, NULL);
+}
+
+static void check_chained(vat_system *sys, vat_ref *endo) {
+  chainer *ch;
+  vat_ref *ref;
+  vat_promise *plus, *add;
+  vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(chainer)}, &ref,
+                 (void **)&ch);
+  ch->endo = endo;
+  vat_promise_new(&plus, &ch->plus);
+  vat_promise_new(&add, &ch->add);
+  vat_host_send(ref, chain_calls, NULL);
+  vat_value v;
+  int rc = vat_promise_wait(plus, WAIT_S, &v);
+  CHECK(rc == VAT_OK && vat_equal(v, vat_int(123)),
+        "E(E(endo).echo(endo)).makeAdder(100), plus(23): %s %s",
+        vat_err_name(rc), show(v));
+  rc = vat_promise_wait(add, WAIT_S, &v);
+  CHECK(rc == VAT_OK && vat_equal(v, vat_int(3)),
+        "add(1, 2) on E(endo).echo(endo): %s %s", vat_err_name(rc), show(v));
+}
 
 /* A vat calling Endo's bootstrap through vat_conn_bootstrap_ref before
  * the bootstrap is answered: add(40, 2), and makeAdder(100).plus(23)
@@ -354,6 +422,7 @@ static void check_calls(vat_system *sys, vat_ref *endo) {
   rc = vat_promise_wait(piped_result, WAIT_S, &v);
   CHECK(rc == VAT_OK && vat_equal(v, vat_int(6)), "pipelined incr: %s %s",
         vat_err_name(rc), show(v));
+  check_chained(sys, endo);
   vat_ref *pinged;
   vat_entity_def pinged_def = {.receive = pinged_receive};
   vat_host_spawn(sys, &pinged_def, &pinged, NULL);

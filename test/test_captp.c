@@ -548,6 +548,54 @@ START_TEST(bad_messages_are_named_errors) {
 }
 END_TEST
 
+/* Which failures are the value's alone (value_failed, the envelope kept)
+ * and which the envelope's. */
+static const struct {
+  const char *json;
+  bool value_failed;
+} value_failures[] = {
+    /* A lone surrogate, as JSON.stringify writes it in Endo's body. */
+    {"{\"type\":\"CTP_CALL\",\"questionID\":\"q-2\",\"target\":\"o-1\","
+     "\"method\":{\"body\":\"[\\\"echo\\\",[\\\"a\\\\ud800b\\\"]]\","
+     "\"slots\":[]}}",
+     true},
+    {"{\"type\":\"CTP_CALL\",\"questionID\":\"q-2\",\"target\":\"o-1\","
+     "\"method\":{\"body\":\"[\\\"echo\\\",[{\\\"@qclass\\\":"
+     "\\\"slot\\\",\\\"index\\\":1}]]\",\"slots\":[\"o-1\"]}}",
+     true},
+    {"{\"type\":\"CTP_RETURN\",\"answerID\":\"q-2\",\"result\":{\"body\":"
+     "\"#[\\\"%x\\\",\",\"slots\":[]}}",
+     true},
+    /* The envelope's: the outer JSON, a field, the {body, slots} shape. */
+    {"{\"type\":\"CTP_CALL\",\"questionID\":\"q-\\ud800\",\"target\":"
+     "\"o-1\",\"method\":{\"body\":\"1\",\"slots\":[]}}",
+     false},
+    {"{\"type\":\"CTP_CALL\",\"questionID\":\"q-2\",\"method\":{\"body\":"
+     "\"1\",\"slots\":[]}}",
+     false},
+    {"{\"type\":\"CTP_CALL\",\"questionID\":\"q-2\",\"target\":\"o-1\","
+     "\"method\":{\"body\":\"1\",\"slots\":[1]}}",
+     false},
+};
+
+START_TEST(a_bad_value_keeps_the_envelope) {
+  const char *json = value_failures[_i].json;
+  bool in_value = value_failures[_i].value_failed;
+  vat_captp_msg msg;
+  vat_captp_error err;
+  ck_assert_vat_err(vat_captp_decode(json, strlen(json), NULL, &msg, &err),
+                    VAT_EDECODE);
+  ck_assert_msg(msg.value_failed == in_value, "%s: value_failed %d (%s)", json,
+                msg.value_failed, err.detail);
+  if (in_value) {
+    ck_assert_str_eq(msg.id, "q-2");
+    ck_assert(vat_is_null(msg.value));
+    if (msg.type == VAT_CAPTP_CALL)
+      ck_assert_str_eq(msg.target, "o-1");
+  }
+}
+END_TEST
+
 START_TEST(messages_of_every_type_round_trip) {
   vat_value method = vat_list(
       (vat_value[]){str("incr"), vat_list((vat_value[]){ref_n(3)}, 1)}, 2);
@@ -1047,6 +1095,8 @@ Suite *test_captp_suite(void) {
   tcase_add_loop_test(tc, bad_messages_are_named_errors, 0,
                       sizeof bad_messages / sizeof bad_messages[0]);
   tcase_add_test(tc, messages_of_every_type_round_trip);
+  tcase_add_loop_test(tc, a_bad_value_keeps_the_envelope, 0,
+                      (int)(sizeof value_failures / sizeof value_failures[0]));
   suite_add_tcase(s, tc);
 
   tc = test_case("endo", 120);

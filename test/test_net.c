@@ -503,10 +503,19 @@ static const raw_case raw_cases[] = {
     {"huge length", "999999999:", "frame too large"},
     {"bad json", "5:{nope,", "bad message"},
     {"not a message", "2:[],", "bad message"},
-    {"unknown slot",
+    /* A bad argument fails only its call (a_bad_argument_fails_only_its_call);
+     * a bad envelope around it still ends the connection. */
+    {"call without a question",
+     "{\"type\":\"CTP_CALL\",\"target\":\"o-1\",\"method\":{\"body\":"
+     "\"[\\\"x\\\",[]]\",\"slots\":[]}}",
+     "bad message"},
+    {"method not capdata",
      "{\"type\":\"CTP_CALL\",\"questionID\":\"q-1\",\"target\":\"o-1\","
-     "\"method\":{\"body\":\"[\\\"x\\\",[{\\\"@qclass\\\":"
-     "\\\"slot\\\",\\\"index\\\":0}]]\",\"slots\":[\"o-9\"]}}",
+     "\"method\":{\"body\":\"[\\\"x\\\",[]]\",\"slots\":[7]}}",
+     "bad message"},
+    {"lone surrogate in the envelope",
+     "{\"type\":\"CTP_CALL\",\"questionID\":\"q-\\ud800\",\"target\":"
+     "\"o-1\",\"method\":{\"body\":\"[\\\"x\\\",[]]\",\"slots\":[]}}",
      "bad message"},
 };
 
@@ -1213,6 +1222,347 @@ END_TEST
 
 /* --- End of the bootstrap pipelining tests. */
 
+/* --- Pipelining on an answer ref, and bad arguments ---------------------- */
+
+/* A vat that chains, in one turn: a1 = pipeline(remote.m1(args1)), then
+ * a2 = pipeline(a1.m2(args2)) on that answer ref, then a request m3(args3)
+ * on a2 and one m4(args4) on a1, without waiting for any answer. */
+typedef struct chainer {
+  vat_ref *remote;
+  const char *m[4];
+  vat_value args[4];
+  vat_promise *p[4];
+  _Atomic uint64_t done;
+  bool resolved[4];
+  vat_value result[4];
+} chainer;
+
+typedef struct chain_slot {
+  int i;
+} chain_slot;
+
+static void chain_settled(vat_turn *turn, void *state, void *ctx, bool resolved,
+                          vat_value value) {
+  (void)turn;
+  chainer *ch = state;
+  int i = ((chain_slot *)ctx)->i;
+  ch->resolved[i] = resolved;
+  ch->result[i] = value;
+  atomic_fetch_add_explicit(&ch->done, 1, memory_order_acq_rel);
+}
+
+static void chain_when(vat_turn *turn, chainer *ch, int i) {
+  chain_slot *s = GC_MALLOC(sizeof *s);
+  s->i = i;
+  expect_vat_ok(vat_when(turn, ch->p[i], chain_settled, s));
+}
+
+static void chain(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  chainer *ch = state;
+  vat_ref *a1, *a2;
+  expect_vat_ok(vat_conn_pipeline(turn, ch->remote, sel(ch->m[0]), ch->args[0],
+                                  5, &ch->p[0], &a1));
+  expect_vat_ok(vat_conn_pipeline(turn, a1, sel(ch->m[1]), ch->args[1], 5,
+                                  &ch->p[1], &a2));
+  expect_vat_ok(
+      vat_request(turn, a2, sel(ch->m[2]), ch->args[2], 5, &ch->p[2]));
+  expect_vat_ok(
+      vat_request(turn, a1, sel(ch->m[3]), ch->args[3], 5, &ch->p[3]));
+  for (int i = 0; i < 4; i++)
+    chain_when(turn, ch, i);
+}
+
+static chainer *start_chain(vat_system *sys, vat_ref *remote,
+                            const char *const m[4], const vat_value args[4]) {
+  vat_ref *ref;
+  chainer *ch;
+  ck_assert_vat_ok(
+      vat_host_spawn(sys, &(vat_entity_def){.state_size = sizeof(chainer)},
+                     &ref, (void **)&ch));
+  ch->remote = remote;
+  for (int i = 0; i < 4; i++) {
+    ch->m[i] = m[i];
+    ch->args[i] = args[i];
+  }
+  ck_assert_vat_ok(vat_host_send(ref, chain, NULL));
+  return ch;
+}
+
+static void assert_chain_result(const chainer *ch, int i, vat_value want) {
+  char got[256], w[256];
+  vat_format(ch->result[i], got, sizeof got);
+  vat_format(want, w, sizeof w);
+  ck_assert_msg(ch->resolved[i] && vat_equal(ch->result[i], want),
+                "call %d (%s): %s %s, want %s", i, ch->m[i],
+                ch->resolved[i] ? "resolved" : "broken", got, w);
+}
+
+START_TEST(pipelining_chains_on_an_answer_ref) {
+  /* E(E(bs).echo(bs)).echo(bs), then add on that answer and on the first:
+   * every call reaches the object its answer names, with its own
+   * arguments and nothing of the pipelining's own records. */
+  pair p;
+  open_pair(&p);
+  vat_value bs = vat_ref_value(p.remote);
+  vat_value sum[2] = {vat_int(2), vat_int(3)},
+            sum2[2] = {vat_int(10), vat_int(20)};
+  const char *const m[4] = {"echo", "echo", "add", "add"};
+  const vat_value args[4] = {vat_list(&bs, 1), vat_list(&bs, 1),
+                             vat_list(sum, 2), vat_list(sum2, 2)};
+  chainer *ch = start_chain(p.sys, p.remote, m, args);
+  ck_assert(test_wait_u64(&ch->done, 4, WAIT_S));
+  assert_chain_result(ch, 0, bs);
+  assert_chain_result(ch, 1, bs);
+  assert_chain_result(ch, 2, vat_int(5));
+  assert_chain_result(ch, 3, vat_int(30));
+  /* And the connection carries on as before. */
+  vat_value v;
+  ck_assert_vat_ok(ask(p.remote, "add", sum, 2, &v));
+  ck_assert(vat_equal(v, vat_int(5)));
+  close_pair(&p);
+}
+END_TEST
+
+/* The question number of the CTP_CALL whose method is `method` in the
+ * frames read into buf; 0 when there is none. */
+static int question_of(const char *buf, const char *method) {
+  char want[64];
+  snprintf(want, sizeof want, "\"method\":{\"body\":\"[\\\"%s\\\"", method);
+  const char *at = strstr(buf, want);
+  if (at == NULL)
+    return 0;
+  const char *q = NULL;
+  for (const char *s = buf; (s = strstr(s, "\"questionID\":\"q-")) && s < at;
+       s++)
+    q = s;
+  return q ? atoi(q + strlen("\"questionID\":\"q-")) : 0;
+}
+
+/* The target of the CTP_CALL q-<n>, copied into out. */
+static const char *target_of(const char *buf, int n, char *out, size_t size) {
+  char want[48];
+  snprintf(want, sizeof want, "\"questionID\":\"q-%d\",\"target\":\"", n);
+  const char *at = strstr(buf, want);
+  ck_assert_msg(at != NULL, "no CTP_CALL q-%d in %s", n, buf);
+  at += strlen(want);
+  size_t len = strcspn(at, "\"");
+  snprintf(out, size, "%.*s", (int)(len < size ? len : size - 1), at);
+  return out;
+}
+
+START_TEST(pipelining_on_an_answer_ref_sends_plain_calls) {
+  /* The wire, as an Endo peer reads it: the chained call is addressed to
+   * the first call's question, a call on its answer to its own question,
+   * and a call on the first answer to the first question; no record of
+   * the pipelining itself, no ref exported. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  vat_value x = vat_string("x"), hi = vat_string("hi");
+  const char *const m[4] = {"make", "more", "hello", "plain"};
+  const vat_value args[4] = {vat_list(NULL, 0), vat_list(&x, 1),
+                             vat_list(&hi, 1), vat_list(NULL, 0)};
+  chainer *ch = start_chain(sys, remote, m, args);
+  char buf[8192], t[32];
+  raw_read_until(sv[1], buf, sizeof buf, "\"questionID\":\"q-5\"", WAIT_S);
+  raw_read_until(sv[1], buf + strlen(buf), sizeof buf - strlen(buf), "}}", 0.2);
+  int make = question_of(buf, "make"), more = question_of(buf, "more");
+  int hello = question_of(buf, "hello"), plain = question_of(buf, "plain");
+  ck_assert_msg(make == 2 && more == 3 && hello && plain, "%s", buf);
+  ck_assert_str_eq(target_of(buf, make, t, sizeof t), "o-1");
+  ck_assert_str_eq(target_of(buf, more, t, sizeof t), "q-2");
+  ck_assert_str_eq(target_of(buf, hello, t, sizeof t), "q-3");
+  ck_assert_str_eq(target_of(buf, plain, t, sizeof t), "q-2");
+  ck_assert_msg(strstr(buf, "captp.") == NULL &&
+                    strstr(buf, "vat.request") == NULL &&
+                    strstr(buf, "\"slots\":[\"") == NULL,
+                "internals on the wire: %s", buf);
+  ck_assert_msg(
+      strstr(buf, "\"method\":{\"body\":\"[\\\"more\\\",[\\\"x\\\"]]"), "%s",
+      buf);
+  /* Each answer settles its own request. */
+  char frame[256];
+  int qs[4] = {make, more, hello, plain};
+  for (int i = 0; i < 4; i++) {
+    snprintf(frame, sizeof frame,
+             "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-%d\",\"result\":"
+             "{\"body\":\"\\\"answer %d\\\"\",\"slots\":[]}}",
+             qs[i], i);
+    raw_frame(sv[1], frame);
+  }
+  ck_assert(test_wait_u64(&ch->done, 4, WAIT_S));
+  for (int i = 0; i < 4; i++) {
+    char want[32];
+    snprintf(want, sizeof want, "answer %d", i);
+    assert_chain_result(ch, i, vat_string(want));
+  }
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* A CTP_CALL q-<q> to o-1 echoing `arg_json` (the capdata of one argument,
+ * as JSON text inside the body string: its quotes and backslashes written
+ * escaped once more), with `slots` (JSON text), exactly as Endo frames it. */
+static void raw_echo(int fd, int q, const char *arg_json, const char *slots) {
+  char frame[512];
+  snprintf(frame, sizeof frame,
+           "{\"type\":\"CTP_CALL\",\"epoch\":0,\"questionID\":\"q-%d\","
+           "\"target\":\"o-1\",\"method\":{\"body\":\"[\\\"echo\\\",[%s]]\","
+           "\"slots\":%s}}",
+           q, arg_json, slots);
+  raw_frame(fd, frame);
+}
+
+/* Reads until the answer to q-<q> arrives; asserts it is an exception
+ * (or a result) containing `text`. */
+static void raw_expect_answer(int fd, int q, bool exception, const char *text,
+                              char *buf, size_t size) {
+  char want[64];
+  snprintf(want, sizeof want, "\"answerID\":\"q-%d\",\"%s\"", q,
+           exception ? "exception" : "result");
+  raw_read_until(fd, buf, size, want, WAIT_S);
+  const char *at = strstr(buf, want);
+  ck_assert_msg(at != NULL, "no %s in: %s", want, buf);
+  ck_assert_msg(strstr(at, text) != NULL, "no %s after %s in: %s", text, want,
+                buf);
+}
+
+START_TEST(a_bad_argument_fails_only_its_call) {
+  /* JS strings are UTF-16 and may hold a lone surrogate, which Endo sends
+   * as a \ud800 escape in valid JSON; a slot may name an export this side
+   * never made. Either fails that call, answered with an exception; the
+   * connection, its other refs and its pending questions go on. */
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char buf[8192];
+  open_raw_served(0, sv, &sys, &c, buf, sizeof buf);
+  vat_ref *theirs = raw_answer_bootstrap(sv[1], c);
+  vat_promise *pending;
+  vat_value hi = vat_string("hi"), v;
+  ck_assert_vat_ok(
+      vat_host_request(theirs, sel("ping"), vat_list(&hi, 1), 0, &pending));
+  raw_expect(sv[1], buf, sizeof buf,
+             "\"questionID\":\"q-2\",\"target\":\"o-1\"");
+  /* JSON.stringify(['echo', ['a\ud800b']]) inside the message's JSON. */
+  raw_echo(sv[1], 2, "\\\"a\\\\ud800b\\\"", "[]");
+  raw_expect_answer(sv[1], 2, true, "bad argument", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "invalid Unicode") != NULL, "%s", buf);
+  raw_echo(sv[1], 3, "\\\"after the surrogate\\\"", "[]");
+  raw_expect_answer(sv[1], 3, false, "after the surrogate", buf, sizeof buf);
+  /* An unknown slot, and an index beyond the slots. */
+  raw_echo(sv[1], 4,
+           "{\\\"@qclass\\\":\\\"slot\\\",\\\"iface\\\":\\\"Alleged: x\\\","
+           "\\\"index\\\":0}",
+           "[\"o-9\"]");
+  raw_expect_answer(sv[1], 4, true, "bad argument", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "o-9") != NULL, "%s", buf);
+  raw_echo(sv[1], 5, "{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":3}", "[]");
+  raw_expect_answer(sv[1], 5, true, "bad argument", buf, sizeof buf);
+  /* A call pipelined on a failed call's answer gets its exception. */
+  raw_call(sv[1], 6, "q-4", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"exception\"") != NULL, "%s", buf);
+  /* Later calls, and the slots that are known, still work. */
+  raw_echo(sv[1], 7, "{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}",
+           "[\"o-1\"]");
+  raw_expect_answer(sv[1], 7, false, "\"slots\":[\"o+1\"]", buf, sizeof buf);
+  ck_assert_int_eq(vat_promise_peek(vat_conn_closed(c), NULL),
+                   VAT_PROMISE_PENDING);
+  /* The question pending across the bad calls, and a new one. */
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-2\",\"result\":"
+                   "{\"body\":\"\\\"pong\\\"\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(pending, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "pong");
+  ck_assert_vat_ok(
+      vat_host_request(theirs, sel("ping"), vat_list(&hi, 1), 0, &pending));
+  raw_expect(sv[1], buf, sizeof buf,
+             "\"questionID\":\"q-3\",\"target\":\"o-1\"");
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-3\",\"result\":"
+                   "{\"body\":\"\\\"pong again\\\"\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(pending, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "pong again");
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(a_bad_result_breaks_only_its_question) {
+  /* The same two values in an answer and a settlement: the question, or
+   * the promise, breaks; the connection and its other questions go on. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  vat_ref *remote = raw_answer_bootstrap(sv[1], c);
+  vat_promise *lone, *slot, *fine;
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("lone"), vat_list(NULL, 0), 0, &lone));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("slot"), vat_list(NULL, 0), 0, &slot));
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("fine"), vat_list(NULL, 0), 0, &fine));
+  char buf[8192];
+  raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-4\"");
+  ck_assert_int_eq(question_of(buf, "lone"), 2);
+  ck_assert_int_eq(question_of(buf, "slot"), 3);
+  raw_frame(sv[1],
+            "{\"type\":\"CTP_RETURN\",\"epoch\":0,\"answerID\":\"q-2\","
+            "\"result\":{\"body\":\"\\\"a\\\\ud800b\\\"\",\"slots\":[]}}");
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"epoch\":0,\"answerID\":\"q-3\","
+                   "\"result\":{\"body\":\"{\\\"@qclass\\\":\\\"slot\\\","
+                   "\\\"index\\\":0}\",\"slots\":[\"o-9\"]}}");
+  vat_value v;
+  char text[256];
+  ck_assert_vat_err(vat_promise_wait(lone, WAIT_S, &v), VAT_EBROKEN);
+  vat_format(v, text, sizeof text);
+  ck_assert_msg(
+      vat_type_of(v) == VAT_T_ERROR && vat_error_code(v) == sel("TypeError") &&
+          strstr(vat_string_data(vat_error_payload(v)), "bad result") != NULL,
+      "%s", text);
+  ck_assert_vat_err(vat_promise_wait(slot, WAIT_S, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR &&
+            vat_error_code(v) == sel("TypeError"));
+  /* An answer holding a promise of the peer's, settled with a lone
+   * surrogate: that promise breaks. */
+  raw_frame(sv[1],
+            "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-4\",\"result\":"
+            "{\"body\":\"[{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}]"
+            "\",\"slots\":[\"p+1\"]}}");
+  ck_assert_vat_ok(vat_promise_wait(fine, WAIT_S, &v));
+  vat_promise *later = vat_value_promise(vat_at(v, 0));
+  ck_assert_ptr_nonnull(later);
+  raw_frame(sv[1], "{\"type\":\"CTP_RESOLVE\",\"promiseID\":\"p-1\",\"res\":"
+                   "{\"body\":\"\\\"a\\\\ud800b\\\"\",\"slots\":[]}}");
+  ck_assert_vat_err(vat_promise_wait(later, WAIT_S, &v), VAT_EBROKEN);
+  ck_assert(vat_type_of(v) == VAT_T_ERROR &&
+            vat_error_code(v) == sel("TypeError"));
+  /* The connection goes on. */
+  ck_assert_int_eq(vat_promise_peek(vat_conn_closed(c), NULL),
+                   VAT_PROMISE_PENDING);
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("again"), vat_list(NULL, 0), 0, &fine));
+  raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-5\"");
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-5\",\"result\":"
+                   "{\"body\":\"\\\"still here\\\"\",\"slots\":[]}}");
+  ck_assert_vat_ok(vat_promise_wait(fine, WAIT_S, &v));
+  ck_assert_str_eq(vat_string_data(v), "still here");
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 static void add_shutdown_tests(Suite *s);
 static void add_host_loop_tests(Suite *s);
 
@@ -1249,6 +1599,10 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, bootstrap_ref_after_the_end);
   tcase_add_test(tc, calls_on_the_bootstrap_question_outlive_kept_answers);
   tcase_add_test(tc, one_way_messages_are_not_questions_waiting);
+  tcase_add_test(tc, pipelining_chains_on_an_answer_ref);
+  tcase_add_test(tc, pipelining_on_an_answer_ref_sends_plain_calls);
+  tcase_add_test(tc, a_bad_argument_fails_only_its_call);
+  tcase_add_test(tc, a_bad_result_breaks_only_its_question);
   suite_add_tcase(s, tc);
   add_shutdown_tests(s);
   add_host_loop_tests(s);

@@ -290,6 +290,7 @@ typedef struct vat_captp_msg {
   bool has_epoch;
   int64_t epoch;
   const char *reason_json; /* DISCONNECT: raw JSON text, NULL to omit */
+  bool value_failed;       /* decoding failed in the value only: see below */
 } vat_captp_msg;
 
 /** The JSON name of a type ("CTP_CALL"); NULL for UNKNOWN. Static. */
@@ -298,7 +299,12 @@ const char *vat_captp_type_name(vat_captp_type type);
 /** Decodes one message (the JSON inside a frame). Unknown types decode to
  *  VAT_CAPTP_UNKNOWN with VAT_OK; fields other types do not use are
  *  ignored. Errors: VAT_EDECODE, the import function's code, VAT_ENOMEM,
- *  VAT_EINVAL (json or out NULL). */
+ *  VAT_EINVAL (json or out NULL). When the envelope decoded (the JSON, the
+ *  type, the id and target fields, and the value's {body, slots} shape)
+ *  and only the value failed, in its body or one of its slots, *out keeps
+ *  the envelope's fields with `value_failed` set (the value is null): the
+ *  caller may answer that one message (a CALL with an exception) rather
+ *  than end the connection. Otherwise value_failed is false. */
 int vat_captp_decode(const char *json, size_t len, const vat_captp_slots *slots,
                      vat_captp_msg *out, vat_captp_error *err);
 

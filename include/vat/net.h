@@ -31,23 +31,33 @@
  * and what its turns send is queued for the loop (uv_async_send), so no
  * worker ever blocks on the network.
  *
+ * A call from the peer whose message is well formed but whose method and
+ * arguments do not decode fails alone: it is answered with the exception
+ * TypeError("bad argument: ...") and the connection goes on. So fail a
+ * slot naming an export this side does not have, and a JS string holding
+ * a lone surrogate (Endo sends it as a valid JSON escape, but a libvat
+ * string is UTF-8, where a lone surrogate has no form). Likewise an
+ * answer (CTP_RETURN) or a promise's settlement (CTP_RESOLVE) whose value
+ * does not decode breaks that question or promise with TypeError("bad
+ * result: ...").
+ *
  * When the connection ends (end of stream, a read or write error, a
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the
- * limit, a message that does not decode, a limit the peer exceeded,
- * vat_conn_close), every question still waiting on the peer breaks with
- * the error disconnected(cause) (code vat_atom_disconnected(), the payload
- * a string naming the cause), as does the bootstrap promise if it is still
- * pending. Then, once the socket is closed and the connection's I/O has
- * let go of what it held (what was queued before a vat_conn_close is
- * written first), vat_conn_closed resolves with that error (a system shut
- * down with the connection open breaks it with `shutdown` instead) and
- * the connection vat ends with the reason `noconnection`, as Erlang
- * reports a lost node: monitors held on its proxies fire with it, later
- * messages to them are dead letters, and requests sent to them break with
- * it (in between, requests to them break with disconnected("closed")).
- * So a program may exit, or count its descriptors, as soon as
- * vat_conn_closed settles. A peer that never reads holds a close that has
- * writes queued, and with it the promise.
+ * limit, any other message that does not decode, a limit the peer
+ * exceeded, vat_conn_close), every question still waiting on the peer
+ * breaks with the error disconnected(cause) (code vat_atom_disconnected(),
+ * the payload a string naming the cause), as does the bootstrap promise
+ * if it is still pending. Then, once the socket is closed and the
+ * connection's I/O has let go of what it held (what was queued before a
+ * vat_conn_close is written first), vat_conn_closed resolves with that
+ * error (a system shut down with the connection open breaks it with
+ * `shutdown` instead) and the connection vat ends with the reason
+ * `noconnection`, as Erlang reports a lost node: monitors held on its
+ * proxies fire with it, later messages to them are dead letters, and
+ * requests sent to them break with it (in between, requests to them break
+ * with disconnected("closed")). So a program may exit, or count its
+ * descriptors, as soon as vat_conn_closed settles. A peer that never reads
+ * holds a close that has writes queued, and with it the promise.
  *
  * Promises inside values cross too: a local promise is exported ("p+N")
  * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
@@ -211,8 +221,11 @@ int vat_conn_close(vat_conn *conn);
  *  messages and requests sent to it go to the peer at once, addressed to
  *  the unanswered question (CapTP's "q-N" target), so a chain of calls
  *  costs one round trip. They are sent in order after the call. `target`
- *  must be a proxy or a vat_conn_bootstrap_ref: any other ref receives
- *  the record captp.pipe(args, answer) as the request's payload. Inside a
+ *  must be a proxy, a vat_conn_bootstrap_ref, or an answer ref from an
+ *  earlier vat_conn_pipeline: the call is chained, addressed to that
+ *  earlier question as CapTP pipelines (Endo's E(E(x).a()).b()), and the
+ *  new answer ref stands for its own question. Any other ref receives the
+ *  record captp.pipe(args, answer) as the request's payload. Inside a
  *  turn; the answer ref is an entity of the calling vat, which forwards
  *  what it gets. Errors: VAT_EINVAL (NULL target/method/out/answer), and
  *  those of vat_entity_new and vat_request. */

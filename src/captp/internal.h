@@ -101,8 +101,11 @@ int captp__decode_body(const char *body, size_t len,
 /* Encodes a value as a CapData JSON object {body, slots} (encode.c). */
 int captp__encode_capdata(vat_value v, const vat_captp_slots *slots,
                           json_t **out, vat_captp_error *err);
-/* Decodes a CapData JSON object {body, slots} (value.c). */
+/* Decodes a CapData JSON object {body, slots} (value.c). On failure
+ * *in_value tells whether the shape {body, slots} was sound and the body
+ * or a slot failed (vat_captp_msg's value_failed). */
 int captp__decode_capdata_object(const json_t *cd, const vat_captp_slots *table,
-                                 vat_value *out, vat_captp_error *err);
+                                 vat_value *out, bool *in_value,
+                                 vat_captp_error *err);
 
 #endif

@@ -114,7 +114,12 @@ static int decode_fields(const json_t *j, const vat_captp_slots *slots,
   if (cd == NULL)
     return FIELD_FAIL(err, "%s needs %s%s%s", type_names[m->type], names[0],
                       names[1] ? " or " : "", names[1] ? names[1] : "");
-  return captp__decode_capdata_object(cd, slots, &m->value, err);
+  bool in_value;
+  int rc = captp__decode_capdata_object(cd, slots, &m->value, &in_value, err);
+  m->value_failed = rc != VAT_OK && in_value;
+  if (rc != VAT_OK)
+    m->value = vat_null();
+  return rc;
 }
 
 int vat_captp_decode(const char *json, size_t len, const vat_captp_slots *slots,

@@ -92,7 +92,9 @@ int vat_capdata_decode(const char *body, size_t body_len,
 }
 
 int captp__decode_capdata_object(const json_t *cd, const vat_captp_slots *table,
-                                 vat_value *out, vat_captp_error *err) {
+                                 vat_value *out, bool *in_value,
+                                 vat_captp_error *err) {
+  *in_value = false;
   json_t *body = json_object_get(cd, "body");
   json_t *slots = json_object_get(cd, "slots");
   if (!json_is_object(cd) || !json_is_string(body) || !json_is_array(slots))
@@ -109,6 +111,8 @@ int captp__decode_capdata_object(const json_t *cd, const vat_captp_slots *table,
                          "slot %zu is not a string", i);
     names[i] = json_string_value(s);
   }
+  /* The shape was sound: what fails from here is the value itself. */
+  *in_value = true;
   return captp__decode_body(json_string_value(body), json_string_length(body),
                             names, n, table, out, err);
 }

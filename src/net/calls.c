@@ -159,11 +159,26 @@ static bool parse_method(vat_value method, const vat_atom **name,
   return *name != NULL;
 }
 
-void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
-  if (c->open_answers >= c->max_questions) {
-    net_end(turn, c, "limit exceeded: too many questions from the peer", true);
+/* Counts the peer's question, or ends the connection past the limit. */
+static bool admit_question(vat_turn *turn, net_conn *c) {
+  if (c->open_answers < c->max_questions)
+    return true;
+  net_end(turn, c, "limit exceeded: too many questions from the peer", true);
+  return false;
+}
+
+void net_handle_bad_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m,
+                         const char *why) {
+  if (!admit_question(turn, c))
     return;
-  }
+  char text[256];
+  snprintf(text, sizeof text, "bad argument: %s", why);
+  answer_now(turn, c, m->id, false, error_text("TypeError", text));
+}
+
+void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
+  if (!admit_question(turn, c))
+    return;
   const vat_atom *name;
   vat_value args;
   if (!parse_method(m->value, &name, &args)) {

@@ -216,10 +216,31 @@ void net_on_frame(vat_turn *turn, void *state, void *arg) {
     return;
   }
   if (rc != VAT_OK) {
+    char why[224];
+    snprintf(why, sizeof why, "%s%s%s", vat_captp_err_text(err.code),
+             err.detail[0] ? ": " : "", err.detail);
+    /* A well-formed message whose value holds something with no libvat
+     * form fails alone: a slot this side never exported, or a JS string
+     * with a lone surrogate (valid JSON, as Endo sends it, but libvat
+     * strings are UTF-8 and a lone surrogate has no UTF-8 form; mending
+     * it into U+FFFD would hand on a string the peer never sent). A call
+     * is answered with an exception, as a call to an unknown method is;
+     * an answer or a settlement breaks what waits for it. Anything else
+     * wrong with a message, its envelope or a limit, ends the connection. */
+    if (m.value_failed && (rc == VAT_EDECODE || rc == VAT_ENOTFOUND)) {
+      if (m.type == VAT_CAPTP_CALL) {
+        net_handle_bad_call(turn, c, &m, why);
+        return;
+      }
+      char text[256];
+      snprintf(text, sizeof text, "bad result: %s", why);
+      m.value = vat_error(vat_atom_intern("TypeError"), vat_string(text));
+      m.is_reject = true;
+      handle(turn, c, &m);
+      return;
+    }
     char cause[256];
-    snprintf(cause, sizeof cause, "bad message: %s%s%s",
-             vat_captp_err_text(err.code), err.detail[0] ? ": " : "",
-             err.detail);
+    snprintf(cause, sizeof cause, "bad message: %s", why);
     net_end(turn, c, cause, true);
     return;
   }

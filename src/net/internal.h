@@ -188,6 +188,10 @@ void net_bootstrap_receive(vat_turn *turn, void *state,
 
 void net_handle_bootstrap(vat_turn *turn, net_conn *c, const char *qid);
 void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m);
+/** A CTP_CALL whose envelope decoded but whose method and arguments did
+ *  not (`why`): answered with an exception, the connection kept. */
+void net_handle_bad_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m,
+                         const char *why);
 /** Our question answered: settles whoever asked it. */
 void net_handle_return(vat_turn *turn, net_conn *c, const vat_captp_msg *m);
 void net_handle_resolve(vat_turn *turn, net_conn *c, const vat_captp_msg *m);

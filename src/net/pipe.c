@@ -12,6 +12,14 @@
  * receives nothing before that turn commits), so the question is known
  * when they arrive: messages from one vat to another keep their order.
  *
+ * Chains: vat_conn_pipeline on an answer ref sends the call to that ref,
+ * which forwards it as above, so it goes to the earlier question (CapTP's
+ * pipelining, as Endo's E(E(x).a()).b() does); the new answer ref forwards
+ * to the earlier one, which wraps what it gets once more, and the proxy
+ * takes the innermost captp.via's answer for the address. Both the call
+ * and what the new ref forwards pass through the earlier ref, the call
+ * first, so the new question is known when they reach the proxy.
+ *
  * The peer's bootstrap is pipelined on the same way: vat_conn_bootstrap_ref
  * is the connection entity itself, and what it receives goes to the
  * bootstrap question. That question is asked in the connection vat's

@@ -82,15 +82,20 @@ static uint64_t call_out(vat_turn *turn, net_conn *c, const char *target,
 void net_call_out(vat_turn *turn, net_conn *c, const char *target,
                   const vat_atom *selector, vat_value value) {
   /* A message for the answer of an earlier call (pipe.c) goes to that
-   * question; the call that made it remembers its question. */
+   * question; the call that made it remembers its question. An answer
+   * ref pipelined on forwards through the one it was made on, which wraps
+   * the message again: the innermost answer is the one it was sent to. */
   vat_ref *answer = NULL;
-  bool via = net_pipe_via(value, &answer, &value);
+  bool via = false;
+  while (net_pipe_via(value, &answer, &value))
+    via = true;
   vat_value args = value;
   vat_ref *reply = NULL;
   vat_request_parse(value, &args, &reply);
+  /* A call pipelined on an answer ref is both: it goes to that answer's
+   * question, and its own answer ref stands for its own question. */
   vat_ref *pipe = NULL;
-  if (!via)
-    net_pipe_parse(args, &args, &pipe);
+  net_pipe_parse(args, &args, &pipe);
   if (c->ended) {
     if (reply != NULL)
       vat_reply_error(turn, reply, net_disconnected("closed"));

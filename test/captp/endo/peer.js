@@ -166,6 +166,11 @@ const makeBootstrap = (getC) =>
         // Pipelined on an unanswered question.
         const sum = await E(E(c).self()).add(2n, 3n);
         check('pipelined', sum === 5n);
+        // A JS string with a lone surrogate has no UTF-8 form: that call
+        // fails alone, and the connection goes on.
+        const lone = await E(c).echo('a\ud800b').then(() => null, e => e);
+        check(`lone surrogate: ${lone}`, lone instanceof Error && lone.name === 'TypeError');
+        check('a call after the lone surrogate', (await E(c).add(1n, 2n)) === 3n);
         // Pipelined on the C side's bootstrap question before its answer.
         // E(getBootstrap()) waits for the answer (getBootstrap is async: its
         // promise adopts the question's only once that settles), so the
