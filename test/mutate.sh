@@ -140,6 +140,10 @@ hoist-tail-at-urgent|src/core/mailbox.c|overload|mb->tail = nh ? nt : ut;|mb->ta
 host-send-no-wake|src/sched/place.c|overload|vat__inject_push(&s->inject, t, t, 1);|vat__inject_push(&s->inject, t, t, 1); return;
 ended-vat-keeps-mutes|src/core/vat.c|overload|if (was & VAT__OVERLOADED)|if (0)
 ended-vat-keeps-mutes|src/core/overload.c|overload|if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {|if ((atomic_load_explicit(&v->flags, memory_order_relaxed) & (VAT__OVERLOADED \| VAT__DEAD)) == VAT__OVERLOADED) {
+weak-atom-link-not-registered|src/value/atom.c|value captp|GC_general_register_disappearing_link(link_of(s), a) != GC_SUCCESS) {|false) {
+weak-atom-uncollectable|src/value/atom.c|value captp|weak ? GC_MALLOC_ATOMIC(size) : GC_MALLOC_ATOMIC_UNCOLLECTABLE(size);|GC_MALLOC_ATOMIC_UNCOLLECTABLE(size);
+weak-atom-lookup-misses-weak|src/value/atom.c|value captp|: weak_match(s, name, len);|: NULL;
+weak-atom-rebuild-leaves-links|src/value/atom.c|value captp|if (slots[i].state != SLOT_WEAK \|\| dest[i] == SIZE_MAX)|if (1)
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
