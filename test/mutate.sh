@@ -144,6 +144,7 @@ weak-atom-link-not-registered|src/value/atom.c|value captp|GC_general_register_d
 weak-atom-uncollectable|src/value/atom.c|value captp|weak ? GC_MALLOC_ATOMIC(size) : GC_MALLOC_ATOMIC_UNCOLLECTABLE(size);|GC_MALLOC_ATOMIC_UNCOLLECTABLE(size);
 weak-atom-lookup-misses-weak|src/value/atom.c|value captp|: weak_match(s, name, len);|: NULL;
 weak-atom-rebuild-leaves-links|src/value/atom.c|value captp|if (slots[i].state != SLOT_WEAK \|\| dest[i] == SIZE_MAX)|if (1)
+captp-record-keys-strong|src/captp/decode.c|captp|const vat_atom *a = vat_atom_intern_weak_n(key, len);|const vat_atom *a = vat_atom_intern_n(key, len);
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
