@@ -145,6 +145,7 @@ weak-atom-uncollectable|src/value/atom.c|value captp|weak ? GC_MALLOC_ATOMIC(siz
 weak-atom-lookup-misses-weak|src/value/atom.c|value captp|: weak_match(s, name, len);|: NULL;
 weak-atom-rebuild-leaves-links|src/value/atom.c|value captp|if (slots[i].state != SLOT_WEAK \|\| dest[i] == SIZE_MAX)|if (1)
 captp-record-keys-strong|src/captp/decode.c|captp|const vat_atom *a = vat_atom_intern_weak_n(key, len);|const vat_atom *a = vat_atom_intern_n(key, len);
+net-method-names-strong|src/net/calls.c|net|*name = vat_atom_intern_weak_n(vat_string_data(n), vat_string_len(n));|*name = vat_atom_intern_n(vat_string_data(n), vat_string_len(n));
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
