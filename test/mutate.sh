@@ -154,6 +154,12 @@ bad-call-slot-ends|src/net/conn.c|net|if (m.value_failed && (rc == VAT_EDECODE \
 bad-result-not-broken|src/net/conn.c|net|m.is_reject = true;|m.is_reject = false;
 value-failed-on-shape|src/captp/message.c|captp|m->value_failed = rc != VAT_OK && in_value;|m->value_failed = rc != VAT_OK;
 value-failed-never|src/captp/value.c|net|*in_value = true;|*in_value = false;
+weak-atom-link-not-registered|src/value/atom.c|value captp|GC_general_register_disappearing_link(link_of(s), a) != GC_SUCCESS) {|false) {
+weak-atom-uncollectable|src/value/atom.c|value captp|weak ? GC_MALLOC_ATOMIC(size) : GC_MALLOC_ATOMIC_UNCOLLECTABLE(size);|GC_MALLOC_ATOMIC_UNCOLLECTABLE(size);
+weak-atom-lookup-misses-weak|src/value/atom.c|value captp|: weak_match(s, name, len);|: NULL;
+weak-atom-rebuild-leaves-links|src/value/atom.c|value captp|if (slots[i].state != SLOT_WEAK \|\| dest[i] == SIZE_MAX)|if (1)
+captp-record-keys-strong|src/captp/decode.c|captp|const vat_atom *a = vat_atom_intern_weak_n(key, len);|const vat_atom *a = vat_atom_intern_n(key, len);
+net-method-names-strong|src/net/calls.c|net|*name = vat_atom_intern_weak_n(vat_string_data(n), vat_string_len(n));|*name = vat_atom_intern_n(vat_string_data(n), vat_string_len(n));
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

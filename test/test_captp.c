@@ -2,6 +2,7 @@
  * a recorded exchange, smallcaps, bad input, netstrings split anywhere. */
 #include <dirent.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,8 @@
 
 #include "suites.h"
 #include "support.h"
+#include "util/gc.h"
+#include "value/value_internal.h" /* a map's entries, for its key */
 #include "vat/captp.h"
 
 #ifndef VAT_TEST_CAPTP_CORPUS
@@ -1074,6 +1077,115 @@ START_TEST(every_reason_has_a_name_and_text) {
 }
 END_TEST
 
+/* --- Names from the wire ----------------------------------------------- */
+/* A peer chooses record keys, symbol names, tags and error names; each
+ * decodes to an atom. Those atoms must not outlive the values that hold
+ * them, or a peer sending new names grows the process for ever. */
+
+/* The bodies that carry a name chosen by the peer, in both encodings. */
+static const char *const name_forms[] = {
+    "{\"%s\":1}",
+    "#{\"%s\":1}",
+    "{\"@qclass\":\"symbol\",\"name\":\"%s\"}",
+    "#\"%%%s\"",
+    "{\"@qclass\":\"tagged\",\"tag\":\"%s\",\"payload\":[]}",
+    "#{\"#tag\":\"%s\",\"payload\":[]}",
+    "{\"@qclass\":\"error\",\"name\":\"%s\",\"message\":\"m\"}",
+    "#{\"#error\":\"m\",\"name\":\"%s\"}",
+};
+enum { NAME_FORMS = sizeof name_forms / sizeof name_forms[0] };
+
+/* The atom the body decodes to (a key, symbol, label or error code). */
+static const vat_atom *decoded_name(vat_value v) {
+  switch (vat_type_of(v)) {
+  case VAT_T_MAP:
+    ck_assert_uint_eq(vat_len(v), 1);
+    return ((const vat__map *)v.as.obj)->entries[0].key.as.atom;
+  case VAT_T_ATOM:
+    return v.as.atom;
+  case VAT_T_RECORD:
+    return vat_record_label(v);
+  case VAT_T_ERROR:
+    return vat_error_code(v);
+  default:
+    ck_abort_msg("not a named value: type %d", (int)vat_type_of(v));
+    return NULL;
+  }
+}
+
+static const vat_atom *decode_named(unsigned form, const char *name) {
+  char body[256];
+  snprintf(body, sizeof body, name_forms[form], name);
+  vat_value v;
+  vat_captp_error err;
+  int rc = vat_capdata_decode(body, strlen(body), NULL, 0, NULL, &v, &err);
+  ck_assert_msg(rc == VAT_OK, "%s: %s", body, err.detail);
+  return decoded_name(v);
+}
+
+/* Live bytes: the collector's heap in use, and malloc's (where the atom
+ * table lives). */
+static size_t live_bytes_after_collecting(void) {
+  for (int i = 0; i < 3; i++)
+    GC_gcollect();
+  struct mallinfo2 mi = mallinfo2();
+  return GC_get_heap_size() - GC_get_free_bytes() + mi.uordblks + mi.hblkhd;
+}
+
+/* 50-byte names, unique per (round, i). */
+static void decode_unique_names(unsigned round, size_t n) {
+  char name[64];
+  for (size_t i = 0; i < n; i++) {
+    snprintf(name, sizeof name,
+             "wire-name-%02u-%09zu-padding-padding-padding-p", round, i);
+    decode_named((unsigned)(i % NAME_FORMS), name);
+  }
+}
+
+START_TEST(unique_wire_names_leave_the_live_heap_flat) {
+  enum { ROUNDS = 4 };
+  size_t n = test_quick() ? 20000 : 200000;
+  decode_unique_names(0, n / 4); /* the table and heap find their size */
+  size_t live[ROUNDS + 1];
+  live[0] = live_bytes_after_collecting();
+  fprintf(stderr, "wire names: live before: %zu KiB\n", live[0] / 1024);
+  for (unsigned r = 1; r <= ROUNDS; r++) {
+    decode_unique_names(r, n);
+    live[r] = live_bytes_after_collecting();
+    fprintf(stderr, "wire names: live after %u x %zu new names: %zu KiB\n", r,
+            n, live[r] / 1024);
+  }
+  /* Each round's names are garbage once decoded: what is live at the end
+   * is what was live before, within slack for the collector's and the
+   * table's free room. Kept atoms would be ~80 bytes a name. */
+  size_t slack = (size_t)n * 8 + (1u << 20);
+  ck_assert_msg(live[ROUNDS] < live[0] + slack,
+                "grew from %zu to %zu KiB (slack %zu KiB)", live[0] / 1024,
+                live[ROUNDS] / 1024, slack / 1024);
+}
+END_TEST
+
+START_TEST(wire_names_are_the_programs_atoms) {
+  const vat_atom *mine = vat_atom_intern("wire-names-the-program-interned");
+  for (unsigned f = 0; f < NAME_FORMS; f++)
+    ck_assert_ptr_eq(decode_named(f, "wire-names-the-program-interned"), mine);
+  /* A name the peer sent first is one atom while it lives, however it
+   * comes, and the program's interning of it is that atom too. */
+  vat_value held[NAME_FORMS];
+  const vat_atom *first = decode_named(0, "wire-names-the-peer-sent-first");
+  held[0] = vat_atom_value(first);
+  for (unsigned f = 1; f < NAME_FORMS; f++) {
+    const vat_atom *again = decode_named(f, "wire-names-the-peer-sent-first");
+    ck_assert_ptr_eq(again, first);
+    held[f] = vat_atom_value(again);
+    GC_gcollect();
+  }
+  ck_assert_ptr_eq(vat_atom_intern("wire-names-the-peer-sent-first"), first);
+  for (unsigned f = 0; f < NAME_FORMS; f++)
+    ck_assert_ptr_eq(held[f].as.atom, first);
+}
+END_TEST
+
 Suite *test_captp_suite(void) {
   Suite *s = suite_create("captp");
 
@@ -1110,6 +1222,14 @@ Suite *test_captp_suite(void) {
   tcase_add_loop_test(tc, bad_frames_are_named_and_stick, 0,
                       sizeof bad_frames / sizeof bad_frames[0]);
   tcase_add_test(tc, netstring_edge_cases);
+  suite_add_tcase(s, tc);
+
+  tc = test_case("names", 120);
+#if !VAT_GC_NO_COLLECT /* nothing is reclaimed in a build that never collects  \
+                        */
+  tcase_add_test(tc, unique_wire_names_leave_the_live_heap_flat);
+#endif
+  tcase_add_test(tc, wire_names_are_the_programs_atoms);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -5,6 +5,7 @@
 #include <gc/gc.h>
 
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -667,7 +668,7 @@ static void raw_call(int fd, int q, const char *target, const char *method,
   raw_frame(fd, frame);
   snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", q);
   raw_read_until(fd, buf, size, want, WAIT_S);
-  ck_assert_msg(strstr(buf, want) != NULL, "no answer to q-%d: %s", q, buf);
+  ck_assert_msg(strstr(buf, want) != NULL, "no answer to q-%d: %.300s", q, buf);
 }
 
 /* A served libvat side over a socketpair, whose raw peer (sv[1]) asked for
@@ -705,6 +706,85 @@ START_TEST(only_recent_answers_are_kept) {
   wait_closed(c, "end of stream|read");
   close(sv[1]);
   test_quiesce(sys);
+}
+END_TEST
+
+/* Live bytes: the collector's heap in use, and malloc's. */
+static size_t live_bytes_after_collecting(void) {
+  for (int i = 0; i < 3; i++)
+    GC_gcollect();
+  struct mallinfo2 mi = mallinfo2();
+  return GC_get_heap_size() - GC_get_free_bytes() + mi.uordblks + mi.hblkhd;
+}
+
+/* Reads, keeping only a tail, until the answer to q-<q> arrived. */
+static void raw_drain_until_answer(int fd, int q) {
+  char want[32], buf[8192];
+  snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", q);
+  size_t kept = 0;
+  double end = test_wall_seconds() + WAIT_S;
+  buf[0] = '\0';
+  while (strstr(buf, want) == NULL) {
+    ck_assert_msg(test_wall_seconds() < end, "no answer to q-%d", q);
+    if (kept > sizeof buf / 2) { /* keep the tail, where `want` may start */
+      memmove(buf, buf + kept - 64, 64);
+      kept = 64;
+    }
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, 100) <= 0)
+      continue;
+    ssize_t r = read(fd, buf + kept, sizeof buf - 1 - kept);
+    if (r < 0 && errno == EINTR)
+      continue;
+    ck_assert_msg(r > 0, "closed before the answer to q-%d", q);
+    kept += (size_t)r;
+    buf[kept] = '\0';
+  }
+}
+
+/* One connection from a raw peer that calls `n` methods of new 50-byte
+ * names, each refused by the served object; then it hangs up. */
+static void call_unique_methods(int round, int n) {
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char buf[4096], frame[512];
+  open_raw_served(64, sv, &sys, &c, buf, sizeof buf);
+  for (int i = 0; i < n; i++) {
+    snprintf(frame, sizeof frame,
+             "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
+             "\"o-1\",\"method\":{\"body\":\"[\\\"method-%02d-%09d-padding-"
+             "padding-padding-pad\\\",[]]\",\"slots\":[]}}",
+             i + 2, round, i);
+    raw_frame(sv[1], frame);
+    if (i % 32 == 31 || i == n - 1) /* answered (refused), in order */
+      raw_drain_until_answer(sv[1], i + 2);
+  }
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+
+START_TEST(unique_method_names_leave_the_live_heap_flat) {
+  enum { ROUNDS = 4 };
+  int n = test_quick() ? 2000 : 20000;
+  call_unique_methods(0, n / 4); /* the heap and tables find their size */
+  size_t live[ROUNDS + 1];
+  live[0] = live_bytes_after_collecting();
+  for (int r = 1; r <= ROUNDS; r++) {
+    call_unique_methods(r, n);
+    live[r] = live_bytes_after_collecting();
+    fprintf(stderr,
+            "method names: live after %d x %d new names: %zu KiB "
+            "(before: %zu KiB)\n",
+            r, n, live[r] / 1024, live[0] / 1024);
+  }
+  /* A kept name costs ~100 bytes (its atom and its slot in the table). */
+  size_t slack = (size_t)n * 25 + (1u << 20);
+  ck_assert_msg(live[ROUNDS] < live[0] + slack,
+                "grew from %zu to %zu KiB (slack %zu KiB)", live[0] / 1024,
+                live[ROUNDS] / 1024, slack / 1024);
 }
 END_TEST
 
@@ -1589,6 +1669,10 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, peer_promises_settle_by_resolve);
   tcase_add_test(tc, drops_release_exports);
   tcase_add_test(tc, only_recent_answers_are_kept);
+#if !VAT_GC_NO_COLLECT /* nothing is reclaimed in a build that never collects  \
+                        */
+  tcase_add_test(tc, unique_method_names_leave_the_live_heap_flat);
+#endif
   tcase_add_test(tc, listen_and_connect_on_tcp_loopback);
   tcase_add_test(tc, listen_and_connect_on_a_unix_path);
   tcase_add_test(tc, addresses_are_checked);

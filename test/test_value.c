@@ -1,6 +1,7 @@
 /* Values and atoms: constructors, accessors, order, hashing and printing. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -164,6 +165,194 @@ START_TEST(atom_interning_from_threads) {
       ck_assert_ptr_eq(vat_atom_intern(name), jobs[t].own[i]);
       ck_assert_str_eq(vat_atom_name(jobs[t].own[i]), name);
     }
+}
+END_TEST
+
+/* --- Weak atoms -------------------------------------------------------- */
+
+/* The tests watch many atoms, not one: conservative scanning may keep an
+ * odd one alive through a stale word, never most of them. */
+enum { WATCHED = 256 };
+
+static atomic_int weak_collected;
+static atomic_bool watched_collected[WATCHED];
+/* The atoms finalized, kept so that their memory cannot come back as new
+ * atoms of the same names and pass for the old ones. */
+static void *volatile weak_finalized[WATCHED];
+
+static void note_collected(void *obj, void *data) {
+  size_t i = (size_t)(uintptr_t)data;
+  weak_finalized[i] = obj;
+  atomic_store(&watched_collected[i], true);
+  atomic_fetch_add(&weak_collected, 1);
+}
+
+static void watched_name(char *buf, size_t size, const char *prefix, int i) {
+  snprintf(buf, size, "%s-%d", prefix, i);
+}
+
+/* Interns WATCHED names weakly into box[], each atom watched for its
+ * collection, their pointers hidden in hidden[]. Out of line, so that no
+ * stray copy on the test's stack keeps an atom alive. */
+__attribute__((noinline)) static void
+intern_watched(const char *prefix, vat_value *box, uintptr_t *hidden) {
+  atomic_store(&weak_collected, 0);
+  char name[48];
+  for (int i = 0; i < WATCHED; i++) {
+    watched_name(name, sizeof name, prefix, i);
+    const vat_atom *a = vat_atom_intern_weak_n(name, strlen(name));
+    ck_assert_ptr_nonnull(a);
+    ck_assert_str_eq(vat_atom_name(a), name);
+    atomic_store(&watched_collected[i], false);
+    GC_REGISTER_FINALIZER((void *)a, note_collected, (void *)(uintptr_t)i, NULL,
+                          NULL);
+    box[i] = vat_atom_value(a);
+    hidden[i] = ~(uintptr_t)a;
+  }
+}
+
+/* How many of the watched names (weakly or not) intern to their hidden
+ * atom; with `collected` set, checks that exactly the collected ones do
+ * not. */
+__attribute__((noinline)) static int interning_to(const char *prefix,
+                                                  const uintptr_t *hidden,
+                                                  bool weak, bool collected) {
+  char name[48];
+  int same = 0;
+  for (int i = 0; i < WATCHED; i++) {
+    watched_name(name, sizeof name, prefix, i);
+    const vat_atom *a = weak ? vat_atom_intern_weak_n(name, strlen(name))
+                             : vat_atom_intern(name);
+    ck_assert_str_eq(vat_atom_name(a), name);
+    bool is = (uintptr_t)a == ~hidden[i];
+    same += is;
+    if (collected)
+      ck_assert_msg(is != atomic_load(&watched_collected[i]),
+                    "%s: collected %d, same atom %d", name,
+                    (int)atomic_load(&watched_collected[i]), (int)is);
+  }
+  return same;
+}
+
+__attribute__((noinline)) static void scrub_stack(void) {
+  volatile char junk[16384];
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = 0;
+}
+
+static void collect_fully(void) {
+  scrub_stack();
+  for (int i = 0; i < 3; i++)
+    GC_gcollect();
+  GC_invoke_finalizers();
+}
+
+START_TEST(weak_atoms_live_while_referenced) {
+  vat_value *box = GC_MALLOC(WATCHED * sizeof *box);
+  uintptr_t hidden[WATCHED];
+  intern_watched("weak-held", box, hidden);
+  collect_fully();
+  ck_assert_int_eq(atomic_load(&weak_collected), 0);
+  ck_assert_int_eq(interning_to("weak-held", hidden, true, false), WATCHED);
+  /* Names kept alive meanwhile make the table grow: it is rebuilt several
+   * times while the atoms live, and their links must follow them. */
+  enum { OTHERS = 2000 };
+  vat_value *others = GC_MALLOC(OTHERS * sizeof *others);
+  char name[32];
+  for (int i = 0; i < OTHERS; i++) {
+    int len = snprintf(name, sizeof name, "weak-other-%d", i);
+    others[i] = vat_atom_value(vat_atom_intern_weak_n(name, (size_t)len));
+  }
+  collect_fully();
+  ck_assert_int_eq(atomic_load(&weak_collected), 0);
+  ck_assert_int_eq(interning_to("weak-held", hidden, true, false), WATCHED);
+  /* Let go: the atoms are collected and the table forgets them, so their
+   * names make new atoms. */
+  for (int i = 0; i < WATCHED; i++)
+    box[i] = vat_null();
+  collect_fully();
+  ck_assert_int_ge(atomic_load(&weak_collected), WATCHED * 9 / 10);
+  interning_to("weak-held", hidden, true, true);
+}
+END_TEST
+
+START_TEST(strong_intern_makes_a_weak_atom_permanent) {
+  vat_value *box = GC_MALLOC(WATCHED * sizeof *box);
+  uintptr_t hidden[WATCHED];
+  intern_watched("weak-then-strong", box, hidden);
+  ck_assert_int_eq(interning_to("weak-then-strong", hidden, false, false),
+                   WATCHED);
+  for (int i = 0; i < WATCHED; i++)
+    box[i] = vat_null();
+  collect_fully();
+  ck_assert_int_eq(atomic_load(&weak_collected), 0);
+  ck_assert_int_eq(interning_to("weak-then-strong", hidden, true, false),
+                   WATCHED);
+  ck_assert_int_eq(interning_to("weak-then-strong", hidden, false, false),
+                   WATCHED);
+}
+END_TEST
+
+START_TEST(weak_intern_of_a_strong_name_is_that_atom) {
+  const vat_atom *a = vat_atom_intern("strong-first");
+  ck_assert_ptr_eq(vat_atom_intern_weak_n("strong-first", 12), a);
+  ck_assert_ptr_eq(vat_atom_intern_weak_n("strong-first-and-more", 12), a);
+  ck_assert_ptr_null(vat_atom_intern_weak_n(NULL, 3));
+  const vat_atom *e = vat_atom_intern_weak_n("", 0);
+  ck_assert_ptr_eq(vat_atom_intern(""), e);
+}
+END_TEST
+
+/* Threads intern the same names weakly, while others churn through
+ * names that die (so the table is rebuilt and links cleared under them)
+ * and collect. Each thread keeps its last atoms; those alive together
+ * must be one atom per name. */
+enum { WEAK_THREADS = 4, WEAK_SHARED = 512, WEAK_ROUNDS = 40 };
+
+typedef struct {
+  int id;
+  const vat_atom *shared[WEAK_SHARED];
+} weak_job;
+
+static void *weak_worker(void *arg) {
+  weak_job *job = arg;
+  char name[48];
+  pthread_barrier_wait(&intern_start);
+  int rounds = test_quick() ? WEAK_ROUNDS / 10 : WEAK_ROUNDS;
+  for (int r = 0; r < rounds; r++) {
+    for (int i = 0; i < WEAK_SHARED; i++) {
+      int k = (i * (2 * job->id + 1)) % WEAK_SHARED;
+      int len = snprintf(name, sizeof name, "weak-shared-%d", k);
+      job->shared[k] = vat_atom_intern_weak_n(name, (size_t)len);
+      len = snprintf(name, sizeof name, "weak-churn-%d-%d-%d", job->id, r, i);
+      (void)vat_atom_intern_weak_n(name, (size_t)len);
+    }
+    if (job->id == 0)
+      GC_gcollect();
+  }
+  return NULL;
+}
+
+START_TEST(weak_interning_from_threads) {
+  static weak_job jobs[WEAK_THREADS];
+  pthread_t threads[WEAK_THREADS];
+  ck_assert_int_eq(pthread_barrier_init(&intern_start, NULL, WEAK_THREADS), 0);
+  for (int t = 0; t < WEAK_THREADS; t++) {
+    jobs[t].id = t;
+    ck_assert_int_eq(pthread_create(&threads[t], NULL, weak_worker, &jobs[t]),
+                     0);
+  }
+  for (int t = 0; t < WEAK_THREADS; t++)
+    ck_assert_int_eq(pthread_join(threads[t], NULL), 0);
+  pthread_barrier_destroy(&intern_start);
+  char name[48];
+  for (int k = 0; k < WEAK_SHARED; k++) {
+    int len = snprintf(name, sizeof name, "weak-shared-%d", k);
+    const vat_atom *a = vat_atom_intern_weak_n(name, (size_t)len);
+    ck_assert_str_eq(vat_atom_name(a), name);
+    for (int t = 0; t < WEAK_THREADS; t++)
+      ck_assert_ptr_eq(jobs[t].shared[k], a);
+  }
 }
 END_TEST
 
@@ -781,6 +970,13 @@ Suite *test_value_suite(void) {
   tcase_add_test(tc, atom_embedded_nul);
   tcase_add_test(tc, atom_table_grows_and_survives_collection);
   tcase_add_test(tc, atom_interning_from_threads);
+#if !VAT_GC_NO_COLLECT /* nothing is reclaimed in a build that never collects  \
+                        */
+  tcase_add_test(tc, weak_atoms_live_while_referenced);
+#endif
+  tcase_add_test(tc, strong_intern_makes_a_weak_atom_permanent);
+  tcase_add_test(tc, weak_intern_of_a_strong_name_is_that_atom);
+  tcase_add_test(tc, weak_interning_from_threads);
   suite_add_tcase(s, tc);
 
   tc = test_case("constructors", 0);

@@ -102,9 +102,11 @@
  *  [3] Endo's passable symbols are registered names, as atoms are; atoms
  *      travel as symbols. JS `undefined` has no libvat type, so it is the
  *      atom `undefined` both ways (a JS symbol named "undefined" therefore
- *      comes back as `undefined`). Decoding interns symbol names and record
- *      keys as atoms; the atom table never shrinks, so a connection bounds
- *      what it accepts from a peer (frame size).
+ *      comes back as `undefined`). Decoding interns symbol names, record
+ *      keys, tags and error names as atoms, weakly
+ *      (vat_atom_intern_weak_n): a name the program interned decodes to
+ *      the program's atom, and a new one lives only while a decoded value
+ *      holds it, so names a peer invents do not accumulate.
  *  [4] JS strings are UTF-16; a libvat string that is not valid UTF-8 has
  *      no faithful JS form and is refused rather than mangled.
  *  [5] Endo's capdata cannot carry byte arrays ("not yet implemented"), so

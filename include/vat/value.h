@@ -11,8 +11,12 @@
  *
  * Atoms are interned names: two atoms with the same name are the same
  * pointer, so comparing selectors is one pointer comparison. The atom table is
- * process-wide (atoms are shared by every system) and never shrinks; intern
- * selectors once, at start-up, and keep the pointers.
+ * process-wide (atoms are shared by every system). An atom the program
+ * interns (vat_atom_intern) is permanent; intern selectors once, at
+ * start-up, and keep the pointers. Names that come from outside (a peer's
+ * record keys and method names) are interned weakly
+ * (vat_atom_intern_weak_n): such an atom lives while a value refers to it,
+ * so a stream of new names does not grow the process for ever.
  *
  * Threads: every function here may be called from any registered thread,
  * inside or outside a turn.
@@ -67,7 +71,18 @@ typedef struct vat_value {
 const vat_atom *vat_atom_intern(const char *name);
 /** Like vat_atom_intern for a name of `len` bytes (may contain NUL). */
 const vat_atom *vat_atom_intern_n(const char *name, size_t len);
-/** The atom's name, NUL-terminated; valid forever. */
+/** The atom named by `len` bytes at `name`, for a name from outside the
+ *  program. A name already interned, strongly or weakly and still alive,
+ *  gives the same atom as vat_atom_intern_n, so identity comparison holds
+ *  between the two. Otherwise the atom is made weakly: it lives while a
+ *  value or pointer the collector sees (GC memory, a stack, a message)
+ *  refers to it, then is collected and forgotten by the table, and a later
+ *  intern of the name makes a new one. A strong intern of the name while
+ *  it is alive makes it permanent. Keep a weak atom only where the
+ *  collector looks. NULL for a NULL name or out of memory. */
+const vat_atom *vat_atom_intern_weak_n(const char *name, size_t len);
+/** The atom's name, NUL-terminated; valid while the atom is (a strongly
+ *  interned atom's for ever). */
 const char *vat_atom_name(const vat_atom *atom);
 /** The length of the atom's name in bytes. */
 size_t vat_atom_len(const vat_atom *atom);

@@ -60,7 +60,7 @@ int captp__decode_members(captp__decoder *d, const json_t *j, int depth,
 /* Capdata names a property by its plain text. */
 static int plain_key(captp__decoder *d, const char *key, size_t len,
                      vat_value *out) {
-  const vat_atom *a = vat_atom_intern_n(key, len);
+  const vat_atom *a = vat_atom_intern_weak_n(key, len);
   if (a == NULL)
     return nomem(d);
   *out = vat_atom_value(a);
@@ -173,7 +173,7 @@ static int qclass(captp__decoder *d, const json_t *j, const char *qc, int depth,
   if (strcmp(qc, "symbol") == 0) {
     if ((s = str_field(j, "name", &len)) == NULL)
       return FAIL(d, QCLASS, "symbol without a string name");
-    const vat_atom *a = vat_atom_intern_n(s, len);
+    const vat_atom *a = vat_atom_intern_weak_n(s, len);
     if (a == NULL)
       return nomem(d);
     *out = vat_atom_value(a);

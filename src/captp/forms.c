@@ -9,7 +9,7 @@
 #include "captp/internal.h"
 #include "value/value_internal.h"
 
-/* Interned once and cached: atoms are never freed, so a racing second
+/* Interned once and cached: strong atoms are never freed, so a racing second
  * interning stores the same pointer; relaxed is enough for a cache whose
  * every value is the same. */
 #define CACHED_ATOM(fn, text)                                                  \
@@ -127,7 +127,7 @@ int captp__tagged(const char *tag, size_t tag_len, vat_value payload,
     return copy_map(payload, out, err);
   if (tag_is(tag, tag_len, "vat:bytes"))
     return bytes(payload, out, err);
-  const vat_atom *label = vat_atom_intern_n(tag, tag_len);
+  const vat_atom *label = vat_atom_intern_weak_n(tag, tag_len);
   if (label == NULL)
     return captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "tag");
   if (payload.type == VAT_T_LIST) {
@@ -175,7 +175,7 @@ static int error_payload(const char *message, size_t message_len,
 int captp__error(const char *name, size_t name_len, const char *message,
                  size_t message_len, vat_value extra, vat_value *out,
                  vat_captp_error *err) {
-  const vat_atom *code = vat_atom_intern_n(name, name_len);
+  const vat_atom *code = vat_atom_intern_weak_n(name, name_len);
   vat_value payload;
   if (code == NULL || error_payload(message, message_len, extra, &payload))
     return captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "error");

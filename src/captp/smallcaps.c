@@ -64,7 +64,7 @@ static int string(captp__decoder *d, const char *s, size_t len,
     *out = vat_string_n(s + 1, len - 1);
     return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
   case '%': {
-    const vat_atom *a = vat_atom_intern_n(s + 1, len - 1);
+    const vat_atom *a = vat_atom_intern_weak_n(s + 1, len - 1);
     if (a == NULL)
       return nomem(d);
     *out = vat_atom_value(a);
@@ -104,7 +104,7 @@ static int escaped_key(captp__decoder *d, const char *key, size_t len,
   if (name.type != VAT_T_STRING)
     return FAIL(d, "property name \"%.40s\" is not a string", key);
   const vat_atom *a =
-      vat_atom_intern_n(vat_string_data(name), vat_string_len(name));
+      vat_atom_intern_weak_n(vat_string_data(name), vat_string_len(name));
   if (a == NULL)
     return nomem(d);
   *out = vat_atom_value(a);

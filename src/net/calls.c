@@ -155,7 +155,7 @@ static bool parse_method(vat_value method, const vat_atom **name,
   *args = vat_at(method, 1);
   if (vat_type_of(n) != VAT_T_STRING || vat_type_of(*args) != VAT_T_LIST)
     return false;
-  *name = vat_atom_intern_n(vat_string_data(n), vat_string_len(n));
+  *name = vat_atom_intern_weak_n(vat_string_data(n), vat_string_len(n));
   return *name != NULL;
 }
 

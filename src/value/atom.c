@@ -1,13 +1,32 @@
 /* The process-wide atom table.
  *
- * An open-addressing hash table with linear probing, kept at most half full
- * and doubled by rehashing. One mutex guards it: interning is meant to happen
- * once per name, at start-up, so a lock-free read path would buy little.
+ * An open-addressing hash table with linear probing, kept at most half
+ * used and rebuilt (at twice the size, or the same size when dead entries
+ * made it full) by rehashing. One mutex guards it: a lookup is a probe
+ * under that lock, as cheap for a program's selectors as it always was.
  *
- * Atoms are never freed. Each one is allocated uncollectable, so the
- * collector keeps it whether or not anything still points to it, and atomic,
- * because it holds no pointers and need not be scanned. That is also why the
- * table itself may live in malloc memory, which the collector does not see.
+ * Two kinds of atom. A strong one, interned by the program, is never
+ * freed: allocated uncollectable, and atomic (it holds no pointers). A
+ * weak one, made for a name that came from outside (vat_atom_intern_weak_n),
+ * is ordinary collectable memory: the table, in malloc memory the
+ * collector does not scan, is no root for it, so it lives as long as a
+ * value refers to it. Its slot is a disappearing link: the collector
+ * clears the slot's pointer when the atom becomes unreachable, and the
+ * slot stays behind as a tombstone (its state and hash untouched) so that
+ * probe chains through it still reach the entries placed after it; a
+ * rebuild drops the tombstones.
+ *
+ * The collector clears links while it holds its allocation lock, after it
+ * has decided which objects die. So a weak slot's pointer is read only with
+ * that lock held (GC_alloc_lock): then either the collector has not yet
+ * looked, and the pointer we take onto our stack makes the atom reachable,
+ * or it has, and the slot reads NULL. Reading it without the lock could
+ * hand out an atom already judged dead. The slot's hash and state, which
+ * the collector never writes, are read under the table lock alone, so a
+ * probe takes the allocation lock only on a weak slot of the same hash.
+ *
+ * Lock order: the table lock, then the allocation lock. The collector never
+ * takes the table lock (atoms have no finalisers), so this cannot deadlock.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -18,10 +37,22 @@
 
 #define MIN_CAPACITY 64
 
+enum slot_state {
+  SLOT_FREE = 0, /* never used since the last rebuild: ends a probe */
+  SLOT_STRONG,   /* atom is permanent */
+  SLOT_WEAK,     /* atom is a disappearing link: NULL once collected */
+};
+
+typedef struct slot {
+  const vat_atom *atom;
+  uint32_t hash;  /* the atom's low half, so probes need not read the atom */
+  uint32_t state; /* enum slot_state */
+} slot;
+
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
-static const vat_atom **slots; /* capacity entries, NULL when free */
-static size_t capacity;        /* zero or a power of two */
-static size_t count;
+static slot *slots;     /* capacity entries */
+static size_t capacity; /* zero or a power of two */
+static size_t used;     /* slots not SLOT_FREE, tombstones included */
 
 uint64_t vat__hash_bytes(const void *data, size_t len) {
   /* FNV-1a, then a finaliser: FNV alone leaves the low bits, which pick the
@@ -47,40 +78,130 @@ int vat__atom_compare(const vat_atom *a, const vat_atom *b) {
   return 0;
 }
 
-static size_t find_slot(const vat_atom **table, size_t cap, uint64_t hash,
-                        const char *name, size_t len) {
-  size_t mask = cap - 1;
-  for (size_t i = (size_t)hash & mask;; i = (i + 1) & mask) {
-    const vat_atom *a = table[i];
-    if (a == NULL)
-      return i;
-    if (a->hash == hash && a->len == len && memcmp(a->name, name, len) == 0)
-      return i;
+static bool names(const vat_atom *a, const char *name, size_t len) {
+  return a != NULL && a->len == len && memcmp(a->name, name, len) == 0;
+}
+
+static void **link_of(slot *s) {
+  return (void **)&s->atom;
+}
+
+/* A weak slot's atom if it is still alive and named `name`, else NULL. */
+static const vat_atom *weak_match(slot *s, const char *name, size_t len) {
+  GC_alloc_lock();
+  const vat_atom *a = s->atom;
+  if (!names(a, name, len))
+    a = NULL;
+  GC_alloc_unlock();
+  return a;
+}
+
+/* The live atom named `name`, with its slot in *at; or NULL, with *at the
+ * free slot that ends the name's probe chain (where it would go). */
+static const vat_atom *lookup(uint32_t hash, const char *name, size_t len,
+                              size_t *at) {
+  size_t mask = capacity - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    slot *s = &slots[i];
+    if (s->state == SLOT_FREE) {
+      *at = i;
+      return NULL;
+    }
+    if (s->hash != hash)
+      continue;
+    const vat_atom *a = s->state == SLOT_STRONG
+                            ? (names(s->atom, name, len) ? s->atom : NULL)
+                            : weak_match(s, name, len);
+    if (a != NULL) {
+      *at = i;
+      return a;
+    }
   }
 }
 
-static bool grow(void) {
-  size_t new_cap = capacity == 0 ? MIN_CAPACITY : capacity * 2;
-  if (new_cap < capacity || new_cap > SIZE_MAX / sizeof *slots)
-    return false;
-  const vat_atom **table = calloc(new_cap, sizeof *table);
-  if (table == NULL)
-    return false;
-  for (size_t i = 0; i < capacity; i++) {
-    const vat_atom *a = slots[i];
-    if (a != NULL)
-      table[find_slot(table, new_cap, a->hash, a->name, a->len)] = a;
+static size_t free_slot(slot *table, size_t cap, uint32_t hash) {
+  size_t mask = cap - 1;
+  size_t i = hash & mask;
+  while (table[i].state != SLOT_FREE)
+    i = (i + 1) & mask;
+  return i;
+}
+
+/* The weak atoms still alive, with the allocation lock held so that none
+ * dies while they are counted. A bound: some may die before the rebuild
+ * moves them. */
+static size_t live_count(void) {
+  size_t n = 0;
+  GC_alloc_lock();
+  for (size_t i = 0; i < capacity; i++)
+    n += slots[i].state == SLOT_STRONG ||
+         (slots[i].state == SLOT_WEAK && slots[i].atom != NULL);
+  GC_alloc_unlock();
+  return n;
+}
+
+/* Rehashes the live entries into a table at most a quarter full, so that a
+ * quarter of it is inserted before the next rebuild (amortised O(1)): a
+ * table of live atoms doubles, one full of tombstones is rebuilt at its own
+ * size or smaller. Slots are indexed by the hash's low half, so a table
+ * has at most 2^32 of them. */
+static bool rebuild(void) {
+  size_t live = live_count();
+  size_t new_cap = MIN_CAPACITY;
+  while (new_cap / 4 < live) {
+    if (new_cap >= (size_t)1 << 32 || new_cap > SIZE_MAX / 2 / sizeof *slots)
+      return false;
+    new_cap *= 2;
   }
+  slot *table = calloc(new_cap, sizeof *table);
+  size_t *dest = calloc(capacity ? capacity : 1, sizeof *dest);
+  if (table == NULL || dest == NULL) {
+    free(table);
+    free(dest);
+    return false;
+  }
+  size_t n = 0;
+  /* Strong entries, and the weak ones alive now (copied under the lock:
+   * see the top); dead ones are left behind. */
+  GC_alloc_lock();
+  for (size_t i = 0; i < capacity; i++) {
+    slot *s = &slots[i];
+    dest[i] = SIZE_MAX;
+    if (s->state == SLOT_FREE || (s->state == SLOT_WEAK && s->atom == NULL))
+      continue;
+    size_t j = free_slot(table, new_cap, s->hash);
+    table[j] = *s;
+    dest[i] = j;
+    n++;
+  }
+  GC_alloc_unlock();
+  /* Each weak link follows its atom. A collection since the copy may have
+   * cleared the old link (the atom died): then no link is found, and the
+   * copy, which no one has read yet, becomes a tombstone. Moving allocates
+   * nothing, so it cannot fail half way. */
+  for (size_t i = 0; i < capacity; i++) {
+    if (slots[i].state != SLOT_WEAK || dest[i] == SIZE_MAX)
+      continue;
+    slot *to = &table[dest[i]];
+    if (GC_move_disappearing_link(link_of(&slots[i]), link_of(to)) !=
+        GC_SUCCESS)
+      to->atom = NULL; /* died since the copy */
+  }
+  free(dest);
   free(slots);
   slots = table;
   capacity = new_cap;
+  used = n;
   return true;
 }
 
-static const vat_atom *make_atom(uint64_t hash, const char *name, size_t len) {
+static vat_atom *make_atom(uint64_t hash, const char *name, size_t len,
+                           bool weak) {
   if (len > SIZE_MAX - sizeof(vat_atom) - 1)
     return NULL;
-  vat_atom *a = GC_MALLOC_ATOMIC_UNCOLLECTABLE(sizeof(vat_atom) + len + 1);
+  size_t size = sizeof(vat_atom) + len + 1;
+  vat_atom *a =
+      weak ? GC_MALLOC_ATOMIC(size) : GC_MALLOC_ATOMIC_UNCOLLECTABLE(size);
   if (a == NULL)
     return NULL;
   a->hash = hash;
@@ -91,35 +212,74 @@ static const vat_atom *make_atom(uint64_t hash, const char *name, size_t len) {
   return a;
 }
 
-const vat_atom *vat_atom_intern_n(const char *name, size_t len) {
+/* A weak atom the program now interns is made permanent: a pin, an
+ * uncollectable cell that points to it, keeps it reachable, and its slot
+ * stops being a link. The atom is on our stack meanwhile, so it cannot die
+ * between the two. The pins are chained from `pins` (under the table
+ * lock): a cell nothing reads would let the compiler drop the store into
+ * it, malloc-like memory being private to the call. */
+typedef struct pin {
+  const vat_atom *atom;
+  struct pin *next;
+} pin;
+
+static pin *pins;
+
+static bool make_strong(slot *s, const vat_atom *a) {
+  pin *p = GC_MALLOC_UNCOLLECTABLE(sizeof *p);
+  if (p == NULL)
+    return false;
+  p->atom = a;
+  p->next = pins;
+  pins = p;
+  GC_unregister_disappearing_link(link_of(s));
+  s->state = SLOT_STRONG;
+  return true;
+}
+
+static const vat_atom *intern(const char *name, size_t len, bool weak) {
   if (name == NULL)
     return NULL;
   uint64_t hash = vat__hash_bytes(name, len);
+  uint32_t low = (uint32_t)hash;
   const vat_atom *result = NULL;
-  pthread_mutex_lock(&table_lock);
   size_t i = 0;
-  if (capacity > 0) {
-    i = find_slot(slots, capacity, hash, name, len);
-    if (slots[i] != NULL) {
-      result = slots[i];
+  pthread_mutex_lock(&table_lock);
+  if (capacity > 0 && (result = lookup(low, name, len, &i)) != NULL) {
+    if (!weak && slots[i].state == SLOT_WEAK && !make_strong(&slots[i], result))
+      result = NULL;
+    goto out;
+  }
+  /* Rebuild before allocating the atom, so that a failure leaves the table
+   * as it was and no uncollectable atom is lost. */
+  if ((used + 1) * 2 > capacity) {
+    if (!rebuild())
       goto out;
-    }
+    lookup(low, name, len, &i); /* a miss still: only its place moved */
   }
-  /* Grow before allocating the atom, so that a failure leaves the table as
-   * it was and no uncollectable atom is lost. */
-  if ((count + 1) * 2 > capacity) {
-    if (!grow())
-      goto out;
-    i = find_slot(slots, capacity, hash, name, len);
+  vat_atom *a = make_atom(hash, name, len, weak);
+  if (a == NULL)
+    goto out;
+  slot *s = &slots[i];
+  *s = (slot){.atom = a, .hash = low, .state = weak ? SLOT_WEAK : SLOT_STRONG};
+  if (weak &&
+      GC_general_register_disappearing_link(link_of(s), a) != GC_SUCCESS) {
+    *s = (slot){0}; /* out of memory: the atom is garbage, the slot free */
+    goto out;
   }
-  result = make_atom(hash, name, len);
-  if (result != NULL) {
-    slots[i] = result;
-    count++;
-  }
+  used++;
+  result = a;
 out:
   pthread_mutex_unlock(&table_lock);
   return result;
+}
+
+const vat_atom *vat_atom_intern_n(const char *name, size_t len) {
+  return intern(name, len, false);
+}
+
+const vat_atom *vat_atom_intern_weak_n(const char *name, size_t len) {
+  return intern(name, len, true);
 }
 
 const vat_atom *vat_atom_intern(const char *name) {

@@ -6,8 +6,9 @@
  *
  * Strings and bytes hold no pointers and live in GC_MALLOC_ATOMIC memory, so
  * the collector never scans them; lists, records, maps and errors hold
- * values, which may hold pointers, and live in GC_MALLOC memory. Atoms are
- * never freed (see atom.c).
+ * values, which may hold pointers, and live in GC_MALLOC memory. Atoms the
+ * program interns are never freed; weakly interned ones live while
+ * referenced (see atom.c).
  */
 #ifndef VAT_VALUE_INTERNAL_H
 #define VAT_VALUE_INTERNAL_H
