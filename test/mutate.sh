@@ -160,6 +160,8 @@ weak-atom-lookup-misses-weak|src/value/atom.c|value captp|: weak_match(s, name, 
 weak-atom-rebuild-leaves-links|src/value/atom.c|value captp|if (slots[i].state != SLOT_WEAK \|\| dest[i] == SIZE_MAX)|if (1)
 captp-record-keys-strong|src/captp/decode.c|captp|const vat_atom *a = vat_atom_intern_weak_n(key, len);|const vat_atom *a = vat_atom_intern_n(key, len);
 net-method-names-strong|src/net/calls.c|net|*name = vat_atom_intern_weak_n(vat_string_data(n), vat_string_len(n));|*name = vat_atom_intern_n(vat_string_data(n), vat_string_len(n));
+trace-turn-forgets-weak-name|src/core/trace.h|trace|r->names[h & r->mask] = e->what;|(void)h;
+trace-names-not-scanned|src/core/trace.c|trace|r->names = vat__oom_check(GC_MALLOC(slots * sizeof *r->names), "a trace ring");|r->names = vat__oom_check(GC_MALLOC_ATOMIC(slots * sizeof *r->names), "a trace ring"); memset(r->names, 0, slots * sizeof *r->names);
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

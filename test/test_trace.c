@@ -2,6 +2,7 @@
  * the turns of a deterministic program appear in the order they ran,
  * overwriting is counted exactly, lost flows are reported, handlers are
  * named, and the switches (config, environment, explicit write) work. */
+#include <gc/gc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -651,11 +652,62 @@ START_TEST(a_broadcast_past_the_limit_pairs_every_flow) {
 }
 END_TEST
 
+/* --- Names from outside: weak atoms in the ring -------------------------- */
+
+static void ignore_msg(vat_turn *turn, void *state, const vat_atom *selector,
+                       vat_value value) {
+  (void)turn, (void)state, (void)selector, (void)value;
+}
+
+/* A selector interned weakly (a method name from a peer) is gone once its
+ * messages are: the ring must keep it until the file is written, or the
+ * file names a turn after whatever reused its memory. */
+START_TEST(weak_selectors_keep_their_names) {
+#ifdef VAT_GC_NO_COLLECT
+  return; /* nothing is ever collected, so nothing can go stale */
+#endif
+  enum { N = 200 };
+  char path[256], name[32];
+  temp_path(path, sizeof path, "weak");
+  vat_system *sys = traced_system(0, true, "", 4096);
+  vat_ref *ref;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.receive = ignore_msg}, &ref, NULL));
+  for (int i = 0; i < N; i++) {
+    int len = snprintf(name, sizeof name, "wire_method_%03d", i);
+    ck_assert_vat_ok(vat_host_send_msg(
+        ref, vat_atom_intern_weak_n(name, (size_t)len), vat_null()));
+  }
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  /* The messages are gone; collect their selectors, then fill the freed
+   * memory with other text. */
+  for (int round = 0; round < 4; round++) {
+    GC_gcollect();
+    for (int i = 0; i < 20000; i++)
+      memset(GC_MALLOC_ATOMIC(48), 'Z', 48);
+  }
+  ck_assert_vat_ok(vat_system_trace_write(sys, path));
+
+  trace_summary s;
+  json *doc = load(path, &s);
+  for (int i = 0; i < N; i++) {
+    snprintf(name, sizeof name, "wire_method_%03d", i);
+    ck_assert_msg(count_named(doc, "X", name) == 1,
+                  "the trace has %zu turns named %s", count_named(doc, "X", name),
+                  name);
+  }
+  json_free(doc);
+  unlink(path);
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_trace_suite(void) {
   Suite *s = suite_create("trace");
   TCase *tc = test_case("trace", 120);
   tcase_add_test(tc, threaded_trace_parses_and_flows_pair);
   tcase_add_test(tc, deterministic_turns_appear_in_order);
+  tcase_add_test(tc, weak_selectors_keep_their_names);
   tcase_add_test(tc, overwrite_is_counted_exactly);
   tcase_add_test(tc, dead_letter_flows_are_reported_lost);
   tcase_add_test(tc, flow_from_outside_a_turn_starts_in_a_slice);

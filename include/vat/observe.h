@@ -64,7 +64,10 @@ struct vat_crash_report {
   const char *label; /* NULL when it has none */
   vat_value reason;  /* why it ended */
   /* What it was handling when it ended, at most one of these set:
-   *  - `selector`: a dynamic message (vat_send_msg);
+   *  - `selector`: a dynamic message (vat_send_msg); a method name from
+   *    a peer is a weak atom (vat_atom_intern_weak_n), alive while
+   *    collector-visible memory refers to it: keep it there, or copy
+   *    its name, to read it after the callback;
    *  - `handler`: the function a message ran: vat_send's fn, or a
    *    request's vat_request_fn (vat_call) cast to vat_fn, to compare
    *    and never to call; and its symbol name where the platform can

@@ -33,6 +33,7 @@ vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
   /* Touched now, so that recording never waits for the kernel to supply
    * a page. */
   memset(r->events, 0, slots * sizeof(vat__trace_event));
+  r->names = vat__oom_check(GC_MALLOC(slots * sizeof *r->names), "a trace ring");
   r->mask = slots - 1;
   r->flow_base = vat__trace_flow_base(sys->trace_tag, index);
   r->next_flow = r->flow_base | VAT__FLOW_LOOSE;

@@ -68,9 +68,11 @@ enum vat__trace_form {
 };
 
 /* One event, written whole by its worker. Pointers are identities and
- * names, not references: the ring is not scanned, so it keeps nothing
- * alive. Atoms and signal classes live for ever, and functions are code,
- * so trace/ may read their names later. */
+ * names, not references: the ring is not scanned, so it keeps no vat or
+ * entity alive. Signal classes live for ever and functions are code, so
+ * trace/ may read their names later; atoms may not live for ever (weak
+ * ones, from a peer), so the ring keeps each event's `what` again in an
+ * array the collector scans (`names`), until the slot is reused. */
 typedef struct vat__trace_event {
   uint64_t ts; /* ticks (vat__trace_ticks) */
   uint64_t flow;
@@ -127,6 +129,7 @@ typedef struct vat__trace_ring {
   uint32_t fast;            /* fast turns in a row while the stride is 1 */
   uint64_t slow;            /* ticks per microsecond: a slow turn's average */
   vat__trace_event *events; /* collector memory, not scanned */
+  const void **names;       /* each slot's `what`, scanned: see above */
 } vat__trace_ring;
 
 /** A clock that is cheap to read on every turn: the time-stamp counter
@@ -152,6 +155,7 @@ static inline vat__trace_event *vat__trace_slot(vat__trace_ring *r) {
 
 static inline void vat__trace_publish(vat__trace_ring *r) {
   uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+  r->names[h & r->mask] = r->events[h & r->mask].what;
   /* Release: a concurrent reader that sees the new count sees the slot. */
   atomic_store_explicit(&r->head, h + 1, memory_order_release);
 }
@@ -221,6 +225,7 @@ static inline void vat__trace_turn(vat__trace_ring *r, const vat__vat *v,
   e->vat = v;
   e->entity = m->target;
   e->what = vat__trace_what(m, &e->form);
+  r->names[h & r->mask] = e->what;
   e->kind = VAT__TR_TURN;
   e->sends = 0;
   /* Release: a concurrent reader that sees the new count sees the slot. */

@@ -21,6 +21,7 @@
 #include "core/thread.h"
 #include "core/trace.h"
 #include "trace/rings.h"
+#include "util/gc.h"
 #include "trace/trace.h"
 #include "vat/trace.h"
 
@@ -333,7 +334,9 @@ static int snapshot(vat_system *sys, track *tracks) {
   bool still = atomic_load_explicit(&sys->trace_still, memory_order_acquire);
   for (unsigned i = 0; i < sys->nworkers; i++) {
     vat__trace_ring *r = sys->workers[i]->trace;
-    tracks[i].ev = malloc((r->mask + 1) * sizeof *tracks[i].ev);
+    /* Scanned, so that the atoms the copied events name (the ring's names
+     * array may let go of them while we write) stay alive until named. */
+    tracks[i].ev = GC_MALLOC_UNCOLLECTABLE((r->mask + 1) * sizeof *tracks[i].ev);
     if (tracks[i].ev == NULL)
       return VAT_ENOMEM;
     vat__trace_copy_ring(r, still, &tracks[i]);
@@ -380,7 +383,7 @@ static int write_file(vat_system *sys, const char *path) {
   free(w.drops.ids);
   free(w.names);
   for (unsigned i = 0; tracks && i < n; i++)
-    free(tracks[i].ev);
+    GC_FREE(tracks[i].ev);
   free(tracks);
   errno = saved;
   return rc;
