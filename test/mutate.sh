@@ -154,6 +154,14 @@ bad-call-slot-ends|src/net/conn.c|net|if (m.value_failed && (rc == VAT_EDECODE \
 bad-result-not-broken|src/net/conn.c|net|m.is_reject = true;|m.is_reject = false;
 value-failed-on-shape|src/captp/message.c|captp|m->value_failed = rc != VAT_OK && in_value;|m->value_failed = rc != VAT_OK;
 value-failed-never|src/captp/value.c|net|*in_value = true;|*in_value = false;
+# issue: process boundary (friendlier at the edges)
+iface-ignores-label|src/net/slots.c|net|*iface = iface_of(c, ref);|*iface = "Alleged: libvat";
+iface-keeps-control-chars|src/net/slots.c|net|if (len == 0 \|\| at[0] < 0x20 \|\| at[0] == 0x7F) {|if (len == 0) {
+iface-cache-stale|src/net/slots.c|net|if (label == c->iface_label)|if (c->iface != NULL)
+refused-not-typeerror|src/net/refusals.c|net|if (code == vat_atom_refused())|if (0)
+ended-not-told|src/net/refusals.c|net|if (vat_ended(reason, target))|if (0)
+code-not-in-message|src/net/refusals.c|net|return vat_error(code, message("", code, detail, detail_len));|return reason;
+export-limit-unnamed|src/net/calls.c|net|if (rc == VAT_EBUSY) { /* max_exports: the answer would export one more */|if (0) {
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

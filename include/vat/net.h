@@ -80,7 +80,12 @@
  *
  * (A reason whose payload is neither null, a string nor an atom keeps its
  * fields and its message as they are.) To a JS caller the start of the
- * message, up to the first ':', tells the cases apart.
+ * message, up to the first ':', tells the cases apart. A libvat entity
+ * has no list of methods: what it answers to a selector it does not know
+ * is its own affair (a TypeError says it as JS would); a facet
+ * (vat/caps.h) refuses those it does not let through, as above. A promise
+ * this side exported that breaks (CTP_RESOLVE) goes with its reason as it
+ * is.
  *
  * When the connection ends (end of stream, a read or write error, a
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the
