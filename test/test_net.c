@@ -2078,7 +2078,10 @@ static vat_ref *make_gate(vat_system *sys) {
   const vat_atom *add = sel("add");
   ck_assert_vat_ok(vat_host_facet_new(sys, served, &add, 1, &g->facet));
   g->dead = spawn_labelled(sys, "doomed");
+  vat_promise *down; /* watched: its end is expected, not a crash to print */
+  ck_assert_vat_ok(vat_host_monitor(g->dead, NULL, &down));
   ck_assert_vat_ok(vat_host_exit(g->dead, vat_atom_value(vat_atom_killed())));
+  ck_assert_vat_ok(vat_promise_wait(down, WAIT_S, NULL));
   g->plain = served;
   g->odd = spawn_labelled(sys, "tab\there\x01 \xff\xfe end");
   char longer[101];
