@@ -159,7 +159,8 @@ iface-ignores-label|src/net/slots.c|net|*iface = iface_of(c, ref);|*iface = "All
 iface-keeps-control-chars|src/net/slots.c|net|if (len == 0 \|\| at[0] < 0x20 \|\| at[0] == 0x7F) {|if (len == 0) {
 iface-cache-stale|src/net/slots.c|net|if (label == c->iface_label)|if (c->iface != NULL)
 refused-not-typeerror|src/net/refusals.c|net|if (code == vat_atom_refused())|if (0)
-ended-not-told|src/net/refusals.c|net|if (vat_ended(reason, target))|if (0)
+ended-not-told|src/net/refusals.c|net|if (ended_vat(reason, target))|if (0)
+ended-target-unasked|src/net/refusals.c|net|return target != NULL && vat_ref_is_dead(target) &&|return false && vat_ref_is_dead(target) &&
 code-not-in-message|src/net/refusals.c|net|return vat_error(code, message("", code, detail, detail_len));|return reason;
 export-limit-unnamed|src/net/calls.c|net|if (rc == VAT_EBUSY) { /* max_exports: the answer would export one more */|if (0) {
 EOF

@@ -2019,6 +2019,7 @@ typedef struct gate {
   vat_ref *revoked; /* a caretaker of a server, revoked */
   vat_ref *facet;   /* a facet of a server letting through "add" only */
   vat_ref *dead;    /* a server whose vat was killed */
+  vat_ref *spent;   /* ... that ended with a reason of its own */
   vat_ref *plain;   /* a server in a vat without a label */
   vat_ref *odd;     /* ... with control characters and bad UTF-8 in it */
   vat_ref *longer;  /* ... with a label longer than a label is kept */
@@ -2033,9 +2034,9 @@ static void gate_receive(vat_turn *turn, void *state, const vat_atom *selector,
     return;
   vat_ref *fresh;
   if (selector == sel("refs")) {
-    vat_value refs[3] = {vat_ref_value(g->revoked), vat_ref_value(g->facet),
-                         vat_ref_value(g->dead)};
-    expect_vat_ok(vat_reply(turn, reply, vat_list(refs, 3)));
+    vat_value refs[4] = {vat_ref_value(g->revoked), vat_ref_value(g->facet),
+                         vat_ref_value(g->dead), vat_ref_value(g->spent)};
+    expect_vat_ok(vat_reply(turn, reply, vat_list(refs, 4)));
   } else if (selector == sel("labelled")) {
     vat_value refs[4] = {vat_ref_value(vat_self(turn)), vat_ref_value(g->plain),
                          vat_ref_value(g->odd), vat_ref_value(g->longer)};
@@ -2081,6 +2082,11 @@ static vat_ref *make_gate(vat_system *sys) {
   vat_promise *down; /* watched: its end is expected, not a crash to print */
   ck_assert_vat_ok(vat_host_monitor(g->dead, NULL, &down));
   ck_assert_vat_ok(vat_host_exit(g->dead, vat_atom_value(vat_atom_killed())));
+  ck_assert_vat_ok(vat_promise_wait(down, WAIT_S, NULL));
+  g->spent = spawn_labelled(sys, "spent");
+  ck_assert_vat_ok(vat_host_monitor(g->spent, NULL, &down));
+  ck_assert_vat_ok(
+      vat_host_exit(g->spent, vat_error(sel("worn_out"), vat_string("tired"))));
   ck_assert_vat_ok(vat_promise_wait(down, WAIT_S, NULL));
   g->plain = served;
   g->odd = spawn_labelled(sys, "tab\there\x01 \xff\xfe end");
@@ -2203,11 +2209,12 @@ START_TEST(refusals_reach_the_peer_by_name_and_message) {
   vat_system *sys;
   vat_conn *c;
   char buf[8192];
-  /* Exports: the gate, the three refs, one fresh ref: the next one is
+  /* Exports: the gate, the four refs, one fresh ref: the next one is
    * over the limit. */
-  open_gate(sv, &sys, &c, 5, buf, sizeof buf);
+  open_gate(sv, &sys, &c, 6, buf, sizeof buf);
   raw_call(sv[1], 2, "o-1", "refs", buf, sizeof buf);
-  ck_assert_msg(strstr(buf, "\"o+2\",\"o+3\",\"o+4\"") != NULL, "%s", buf);
+  ck_assert_msg(strstr(buf, "\"o+2\",\"o+3\",\"o+4\",\"o+5\"") != NULL, "%s",
+                buf);
   /* A revoked caretaker: the code stays the name (a JS caller sees Error,
    * the name it knows), the message says it. */
   raw_expect_refusal(sv[1], 3, "o-2", "add", "revoked", "revoked");
@@ -2216,6 +2223,8 @@ START_TEST(refusals_reach_the_peer_by_name_and_message) {
   raw_expect_refusal(sv[1], 4, "o-3", "echo", "TypeError", "refused: echo");
   /* The vat behind the ref has ended. */
   raw_expect_refusal(sv[1], 5, "o-4", "add", "killed", "vat ended: killed");
+  raw_expect_refusal(sv[1], 14, "o-5", "add", "worn_out",
+                     "vat ended: worn_out: tired");
   /* A limit: RangeError. Reached by the callee, and by this side's answer
    * when it would export one ref too many. */
   raw_expect_refusal(sv[1], 6, "o-1", "limited", "RangeError",
@@ -2286,6 +2295,8 @@ START_TEST(a_libvat_peer_tells_refusals_apart) {
   ck_assert(rc == VAT_OK && vat_equal(v, vat_int(3)));
   rc = ask(vat_value_ref(vat_at(refs, 2)), "add", two, 2, &v);
   assert_refusal(rc, v, "killed", "vat ended: killed");
+  rc = ask(vat_value_ref(vat_at(refs, 3)), "add", two, 2, &v);
+  assert_refusal(rc, v, "worn_out", "vat ended: worn_out: tired");
   rc = ask(p.remote, "limited", NULL, 0, &v);
   assert_refusal(rc, v, "RangeError", "limit: too many questions wait");
   rc = ask(p.remote, "custom", NULL, 0, &v);

@@ -30,7 +30,7 @@ static bool is_js_name(const vat_atom *code) {
 
 /* The reasons only an ended vat gives (vat/core.h, vat/exits.h, vat/net.h),
  * or the reason the call's own target ended with. */
-static bool vat_ended(vat_value reason, vat_ref *target) {
+static bool ended_vat(vat_value reason, vat_ref *target) {
   if (vat_type_of(reason) == VAT_T_ATOM) {
     const vat_atom *a = reason.as.atom;
     if (a == vat_atom_killed() || a == vat_atom_noproc() ||
@@ -97,7 +97,7 @@ vat_value net_exception(vat_value reason, vat_ref *target) {
   } else if (vat_type_of(payload) != VAT_T_NULL) {
     return reason; /* fields of their own (an error relayed from Endo) */
   }
-  if (vat_ended(reason, target))
+  if (ended_vat(reason, target))
     return vat_error(code, message("vat ended", code, detail, detail_len));
   if (code == vat_atom_refused())
     return vat_error(vat_atom_intern("TypeError"),
