@@ -162,6 +162,15 @@ captp-record-keys-strong|src/captp/decode.c|captp|const vat_atom *a = vat_atom_i
 net-method-names-strong|src/net/calls.c|net|*name = vat_atom_intern_weak_n(vat_string_data(n), vat_string_len(n));|*name = vat_atom_intern_n(vat_string_data(n), vat_string_len(n));
 trace-turn-forgets-weak-name|src/core/trace.h|trace|r->names[h & r->mask] = e->what;|(void)h;
 trace-names-not-scanned|src/core/trace.c|trace|r->names = vat__oom_check(GC_MALLOC(slots * sizeof *r->names), "a trace ring");|r->names = vat__oom_check(GC_MALLOC_ATOMIC(slots * sizeof *r->names), "a trace ring"); memset(r->names, 0, slots * sizeof *r->names);
+# issue: process boundary (friendlier at the edges)
+iface-ignores-label|src/net/slots.c|net|*iface = iface_of(c, ref);|*iface = "Alleged: libvat";
+iface-keeps-control-chars|src/net/slots.c|net|if (len == 0 \|\| at[0] < 0x20 \|\| at[0] == 0x7F) {|if (len == 0) {
+iface-cache-stale|src/net/slots.c|net|if (label == c->iface_label)|if (c->iface != NULL)
+refused-not-typeerror|src/net/refusals.c|net|if (code == vat_atom_refused())|if (0)
+ended-not-told|src/net/refusals.c|net|if (ended_vat(reason, target))|if (0)
+ended-target-unasked|src/net/refusals.c|net|return target != NULL && vat_ref_is_dead(target) &&|return false && vat_ref_is_dead(target) &&
+code-not-in-message|src/net/refusals.c|net|return vat_error(code, message("", code, detail, detail_len));|return reason;
+export-limit-unnamed|src/net/calls.c|net|if (rc == VAT_EBUSY) { /* max_exports: the answer would export one more */|if (0) {
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

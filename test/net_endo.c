@@ -88,6 +88,19 @@ static void served_receive(vat_turn *turn, void *state,
       vat_resolve(turn, r, vat_at(args, 0));
     else
       vat_break(turn, r, vat_error(sel("Error"), vat_at(args, 0)));
+  } else if (selector == sel("revoked")) {
+    /* A caretaker of this object, revoked before the peer can call it
+     * (the revoker's message is queued ahead of any call). */
+    vat_ref *forwarder, *revoker;
+    if (vat_caretaker_new(turn, vat_self(turn), &forwarder, &revoker) ==
+            VAT_OK &&
+        vat_revoke(turn, revoker) == VAT_OK)
+      vat_reply(turn, reply, vat_ref_value(forwarder));
+  } else if (selector == sel("facet")) {
+    const vat_atom *add = sel("add");
+    vat_ref *facet;
+    if (vat_facet_new(turn, vat_self(turn), &add, 1, &facet) == VAT_OK)
+      vat_reply(turn, reply, vat_ref_value(facet));
   } else if (selector == sel("call_back")) {
     vat_value ping = vat_string("from server");
     vat_promise *p;
@@ -565,7 +578,8 @@ int main(int argc, char **argv) {
   cfg.workers = 2;
   vat_system *sys;
   vat_system_new(&cfg, &sys);
-  vat_entity_def served_def = {.receive = served_receive};
+  vat_entity_def served_def = {.receive = served_receive,
+                               .label = "libvat-served"};
   vat_ref *served;
   vat_host_spawn(sys, &served_def, &served, NULL);
   vat_listener *l;

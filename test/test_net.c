@@ -1645,6 +1645,7 @@ END_TEST
 
 static void add_shutdown_tests(Suite *s);
 static void add_host_loop_tests(Suite *s);
+static void add_edges_tests(Suite *s);
 
 Suite *test_net_suite(void) {
   Suite *s = suite_create("net");
@@ -1690,6 +1691,7 @@ Suite *test_net_suite(void) {
   suite_add_tcase(s, tc);
   add_shutdown_tests(s);
   add_host_loop_tests(s);
+  add_edges_tests(s);
   return s;
 }
 
@@ -2089,5 +2091,310 @@ static void add_host_loop_tests(Suite *s) {
   tcase_add_loop_test(tc, a_lost_peer_on_the_hosts_loop, 0, 4);
   tcase_add_loop_test(tc, shutdown_with_a_connection_on_the_hosts_loop, 0, 2);
   tcase_add_test(tc, a_loop_thread_must_be_registered);
+  suite_add_tcase(s, tc);
+}
+
+/* --- At the edges: what a peer sees of our refs and refusals ---------------
+ * A ref's iface ("Alleged: NAME") names its vat's label; each refusal
+ * reaches the peer as an exception whose name and message tell it apart
+ * (the table in vat/net.h). */
+
+typedef struct gate {
+  vat_ref *revoked; /* a caretaker of a server, revoked */
+  vat_ref *facet;   /* a facet of a server letting through "add" only */
+  vat_ref *dead;    /* a server whose vat was killed */
+  vat_ref *spent;   /* ... that ended with a reason of its own */
+  vat_ref *plain;   /* a server in a vat without a label */
+  vat_ref *odd;     /* ... with control characters and bad UTF-8 in it */
+  vat_ref *longer;  /* ... with a label longer than a label is kept */
+} gate;
+
+static void gate_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                         vat_value value) {
+  gate *g = state;
+  vat_value args;
+  vat_ref *reply;
+  if (!vat_request_parse(value, &args, &reply))
+    return;
+  vat_ref *fresh;
+  if (selector == sel("refs")) {
+    vat_value refs[4] = {vat_ref_value(g->revoked), vat_ref_value(g->facet),
+                         vat_ref_value(g->dead), vat_ref_value(g->spent)};
+    expect_vat_ok(vat_reply(turn, reply, vat_list(refs, 4)));
+  } else if (selector == sel("labelled")) {
+    vat_value refs[4] = {vat_ref_value(vat_self(turn)), vat_ref_value(g->plain),
+                         vat_ref_value(g->odd), vat_ref_value(g->longer)};
+    expect_vat_ok(vat_reply(turn, reply, vat_list(refs, 4)));
+  } else if (selector == sel("fresh")) {
+    expect_vat_ok(vat_entity_new(turn, &pinged_def, &fresh, NULL));
+    expect_vat_ok(vat_reply(turn, reply, vat_ref_value(fresh)));
+  } else if (selector == sel("limited")) {
+    expect_vat_ok(vat_reply_error(
+        turn, reply,
+        vat_error(sel("limit"), vat_string("too many questions wait"))));
+  } else if (selector == sel("custom")) {
+    expect_vat_ok(vat_reply_error(
+        turn, reply, vat_error(sel("NotFound"), vat_string("no such key"))));
+  } else {
+    expect_vat_ok(vat_reply_error(
+        turn, reply, vat_error(sel("RangeError"), vat_string("kept as is"))));
+  }
+}
+
+static const vat_entity_def gate_def = {
+    .state_size = sizeof(gate), .receive = gate_receive, .label = "gate"};
+
+static vat_ref *spawn_labelled(vat_system *sys, const char *label) {
+  vat_entity_def def = {
+      .state_size = sizeof(server), .receive = server_receive, .label = label};
+  vat_ref *ref;
+  ck_assert_vat_ok(vat_host_spawn(sys, &def, &ref, NULL));
+  return ref;
+}
+
+/* A gate and the refs it hands out, in `sys`. */
+static vat_ref *make_gate(vat_system *sys) {
+  vat_ref *ref, *served = spawn_labelled(sys, NULL), *revoker;
+  gate *g;
+  ck_assert_vat_ok(vat_host_spawn(sys, &gate_def, &ref, (void **)&g));
+  ck_assert_vat_ok(vat_host_caretaker_new(sys, served, &g->revoked, &revoker));
+  vat_value yes;
+  ck_assert_vat_ok(ask(revoker, "revoke", NULL, 0, &yes));
+  const vat_atom *add = sel("add");
+  ck_assert_vat_ok(vat_host_facet_new(sys, served, &add, 1, &g->facet));
+  g->dead = spawn_labelled(sys, "doomed");
+  vat_promise *down; /* watched: its end is expected, not a crash to print */
+  ck_assert_vat_ok(vat_host_monitor(g->dead, NULL, &down));
+  ck_assert_vat_ok(vat_host_exit(g->dead, vat_atom_value(vat_atom_killed())));
+  ck_assert_vat_ok(vat_promise_wait(down, WAIT_S, NULL));
+  g->spent = spawn_labelled(sys, "spent");
+  ck_assert_vat_ok(vat_host_monitor(g->spent, NULL, &down));
+  ck_assert_vat_ok(
+      vat_host_exit(g->spent, vat_error(sel("worn_out"), vat_string("tired"))));
+  ck_assert_vat_ok(vat_promise_wait(down, WAIT_S, NULL));
+  g->plain = served;
+  g->odd = spawn_labelled(sys, "tab\there\x01 \xff\xfe end");
+  char longer[101];
+  memset(longer, 'x', 100);
+  longer[100] = '\0';
+  g->longer = spawn_labelled(sys, longer);
+  return ref;
+}
+
+/* A gate served to a raw peer (sv[1]), which asked for it as q-1. */
+static void open_gate(int sv[2], vat_system **sys, vat_conn **c,
+                      size_t max_exports, char *buf, size_t size) {
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  *sys = test_system(2);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_exports = max_exports;
+  ck_assert_vat_ok(vat_conn_open(*sys, sv[0], make_gate(*sys), &opt, c));
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_expect(sv[1], buf, size, "\"answerID\":\"q-1\"");
+}
+
+static void close_gate(int sv[2], vat_system *sys, vat_conn *c) {
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+
+/* The frame in buf that answers q-<q> (read until it came), cut out. */
+static const char *answer_frame(int fd, int q, char *buf, size_t size) {
+  char want[64];
+  snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", q);
+  raw_read_until(fd, buf, size, want, WAIT_S);
+  char *at = strstr(buf, want);
+  ck_assert_msg(at != NULL, "no answer to q-%d: %s", q, buf);
+  char *end = strstr(at, "]}}");
+  if (end != NULL)
+    end[3] = '\0';
+  return at;
+}
+
+/* Sends CTP_CALL q-<q>, method() on target, without waiting. */
+static void raw_send_call(int fd, int q, const char *target,
+                          const char *method) {
+  char frame[512];
+  snprintf(frame, sizeof frame,
+           "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
+           "\"%s\",\"method\":{\"body\":\"[\\\"%s\\\",[]]\","
+           "\"slots\":[]}}",
+           q, target, method);
+  raw_frame(fd, frame);
+}
+
+/* Calls method() on target as q-<q>; asserts the exception's name and the
+ * start of its message, as they are written in the body (the body is JSON
+ * text inside a JSON string: its quotes escaped). */
+static void raw_expect_refusal(int fd, int q, const char *target,
+                               const char *method, const char *name,
+                               const char *message) {
+  char buf[8192], want_name[96], want_message[160];
+  raw_send_call(fd, q, target, method);
+  const char *at = answer_frame(fd, q, buf, sizeof buf);
+  snprintf(want_name, sizeof want_name, "\\\"name\\\":\\\"%s\\\"", name);
+  snprintf(want_message, sizeof want_message, "\\\"message\\\":\\\"%s",
+           message);
+  ck_assert_msg(
+      strstr(at, "\"exception\"") != NULL && strstr(at, want_name) != NULL &&
+          strstr(at, want_message) != NULL,
+      "%s.%s(): not %s(\"%s...\"): %s", target, method, name, message, at);
+}
+
+START_TEST(exports_are_alleged_by_their_vats_label) {
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char buf[8192];
+  open_gate(sv, &sys, &c, 0, buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\\\"iface\\\":\\\"Alleged: gate\\\"") != NULL,
+                "the bootstrap: %s", buf);
+  raw_send_call(sv[1], 2, "o-1", "labelled");
+  const char *at = answer_frame(sv[1], 2, buf, sizeof buf);
+  /* Unlabelled: the library's name. Control characters and bytes that
+   * are not UTF-8 become '?' (a label is the program's text, and the
+   * frame must stay valid JSON text). A label is kept to VAT_LABEL_MAX
+   * bytes. */
+  char longer[128];
+  snprintf(longer, sizeof longer, "\\\"iface\\\":\\\"Alleged: %.*s\\\"",
+           VAT_LABEL_MAX,
+           "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+           "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+  ck_assert_msg(strstr(at, "\\\"iface\\\":\\\"Alleged: gate\\\"") != NULL &&
+                    strstr(at, "\\\"iface\\\":\\\"Alleged: libvat\\\"") !=
+                        NULL &&
+                    strstr(at, "\\\"iface\\\":\\\"Alleged: tab?here? ?? "
+                               "end\\\"") != NULL &&
+                    strstr(at, longer) != NULL,
+                "%s", at);
+  /* Our refs in our calls to the peer: the same names. */
+  vat_ref *theirs;
+  raw_frame(sv[1], "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":"
+                   "{\"body\":\"{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}"
+                   "\",\"slots\":[\"o+1\"]}}");
+  theirs = wait_ref(vat_conn_bootstrap(c));
+  vat_ref *mine = spawn_labelled(sys, "mine");
+  vat_value arg = vat_ref_value(mine);
+  vat_promise *p;
+  ck_assert_vat_ok(
+      vat_host_request(theirs, sel("ping"), vat_list(&arg, 1), 0, &p));
+  raw_expect(sv[1], buf, sizeof buf, "\"target\":\"o-1\"");
+  ck_assert_msg(strstr(buf, "\\\"iface\\\":\\\"Alleged: mine\\\"") != NULL,
+                "%s", buf);
+  close_gate(sv, sys, c);
+}
+END_TEST
+
+START_TEST(refusals_reach_the_peer_by_name_and_message) {
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char buf[8192];
+  /* Exports: the gate, the four refs, one fresh ref: the next one is
+   * over the limit. */
+  open_gate(sv, &sys, &c, 6, buf, sizeof buf);
+  raw_call(sv[1], 2, "o-1", "refs", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"o+2\",\"o+3\",\"o+4\",\"o+5\"") != NULL, "%s",
+                buf);
+  /* A revoked caretaker: the code stays the name (a JS caller sees Error,
+   * the name it knows), the message says it. */
+  raw_expect_refusal(sv[1], 3, "o-2", "add", "revoked", "revoked");
+  /* A method the facet does not let through: TypeError, as JS reports a
+   * method an object does not have. */
+  raw_expect_refusal(sv[1], 4, "o-3", "echo", "TypeError", "refused: echo");
+  /* The vat behind the ref has ended. */
+  raw_expect_refusal(sv[1], 5, "o-4", "add", "killed", "vat ended: killed");
+  raw_expect_refusal(sv[1], 14, "o-5", "add", "worn_out",
+                     "vat ended: worn_out: tired");
+  /* A limit: RangeError. Reached by the callee, and by this side's answer
+   * when it would export one ref too many. */
+  raw_expect_refusal(sv[1], 6, "o-1", "limited", "RangeError",
+                     "limit: too many questions wait");
+  raw_call(sv[1], 7, "o-1", "fresh", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
+  raw_expect_refusal(sv[1], 8, "o-1", "fresh", "RangeError",
+                     "limit: too many exports");
+  /* A code JS has no name for: in front of the message. A JS name: as it
+   * was. */
+  raw_expect_refusal(sv[1], 9, "o-1", "custom", "NotFound",
+                     "NotFound: no such key");
+  raw_expect_refusal(sv[1], 10, "o-1", "other", "RangeError", "kept as is");
+  /* The peer's own mistakes. */
+  raw_expect_refusal(sv[1], 11, "o-77", "add", "Error", "unknown target o-77");
+  raw_frame(sv[1], "{\"type\":\"CTP_CALL\",\"questionID\":\"q-12\",\"target\":"
+                   "\"o-1\",\"method\":{\"body\":\"[\\\"echo\\\"]\","
+                   "\"slots\":[]}}");
+  const char *at = answer_frame(sv[1], 12, buf, sizeof buf);
+  ck_assert_msg(strstr(at, "\\\"name\\\":\\\"TypeError\\\"") != NULL &&
+                    strstr(at, "\\\"message\\\":\\\"bad argument: ") != NULL,
+                "%s", at);
+  raw_echo(sv[1], 13, "{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":3}", "[]");
+  at = answer_frame(sv[1], 13, buf, sizeof buf);
+  ck_assert_msg(strstr(at, "\\\"name\\\":\\\"TypeError\\\"") != NULL &&
+                    strstr(at, "\\\"message\\\":\\\"bad argument: ") != NULL,
+                "%s", at);
+  close_gate(sv, sys, c);
+}
+END_TEST
+
+/* Asserts `v` is the error code("message...") a request broke with. */
+static void assert_refusal(int rc, vat_value v, const char *code,
+                           const char *message) {
+  char text[256];
+  vat_format(v, text, sizeof text);
+  const char *got = vat_type_of(v) == VAT_T_ERROR
+                        ? vat_string_data(vat_error_payload(v))
+                        : NULL;
+  ck_assert_msg(rc == VAT_EBROKEN && vat_type_of(v) == VAT_T_ERROR &&
+                    vat_error_code(v) == sel(code) && got != NULL &&
+                    strncmp(got, message, strlen(message)) == 0,
+                "%s: not %s(\"%s...\"): %s", vat_err_name(rc), code, message,
+                text);
+}
+
+START_TEST(a_libvat_peer_tells_refusals_apart) {
+  /* The same refusals between two libvat sides, as the error codes and
+   * messages a caller there tests. */
+  pair p;
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  p.sys = test_system(2);
+  p.served = make_gate(p.sys);
+  ck_assert_vat_ok(vat_host_spawn(p.sys, &pinged_def, &p.client, NULL));
+  ck_assert_vat_ok(vat_conn_open(p.sys, sv[0], p.served, NULL, &p.a));
+  ck_assert_vat_ok(vat_conn_open(p.sys, sv[1], p.client, NULL, &p.b));
+  p.remote = wait_ref(vat_conn_bootstrap(p.b));
+  wait_ref(vat_conn_bootstrap(p.a));
+  vat_value refs, v;
+  ck_assert_vat_ok(ask(p.remote, "refs", NULL, 0, &refs));
+  vat_value two[2] = {vat_int(1), vat_int(2)};
+  int rc = ask(vat_value_ref(vat_at(refs, 0)), "add", two, 2, &v);
+  assert_refusal(rc, v, "revoked", "revoked");
+  rc = ask(vat_value_ref(vat_at(refs, 1)), "echo", two, 1, &v);
+  assert_refusal(rc, v, "TypeError", "refused: echo");
+  rc = ask(vat_value_ref(vat_at(refs, 1)), "add", two, 2, &v);
+  ck_assert(rc == VAT_OK && vat_equal(v, vat_int(3)));
+  rc = ask(vat_value_ref(vat_at(refs, 2)), "add", two, 2, &v);
+  assert_refusal(rc, v, "killed", "vat ended: killed");
+  rc = ask(vat_value_ref(vat_at(refs, 3)), "add", two, 2, &v);
+  assert_refusal(rc, v, "worn_out", "vat ended: worn_out: tired");
+  rc = ask(p.remote, "limited", NULL, 0, &v);
+  assert_refusal(rc, v, "RangeError", "limit: too many questions wait");
+  rc = ask(p.remote, "custom", NULL, 0, &v);
+  assert_refusal(rc, v, "NotFound", "NotFound: no such key");
+  rc = ask(p.remote, "other", NULL, 0, &v);
+  assert_refusal(rc, v, "RangeError", "kept as is");
+  close_pair(&p);
+}
+END_TEST
+
+static void add_edges_tests(Suite *s) {
+  TCase *tc = test_case("edges", 60);
+  tcase_add_test(tc, exports_are_alleged_by_their_vats_label);
+  tcase_add_test(tc, refusals_reach_the_peer_by_name_and_message);
+  tcase_add_test(tc, a_libvat_peer_tells_refusals_apart);
   suite_add_tcase(s, tc);
 }

@@ -41,6 +41,52 @@
  * does not decode breaks that question or promise with TypeError("bad
  * result: ...").
  *
+ * Each ref this side exports is described to the peer as "Alleged: LABEL"
+ * (capdata's slot "iface", which Endo shows when it prints the remotable:
+ * getInterfaceOf), LABEL being the label of the ref's vat (vat/observe.h;
+ * every entity of a vat shares it), or "Alleged: libvat" for a vat
+ * without one. A label is the program's text, shown to the peer: it goes
+ * bounded as the library keeps it (VAT_LABEL_MAX bytes, cut before a
+ * character that does not fit), and a control character or a byte that
+ * is not UTF-8 is written '?', so a frame stays valid JSON text.
+ *
+ * Refusals. A call from the peer that fails is answered with an exception
+ * whose name and message tell the peer why. A JavaScript peer (Endo's
+ * marshal) keeps only its own error names (Error, TypeError, RangeError,
+ * ReferenceError, SyntaxError, EvalError, URIError, AggregateError) and
+ * makes any other an Error; a libvat peer reads the name back as the
+ * error's code and the message as its payload. So (the first row that
+ * applies):
+ *
+ *   the call's answer broke with       name on the wire  message
+ *   ---------------------------------  ----------------  -------------------
+ *   an error named as JS names them    unchanged         unchanged
+ *   a value that does not decode       TypeError         "bad argument: ..."
+ *   refused(x): a facet without the    TypeError         "refused: x"
+ *     method, a membrane's refusal
+ *   revoked(...): a caretaker or       revoked (JS:      "revoked"
+ *     membrane revoked                 Error)
+ *   the exit reason of the vat the     the reason's      "vat ended: REASON"
+ *     call went to, or any of normal,  code (JS: Error)  (e.g. "vat ended:
+ *     killed, noproc, noconnection,                      killed")
+ *     shutdown, overloaded
+ *   limit(...), or an answer that      RangeError        "limit: ..."
+ *     would export past max_exports
+ *   a target this side never exported  Error             "unknown target o-N"
+ *     (or forgot after CTP_DROP), or
+ *     an answer no longer kept
+ *   any other error code(s), an atom   code (JS: Error)  "code: s", "code"
+ *   any other value v                  Error             "" (v as "payload")
+ *
+ * (A reason whose payload is neither null, a string nor an atom keeps its
+ * fields and its message as they are.) To a JS caller the start of the
+ * message, up to the first ':', tells the cases apart. A libvat entity
+ * has no list of methods: what it answers to a selector it does not know
+ * is its own affair (a TypeError says it as JS would); a facet
+ * (vat/caps.h) refuses those it does not let through, as above. A promise
+ * this side exported that breaks (CTP_RESOLVE) goes with its reason as it
+ * is.
+ *
  * When the connection ends (end of stream, a read or write error, a
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the
  * limit, any other message that does not decode, a limit the peer

@@ -17,28 +17,31 @@
 
 typedef struct answer_ctx {
   const char *qid;
+  vat_ref *target; /* the ref the call went to; NULL: none, or not known */
 } answer_ctx;
 
-/* A broken promise's reason as an exception: errors pass unchanged; an
- * atom becomes the error of that code; anything else an Error carrying it. */
-static vat_value as_exception(vat_value reason) {
-  if (vat_type_of(reason) == VAT_T_ERROR)
-    return reason;
-  if (vat_type_of(reason) == VAT_T_ATOM)
-    return vat_error(reason.as.atom, vat_string(vat_atom_name(reason.as.atom)));
-  return vat_error(vat_atom_intern("Error"), reason);
+static vat_value error_text(const char *code, const char *text) {
+  return vat_error(vat_atom_intern(code), vat_string(text));
 }
 
-static void send_return(vat_turn *turn, net_conn *c, const char *qid,
+/* A broken promise's reason goes as an exception (refusals.c). */
+static void send_return(vat_turn *turn, net_conn *c, const answer_ctx *a,
                         bool resolved, vat_value value) {
   vat_captp_msg m = {.type = VAT_CAPTP_RETURN,
-                     .id = qid,
-                     .value = resolved ? value : as_exception(value),
+                     .id = a->qid,
+                     .value =
+                         resolved ? value : net_exception(value, a->target),
                      .is_reject = !resolved};
   vat_captp_error err;
   int rc = net_send(turn, c, &m, &err);
   if (rc == VAT_OK || rc == VAT_ECLOSED)
     return;
+  if (rc == VAT_EBUSY) { /* max_exports: the answer would export one more */
+    m.value = error_text("RangeError", "limit: too many exports");
+    m.is_reject = true;
+    net_send(turn, c, &m, NULL);
+    return;
+  }
   char detail[256];
   snprintf(detail, sizeof detail, "the answer has no CapData form: %s%s%s",
            vat_captp_err_text(err.code), err.detail[0] ? ": " : "", err.detail);
@@ -52,7 +55,7 @@ static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,
   net_conn *c = state;
   answer_ctx *a = ctx;
   c->open_answers--;
-  send_return(turn, c, a->qid, resolved, value);
+  send_return(turn, c, a, resolved, value);
 }
 
 /* Keeps the answer for calls the peer pipelines on it: the last
@@ -84,7 +87,7 @@ static void keep_answer(net_conn *c, uint64_t n, vat_promise *p) {
 
 /* Keeps the answer for pipelining and sends it back once settled. */
 static void answer_with(vat_turn *turn, net_conn *c, const char *qid,
-                        vat_promise *p) {
+                        vat_ref *target, vat_promise *p) {
   uint64_t n = net_parse(qid, 'q', '-');
   if (n != 0 && net_table_get(&c->answers, n) == NULL)
     keep_answer(c, n, p);
@@ -92,6 +95,7 @@ static void answer_with(vat_turn *turn, net_conn *c, const char *qid,
   if (a == NULL)
     return;
   a->qid = qid;
+  a->target = target;
   c->open_answers++;
   vat_when(turn, p, answered, a);
 }
@@ -106,11 +110,7 @@ static void answer_now(vat_turn *turn, net_conn *c, const char *qid,
     vat_resolve(turn, r, value);
   else
     vat_break(turn, r, value);
-  answer_with(turn, c, qid, p);
-}
-
-static vat_value error_text(const char *code, const char *text) {
-  return vat_error(vat_atom_intern(code), vat_string(text));
+  answer_with(turn, c, qid, NULL, p);
 }
 
 void net_handle_bootstrap(vat_turn *turn, net_conn *c, const char *qid) {
@@ -182,8 +182,9 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   const vat_atom *name;
   vat_value args;
   if (!parse_method(m->value, &name, &args)) {
-    answer_now(turn, c, m->id, false,
-               error_text("TypeError", "method is not [name, args]"));
+    answer_now(
+        turn, c, m->id, false,
+        error_text("TypeError", "bad argument: method is not [name, args]"));
     return;
   }
   uint64_t obj = net_parse(m->target, 'o', '-');
@@ -202,8 +203,11 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
     answer = net_table_get(&c->answers, q);
   if (target != NULL) {
     vat_promise *p;
-    if (vat_request(turn, target, name, args, 0, &p) == VAT_OK)
-      answer_with(turn, c, m->id, p);
+    int rc = vat_request(turn, target, name, args, 0, &p);
+    if (rc == VAT_OK)
+      answer_with(turn, c, m->id, target, p);
+    else /* answered all the same: the peer would wait for ever */
+      answer_now(turn, c, m->id, false, error_text("Error", vat_strerror(rc)));
     return;
   }
   if (answer == NULL) {
@@ -219,7 +223,7 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   pc->method = name;
   pc->args = args;
   vat_when(turn, answer, target_settled, pc);
-  answer_with(turn, c, m->id, p);
+  answer_with(turn, c, m->id, NULL, p);
 }
 
 /* --- Answers to our questions --------------------------------------------- */

@@ -114,6 +114,8 @@ struct net_conn {
   net_table export_promises;    /* our export number -> vat_promise */
   net_table export_counts;      /* our export number -> times sent */
   net_table pipes;              /* answer ref (pipe.c) -> question number */
+  const char *iface_label;      /* the label iface was made of (slots.c) */
+  const char *iface;            /* "Alleged: " and that label, sanitized */
   bool ended;
 };
 
@@ -183,6 +185,12 @@ bool net_pipe_parse(vat_value v, vat_value *args, vat_ref **answer);
  *  vat_conn_bootstrap_ref, which go to the bootstrap question. */
 void net_bootstrap_receive(vat_turn *turn, void *state,
                            const vat_atom *selector, vat_value value);
+
+/* --- refusals.c ---------------------------------------------------------- */
+
+/** A broken answer's reason as the exception the peer gets (the table in
+ *  vat/net.h); `target` is the ref the call went to, or NULL. */
+vat_value net_exception(vat_value reason, vat_ref *target);
 
 /* --- calls.c: questions asked by the peer ------------------------------ */
 

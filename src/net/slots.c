@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "vat/observe.h"
 
 typedef struct proxy {
   net_conn *c;
@@ -215,6 +216,75 @@ static int export_promise(net_slots_ctx *x, vat_promise *p,
   return VAT_OK;
 }
 
+/* --- A ref's iface ------------------------------------------------------ */
+
+#define IFACE_PREFIX "Alleged: "
+/* Bytes of the label: as many as the library keeps (a guard for the
+ * buffer: a kept label is no longer, and a replaced byte takes one). */
+#define IFACE_LABEL_MAX VAT_LABEL_MAX
+
+/* The length of the UTF-8 character at s (n bytes left), or 0 when the
+ * bytes there are not one (overlong forms and surrogates included). */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+  size_t len = s[0] < 0x80             ? 1
+               : (s[0] & 0xE0) == 0xC0 ? 2
+               : (s[0] & 0xF0) == 0xE0 ? 3
+               : (s[0] & 0xF8) == 0xF0 ? 4
+                                       : 0;
+  if (len == 0 || len > n)
+    return 0;
+  uint32_t cp = len == 1 ? s[0] : s[0] & (0x7F >> len);
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
+    cp = cp << 6 | (s[i] & 0x3F);
+  }
+  static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    return 0;
+  return len;
+}
+
+/* "Alleged: LABEL" for a ref of a vat with a label: the program's text,
+ * shown by the peer (Endo's remotables print it), so it is cut to
+ * IFACE_LABEL_MAX bytes, and control characters and bytes that are not
+ * UTF-8 become '?': the frame stays valid JSON text of a bounded size.
+ * Without a label, the library's name. One label made is kept: a
+ * connection's exports mostly come from a few vats. */
+static const char *iface_of(net_conn *c, vat_ref *ref) {
+  const char *label = vat_ref_label(ref);
+  if (label == NULL || label[0] == '\0')
+    return IFACE_PREFIX "libvat";
+  if (label == c->iface_label)
+    return c->iface;
+  char *s = GC_MALLOC_ATOMIC(sizeof IFACE_PREFIX + IFACE_LABEL_MAX);
+  if (s == NULL)
+    return IFACE_PREFIX "libvat";
+  memcpy(s, IFACE_PREFIX, sizeof IFACE_PREFIX - 1);
+  size_t out = sizeof IFACE_PREFIX - 1, in = 0, left = strlen(label);
+  const size_t end = out + IFACE_LABEL_MAX;
+  while (in < left) {
+    const unsigned char *at = (const unsigned char *)label + in;
+    size_t len = utf8_char(at, left - in);
+    if (len == 0 || at[0] < 0x20 || at[0] == 0x7F) {
+      if (out + 1 > end)
+        break;
+      s[out++] = '?';
+      in += len ? len : 1;
+      continue;
+    }
+    if (out + len > end)
+      break; /* cut before a character that does not fit whole */
+    memcpy(s + out, at, len);
+    out += len;
+    in += len;
+  }
+  s[out] = '\0';
+  c->iface_label = label;
+  c->iface = s;
+  return s;
+}
+
 static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
                        const char **iface) {
   net_slots_ctx *x = ctx;
@@ -240,7 +310,7 @@ static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
   if (!count_export(c, n))
     return VAT_ENOMEM;
   snprintf(slot, VAT_CAPTP_SLOT_MAX, "o+%llu", (unsigned long long)n);
-  *iface = "Alleged: libvat";
+  *iface = iface_of(c, ref);
   return VAT_OK;
 }
 

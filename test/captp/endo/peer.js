@@ -25,7 +25,7 @@ lockdown({ errorTaming: 'unsafe', overrideTaming: 'severe', consoleTaming: 'unsa
 
 await import('@endo/eventual-send/shim.js');
 const { makeCapTP } = await import('@endo/captp');
-const { E, Far } = await import('@endo/far');
+const { E, Far, getInterfaceOf } = await import('@endo/far');
 
 const port = Number(process.argv[2]);
 const holdFor = Number((process.argv[3] || '').match(/^hold-bootstrap=(\d+)$/)?.[1] ?? 0);
@@ -171,6 +171,21 @@ const makeBootstrap = (getC) =>
         const lone = await E(c).echo('a\ud800b').then(() => null, e => e);
         check(`lone surrogate: ${lone}`, lone instanceof Error && lone.name === 'TypeError');
         check('a call after the lone surrogate', (await E(c).add(1n, 2n)) === 3n);
+        // The C side's refs name their vat's label.
+        const served = await c;
+        check(`iface: ${getInterfaceOf(served)}`,
+          getInterfaceOf(served) === 'Alleged: libvat-served');
+        // Refusals a caller tells apart by name and message: a revoked
+        // caretaker (JS has no name for it: Error, its message says so),
+        // and a method a facet does not let through (TypeError).
+        const revoked = await E(E(c).revoked()).add(1n, 2n).then(() => null, e => e);
+        check(`revoked: ${revoked}`, revoked instanceof Error &&
+          revoked.name === 'Error' && revoked.message === 'revoked');
+        const facet = await E(c).facet();
+        check('a facet lets add through', (await E(facet).add(1n, 2n)) === 3n);
+        const refused = await E(facet).echo(1n).then(() => null, e => e);
+        check(`refused: ${refused}`, refused instanceof TypeError &&
+          refused.name === 'TypeError' && refused.message === 'refused: echo');
         // Pipelined on the C side's bootstrap question before its answer.
         // E(getBootstrap()) waits for the answer (getBootstrap is async: its
         // promise adopts the question's only once that settles), so the
