@@ -1,6 +1,8 @@
 /* CapTP's wire format: values to CapData and back, the frames Endo sent in
- * a recorded exchange, smallcaps, bad input, netstrings split anywhere. */
+ * a recorded exchange, smallcaps, bad input, netstrings split anywhere,
+ * and the encoder compared byte for byte with the one it replaced. */
 #include <dirent.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <malloc.h>
 #include <math.h>
@@ -8,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "captp_reference.h"
 #include "suites.h"
 #include "support.h"
 #include "util/gc.h"
@@ -350,12 +353,14 @@ static int refuse_second(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
 
 /* A failure anywhere inside a value frees what was built (ASan's leak
  * check watches) and reports the first cause. */
-START_TEST(failures_deep_inside_values) {
+/* Values that fail to encode, each on bad UTF-8 somewhere inside. */
+static const vat_value *bad_inside(size_t *n) {
+  static vat_value nested[13];
   vat_value bad = vat_string_n("\xc3(", 2);
   vat_value bad_atom = vat_atom_value(vat_atom_intern_n("\xff", 1));
   vat_value one = vat_int(1);
   vat_value in_list[] = {one, bad};
-  vat_value nested[] = {
+  vat_value values[] = {
       vat_list(in_list, 2),
       pair_map(A("a"), one, A("b"), vat_list(in_list, 2)),
       pair_map(vat_int(1), one, vat_int(2), bad),
@@ -371,7 +376,19 @@ START_TEST(failures_deep_inside_values) {
       pair_map(A("@qclass"), bad, A("z"), one),
       pair_map(A("@qclass"), one, A("z"), bad),
   };
-  for (size_t i = 0; i < sizeof nested / sizeof nested[0]; i++) {
+  _Static_assert(sizeof values / sizeof values[0] ==
+                     sizeof nested / sizeof nested[0],
+                 "nested holds them all");
+  memcpy(nested, values, sizeof values);
+  *n = sizeof nested / sizeof nested[0];
+  return nested;
+}
+
+START_TEST(failures_deep_inside_values) {
+  vat_value one = vat_int(1);
+  size_t n_nested;
+  const vat_value *nested = bad_inside(&n_nested);
+  for (size_t i = 0; i < n_nested; i++) {
     vat_capdata cd;
     vat_captp_error err;
     int rc = vat_capdata_encode(nested[i], NULL, &cd, &err);
@@ -599,7 +616,9 @@ START_TEST(a_bad_value_keeps_the_envelope) {
 }
 END_TEST
 
-START_TEST(messages_of_every_type_round_trip) {
+/* A message of every type, and both outcomes of those that have two. */
+static const vat_captp_msg *every_type(size_t *n) {
+  static vat_captp_msg all[9];
   vat_value method = vat_list(
       (vat_value[]){str("incr"), vat_list((vat_value[]){ref_n(3)}, 1)}, 2);
   vat_captp_msg msgs[] = {
@@ -620,7 +639,17 @@ START_TEST(messages_of_every_type_round_trip) {
       {.type = VAT_CAPTP_DISCONNECT, .reason_json = "{\"why\":\"done\"}"},
       {.type = VAT_CAPTP_DISCONNECT},
   };
-  for (size_t i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
+  _Static_assert(sizeof msgs / sizeof msgs[0] == sizeof all / sizeof all[0],
+                 "all holds them all");
+  memcpy(all, msgs, sizeof msgs);
+  *n = sizeof all / sizeof all[0];
+  return all;
+}
+
+START_TEST(messages_of_every_type_round_trip) {
+  size_t n_msgs;
+  const vat_captp_msg *msgs = every_type(&n_msgs);
+  for (size_t i = 0; i < n_msgs; i++) {
     slot_table t = {0};
     vat_captp_slots slots = table_of(&t);
     char *frame;
@@ -1186,6 +1215,593 @@ START_TEST(wire_names_are_the_programs_atoms) {
 }
 END_TEST
 
+/* --- The streaming encoder against the one it replaced ----------------- */
+/* captp_reference.c is the tree-building encoder as it was; whatever it
+ * wrote (frames, bodies, slot names) or refused (code, reason, detail),
+ * the streaming encoder must write or refuse the same, byte for byte. */
+
+/* Stand-ins whose export is odd: a name that is not UTF-8, a refusal, a
+ * name that fills the buffer without a NUL, ifaces that need escapes. */
+#define ODD_STAND_INS 12
+static char odd_stand_ins[ODD_STAND_INS];
+
+typedef struct odd_table {
+  int exports;
+} odd_table;
+
+static int odd_export(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
+                      const char **iface) {
+  static const char *const ifaces[] = {
+      NULL,
+      "Alleged: Thing",
+      "q\"uote b\\ack",
+      "tab\tnl\n\x01",
+      "h\xc3\xa9llo \xe2\x9c\x93",
+      "\xff bad",
+      "",
+  };
+  odd_table *t = ctx;
+  t->exports++;
+  size_t i = (size_t)((const char *)v.as.obj - odd_stand_ins);
+  *iface = ifaces[i % (sizeof ifaces / sizeof ifaces[0])];
+  if (i == 9) {
+    snprintf(slot, VAT_CAPTP_SLOT_MAX, "\xc3(");
+  } else if (i == 10) {
+    return VAT_ENOTFOUND;
+  } else if (i == 11) {
+    memset(slot, '7', VAT_CAPTP_SLOT_MAX);
+  } else {
+    snprintf(slot, VAT_CAPTP_SLOT_MAX, "%c+%d", v.type == VAT_T_REF ? 'o' : 'p',
+             t->exports);
+  }
+  return VAT_OK;
+}
+
+/* Which table a comparison uses: the tests' own or the odd one. */
+typedef struct tables {
+  slot_table plain;
+  odd_table odd;
+  vat_captp_slots slots;
+} tables;
+
+static void tables_init(tables *t, bool odd) {
+  memset(t, 0, sizeof *t);
+  t->slots = odd ? (vat_captp_slots){.ctx = &t->odd, .export_slot = odd_export}
+                 : table_of(&t->plain);
+}
+
+static void same_failure(int rc_new, const vat_captp_error *new_err, int rc_old,
+                         const vat_captp_error *old_err, const char *what) {
+  ck_assert_msg(rc_new == rc_old && new_err->code == old_err->code &&
+                    strcmp(new_err->detail, old_err->detail) == 0,
+                "%s: new %s %s (%s), old %s %s (%s)", what,
+                vat_err_name(rc_new), vat_captp_err_name(new_err->code),
+                new_err->detail, vat_err_name(rc_old),
+                vat_captp_err_name(old_err->code), old_err->detail);
+}
+
+static void same_text(const char *new_text, size_t new_len,
+                      const char *old_text, size_t old_len, const char *what) {
+  ck_assert_msg(new_len == old_len && memcmp(new_text, old_text, new_len) == 0,
+                "%s:\n new %.*s\n old %.*s", what, (int)new_len, new_text,
+                (int)old_len, old_text);
+  ck_assert_msg(new_text[new_len] == '\0', "%s: not NUL-terminated", what);
+}
+
+/* v's capdata from both encoders, each with a fresh table of its own. */
+static void same_capdata(vat_value v, bool odd, const char *what) {
+  tables a, b;
+  tables_init(&a, odd);
+  tables_init(&b, odd);
+  vat_capdata cn, co;
+  vat_captp_error en, eo;
+  int rn = vat_capdata_encode(v, &a.slots, &cn, &en);
+  int ro = captp_ref_capdata_encode(v, &b.slots, &co, &eo);
+  same_failure(rn, &en, ro, &eo, what);
+  ck_assert_msg(a.plain.exports == b.plain.exports &&
+                    a.odd.exports == b.odd.exports,
+                "%s: the table was asked %d/%d times, not %d/%d", what,
+                a.plain.exports, a.odd.exports, b.plain.exports, b.odd.exports);
+  if (rn != VAT_OK)
+    return;
+  same_text(cn.body, cn.body_len, co.body, co.body_len, what);
+  ck_assert_msg(cn.n_slots == co.n_slots, "%s: %zu slots, not %zu", what,
+                cn.n_slots, co.n_slots);
+  for (size_t i = 0; i < cn.n_slots; i++)
+    ck_assert_msg(strcmp(cn.slots[i], co.slots[i]) == 0, "%s: slot %zu %s/%s",
+                  what, i, cn.slots[i], co.slots[i]);
+  ck_assert_ptr_null(cn.slots[cn.n_slots]);
+}
+
+/* The message's JSON and its frame from both encoders. */
+static void same_message(const vat_captp_msg *m, bool odd, const char *what) {
+  for (int framed = 0; framed < 2; framed++) {
+    tables a, b;
+    tables_init(&a, odd);
+    tables_init(&b, odd);
+    char *tn = NULL, *to = NULL;
+    size_t ln = 0, lo = 0;
+    vat_captp_error en, eo;
+    int rn = framed ? vat_captp_encode_frame(m, &a.slots, &tn, &ln, &en)
+                    : vat_captp_encode(m, &a.slots, &tn, &ln, &en);
+    int ro = framed ? captp_ref_encode_frame(m, &b.slots, &to, &lo, &eo)
+                    : captp_ref_encode(m, &b.slots, &to, &lo, &eo);
+    same_failure(rn, &en, ro, &eo, what);
+    if (rn == VAT_OK)
+      same_text(tn, ln, to, lo, what);
+  }
+  same_capdata(m->value, odd, what);
+}
+
+START_TEST(encoder_matches_reference_on_the_tests_values) {
+  char what[64];
+  size_t n;
+  every_kind(0, &n);
+  for (size_t i = 0; i < n; i++) {
+    snprintf(what, sizeof what, "every_kind %zu", i);
+    same_capdata(every_kind(i, &n), false, what);
+    same_capdata(every_kind(i, &n), true, what);
+    vat_captp_msg m = {.type = VAT_CAPTP_RESOLVE,
+                       .id = "p-1",
+                       .value = every_kind(i, &n),
+                       .has_epoch = true,
+                       .epoch = (int64_t)i};
+    same_message(&m, false, what);
+  }
+  const vat_value *bad = bad_inside(&n);
+  for (size_t i = 0; i < n; i++) {
+    snprintf(what, sizeof what, "bad_inside %zu", i);
+    same_capdata(bad[i], false, what);
+  }
+  vat_value deep = vat_null();
+  for (int i = 0; i < VAT_CAPTP_MAX_DEPTH; i++) {
+    snprintf(what, sizeof what, "depth %d", i + 1);
+    same_capdata(deep, false, what);
+    deep = vat_list(&deep, 1);
+  }
+  same_capdata(deep, false, "too deep");
+  vat_value others[] = {
+      vat_float(NAN),
+      vat_float(-0.0),
+      ref_n(0),
+      vat_string_n("\xff\xfe", 2),
+      pair_map(vat_atom_value(vat_atom_intern_n("\xc3", 1)), vat_null(), A("a"),
+               vat_null()),
+      vat_list((vat_value[]){ref_n(1), ref_n(1)}, 2),
+      vat_list(
+          (vat_value[]){ref_n(1), pair_map(A("k"), ref_n(2), A("l"), ref_n(1))},
+          2),
+  };
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    snprintf(what, sizeof what, "other %zu", i);
+    same_capdata(others[i], false, what);
+  }
+  /* No table at all. */
+  vat_capdata cn, co;
+  vat_captp_error en, eo;
+  same_failure(vat_capdata_encode(ref_n(0), NULL, &cn, &en), &en,
+               captp_ref_capdata_encode(ref_n(0), NULL, &co, &eo), &eo,
+               "no table");
+  const vat_captp_msg *msgs = every_type(&n);
+  for (size_t i = 0; i < n; i++) {
+    snprintf(what, sizeof what, "every_type %zu", i);
+    same_message(&msgs[i], false, what);
+  }
+  vat_captp_msg bad_msgs[] = {
+      {.type = VAT_CAPTP_CALL},
+      {.type = VAT_CAPTP_CALL, .id = "q-1"},
+      {.type = VAT_CAPTP_UNKNOWN, .id = "q-1"},
+      {.type = (vat_captp_type)99, .id = "q-1"},
+      {.type = VAT_CAPTP_DISCONNECT, .reason_json = "{nope"},
+      {.type = VAT_CAPTP_DISCONNECT, .reason_json = "\"\\u0000\""},
+      {.type = VAT_CAPTP_RETURN, .id = "q-\xff", .value = vat_null()},
+      {.type = VAT_CAPTP_CALL,
+       .id = "q-1",
+       .target = "\xc3",
+       .value = ref_n(1)},
+      {.type = VAT_CAPTP_RETURN, .id = "q-1", .value = vat_string_n("\xc3", 1)},
+  };
+  for (size_t i = 0; i < sizeof bad_msgs / sizeof bad_msgs[0]; i++) {
+    snprintf(what, sizeof what, "bad message %zu", i);
+    same_message(&bad_msgs[i], false, what);
+  }
+  char *tn, *to;
+  size_t ln, lo;
+  same_failure(vat_captp_encode(NULL, NULL, &tn, &ln, &en), &en,
+               captp_ref_encode(NULL, NULL, &to, &lo, &eo), &eo, "NULL msg");
+  ck_assert_int_eq(vat_captp_encode(&msgs[0], NULL, NULL, &ln, &en),
+                   captp_ref_encode(&msgs[0], NULL, NULL, &lo, &eo));
+  ck_assert_int_eq(vat_captp_encode_frame(&msgs[0], NULL, &tn, NULL, &en),
+                   captp_ref_encode_frame(&msgs[0], NULL, &to, NULL, &eo));
+}
+END_TEST
+
+/* Every recorded frame decoded, then encoded by both, through one table
+ * per sender as in endo_frames_decode_and_reencode_the_same. */
+START_TEST(encoder_matches_reference_on_endo_frames) {
+  char **paths;
+  size_t n = corpus_files("frames", &paths);
+  ck_assert_uint_ge(n, 30);
+  static slot_table decoding[2];
+  memset(decoding, 0, sizeof decoding);
+  for (size_t i = 0; i < n; i++) {
+    slot_table *t = &decoding[strstr(paths[i], "-server-") != NULL];
+    vat_captp_slots slots = table_of(t);
+    blob b = read_file(paths[i]);
+    const char *json = strchr(b.data, ':') + 1;
+    vat_captp_msg msg;
+    ck_assert_vat_ok(vat_captp_decode(json, b.len - (size_t)(json - b.data) - 1,
+                                      &slots, &msg, NULL));
+    /* Both encoders export through copies of the same table. */
+    for (int framed = 0; framed < 2; framed++) {
+      slot_table ta = *t, tb = *t;
+      vat_captp_slots sa = table_of(&ta), sb = table_of(&tb);
+      char *tn, *to;
+      size_t ln, lo;
+      vat_captp_error en, eo;
+      int rn = framed ? vat_captp_encode_frame(&msg, &sa, &tn, &ln, &en)
+                      : vat_captp_encode(&msg, &sa, &tn, &ln, &en);
+      int ro = framed ? captp_ref_encode_frame(&msg, &sb, &to, &lo, &eo)
+                      : captp_ref_encode(&msg, &sb, &to, &lo, &eo);
+      same_failure(rn, &en, ro, &eo, paths[i]);
+      ck_assert_vat_ok(rn);
+      same_text(tn, ln, to, lo, paths[i]);
+      ck_assert_int_eq(ta.exports, tb.exports);
+    }
+    free(b.data);
+  }
+  free_paths(paths, n);
+}
+END_TEST
+
+/* A seeded generator of values of every kind, odd ones favoured. */
+typedef struct rng {
+  uint64_t s;
+} rng;
+
+static uint64_t next(rng *r) { /* splitmix64 */
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15u);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+
+static size_t below(rng *r, size_t n) {
+  return (size_t)(next(r) % n);
+}
+
+/* Pieces of strings: plain, needing escapes, UTF-8 of every length, and
+ * (the last ones, rarely picked) not UTF-8. */
+static const char *const pieces[] = {
+    "a", "Z", " ", "0", "~", "/", "\"", "\\", "\x7f", "\b", "\f", "\n", "\r",
+    "\t", "\x01", "\x1f", "\x1b", "\xc3\xa9", "\xc2\x80", "\xdf\xbf",
+    "\xe2\x9c\x93", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xee\x80\x80",
+    "\xef\xbf\xbf", "\xf0\x9d\x84\x9e", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf",
+    "\\u0041", "\\\"", "\"\\", "@qclass", "#", "!", "$", "%",
+    /* not UTF-8 */
+    "\xc0\x80", "\xc1\xbf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xe0\x9f\xbf",
+    "\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff", "\x80",
+    "\xc3", "\xe2\x9c", "\xf0\x9d\x84", "\xc3\x28"};
+enum { PIECES = sizeof pieces / sizeof pieces[0], GOOD_PIECES = PIECES - 14 };
+
+/* Random text: len pieces, a NUL now and then, and with probability
+ * 1/bad_odds one piece that is not UTF-8. */
+static size_t random_text(rng *r, char *buf, size_t cap, size_t pieces_n,
+                          size_t bad_odds) {
+  size_t len = 0;
+  size_t bad_at = below(r, bad_odds) == 0 ? below(r, pieces_n + 1) : SIZE_MAX;
+  for (size_t i = 0; i <= pieces_n; i++) {
+    const char *p;
+    size_t plen;
+    if (i == bad_at) {
+      p = pieces[GOOD_PIECES + below(r, PIECES - GOOD_PIECES)];
+      plen = strlen(p);
+    } else if (i == pieces_n) {
+      break;
+    } else if (below(r, 40) == 0) {
+      p = "";
+      plen = 1; /* a NUL */
+    } else {
+      p = pieces[below(r, GOOD_PIECES)];
+      plen = strlen(p);
+    }
+    if (len + plen >= cap)
+      break;
+    memcpy(buf + len, p, plen);
+    len += plen;
+  }
+  buf[len] = '\0';
+  return len;
+}
+
+static vat_value random_string(rng *r) {
+  /* Now and then long enough to cross the writer's 1024-byte chunks. */
+  size_t n = below(r, 50) == 0 ? 300 + below(r, 1200) : below(r, 12);
+  char *buf = malloc(4 * n + 8);
+  size_t len = random_text(r, buf, 4 * n + 8, n, 30);
+  vat_value s = vat_string_n(buf, len);
+  free(buf);
+  return s;
+}
+
+static const vat_atom *random_atom(rng *r) {
+  static const char *const names[] = {"ok",
+                                      "undefined",
+                                      "@qclass",
+                                      "message",
+                                      "name",
+                                      "bigint",
+                                      "errorId",
+                                      "a",
+                                      "b",
+                                      "z",
+                                      "",
+                                      "copySet",
+                                      "point",
+                                      "Error",
+                                      "TypeError",
+                                      "@@asyncIterator",
+                                      "h\xc3\xa9llo",
+                                      "q\"uote",
+                                      "back\\slash",
+                                      "nl\n",
+                                      "stack",
+                                      "payload"};
+  size_t k = below(r, 60);
+  if (k == 0)
+    return vat_atom_intern_n("nul\0in", 6);
+  if (k == 1)
+    return vat_atom_intern_n("\xff", 1);
+  if (k == 2)
+    return vat_atom_intern_n("\xc3", 1);
+  if (k < 6) {
+    char buf[64];
+    size_t len = random_text(r, buf, sizeof buf, below(r, 6), 8);
+    return vat_atom_intern_n(buf, len);
+  }
+  return vat_atom_intern(names[below(r, sizeof names / sizeof names[0])]);
+}
+
+static int64_t random_int(rng *r) {
+  static const int64_t edges[] = {
+      0, 1,  -1,  INT64_MAX,  INT64_MIN,   INT64_MIN + 1,
+      9, 10, -10, 1000000007, -(1LL << 53)};
+  switch (below(r, 4)) {
+  case 0:
+    return edges[below(r, sizeof edges / sizeof edges[0])];
+  case 1:
+    return (int64_t)next(r);
+  case 2:
+    return (int64_t)(next(r) >> below(r, 64));
+  default:
+    return (int64_t)below(r, 2000) - 1000;
+  }
+}
+
+static double random_double(rng *r) {
+  static const double edges[] = {0.0,
+                                 -0.0,
+                                 NAN,
+                                 -NAN,
+                                 INFINITY,
+                                 -INFINITY,
+                                 0.1,
+                                 -2.5,
+                                 1e-5,
+                                 1e-7,
+                                 1e16,
+                                 1e17,
+                                 1e21,
+                                 1e300,
+                                 5e-324,
+                                 2.2250738585072014e-308,
+                                 1.7976931348623157e308,
+                                 9.2e18,
+                                 -9.2e18,
+                                 9.1999999999999990e18,
+                                 9007199254740993.0,
+                                 18446744073709551616.0,
+                                 0.30000000000000004,
+                                 123456789.125,
+                                 -1.2345678901234567e-300};
+  switch (below(r, 6)) {
+  case 0:
+    return edges[below(r, sizeof edges / sizeof edges[0])];
+  case 1: {
+    uint64_t bits = next(r);
+    double f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+  case 2:
+    return (double)random_int(r);
+  case 3:
+    return (double)((int64_t)below(r, 200000) - 100000) / 100.0;
+  case 4:
+    return ldexp((double)(next(r) >> 11), (int)below(r, 200) - 150);
+  default:
+    return (double)random_int(r) * pow(10.0, (double)below(r, 40) - 20.0);
+  }
+}
+
+static vat_value random_value(rng *r, int depth);
+
+static vat_value random_container(rng *r, int depth) {
+  size_t n = below(r, depth < 3 ? 6 : 3);
+  vat_value items[8], keys[8];
+  for (size_t i = 0; i < n; i++)
+    items[i] = random_value(r, depth + 1);
+  switch (below(r, 6)) {
+  case 0:
+  case 1:
+    return vat_list(items, n);
+  case 2: { /* atom keys: an object, or hilbert's hotel with @qclass */
+    for (size_t i = 0; i < n; i++)
+      keys[i] = vat_atom_value(random_atom(r));
+    return vat_map(keys, items, n);
+  }
+  case 3: { /* other keys: a copyMap */
+    for (size_t i = 0; i < n; i++) {
+      switch (below(r, 4)) {
+      case 0:
+        keys[i] = vat_int(random_int(r));
+        break;
+      case 1:
+        keys[i] = random_string(r);
+        break;
+      case 2:
+        keys[i] = vat_atom_value(random_atom(r));
+        break;
+      default:
+        keys[i] = random_value(r, depth + 1);
+      }
+    }
+    return vat_map(keys, items, n);
+  }
+  case 4: {
+    const vat_atom *label = random_atom(r);
+    if (below(r, 4) == 0) {
+      static const char *const digits[] = {"0",
+                                           "-1",
+                                           "12345678901234567890",
+                                           "-98765432109876543210",
+                                           "007",
+                                           "-0",
+                                           "12a",
+                                           "",
+                                           "+1"};
+      vat_value d = str(digits[below(r, sizeof digits / sizeof digits[0])]);
+      if (below(r, 8) == 0)
+        d = vat_string_n("12\0"
+                         "3",
+                         4);
+      return vat_record(vat_atom_intern("bigint"), &d, 1);
+    }
+    return vat_record(label, items, n);
+  }
+  default: {
+    vat_value payload;
+    switch (below(r, 5)) {
+    case 0:
+      payload = vat_null();
+      break;
+    case 1:
+      payload = random_string(r);
+      break;
+    case 2: /* fields with a string message: written as members */
+      keys[0] = A("message");
+      items[0] = below(r, 6) == 0 ? vat_int(1) : random_string(r);
+      n = n < 3 ? n : 3;
+      for (size_t i = 1; i <= n; i++) {
+        keys[i] = vat_atom_value(random_atom(r));
+        items[i] = random_value(r, depth + 1);
+      }
+      payload = vat_map(keys, items, n + 1);
+      break;
+    default:
+      payload = random_value(r, depth + 1);
+    }
+    return vat_error(random_atom(r), payload);
+  }
+  }
+}
+
+static vat_value random_value(rng *r, int depth) {
+  /* Rarely, a chain right around the depth limit. */
+  if (depth == 0 && below(r, 400) == 0) {
+    vat_value v = random_value(r, 5);
+    int chain = VAT_CAPTP_MAX_DEPTH - 3 + (int)below(r, 6);
+    for (int i = 1; i < chain; i++)
+      v = below(r, 3) == 0 ? vat_error(vat_atom_intern("E"), v)
+                           : vat_list(&v, 1);
+    return v;
+  }
+  size_t kind = below(r, depth > 6 ? 9 : 13);
+  switch (kind) {
+  case 0:
+    return vat_null();
+  case 1:
+    return vat_bool(below(r, 2));
+  case 2:
+    return vat_int(random_int(r));
+  case 3:
+    return vat_float(random_double(r));
+  case 4:
+    return vat_atom_value(random_atom(r));
+  case 5:
+  case 6:
+    return random_string(r);
+  case 7: {
+    unsigned char raw[8];
+    size_t n = below(r, sizeof raw + 1);
+    for (size_t i = 0; i < n; i++)
+      raw[i] = (unsigned char)next(r);
+    return vat_bytes(raw, n);
+  }
+  case 8: { /* refs and promises, the same ones again and again */
+    size_t i = below(r, below(r, 10) == 0 ? ODD_STAND_INS : 9);
+    void *p = &odd_stand_ins[i];
+    return below(r, 3) == 0 ? vat_promise_value((vat_promise *)p)
+                            : vat_ref_value((vat_ref *)p);
+  }
+  default:
+    return random_container(r, depth);
+  }
+}
+
+START_TEST(encoder_matches_reference_on_random_values) {
+  uint64_t seed = test_seed("encoder_matches_reference_on_random_values");
+  rng r = {seed};
+  char what[96];
+  enum { VALUES = 20000, MESSAGES = 4000 };
+  size_t failed = 0;
+  for (size_t i = 0; i < VALUES; i++) {
+    vat_value v = random_value(&r, 0);
+    snprintf(what, sizeof what, "seed %" PRIu64 ", value %zu", seed, i);
+    tables a, b;
+    tables_init(&a, true);
+    tables_init(&b, true);
+    vat_capdata cn;
+    vat_captp_error en;
+    if (vat_capdata_encode(v, &a.slots, &cn, &en) != VAT_OK)
+      failed++;
+    same_capdata(v, true, what);
+  }
+  /* Most values encode: the generator is not mostly testing refusals. */
+  ck_assert_msg(failed < VALUES / 3, "seed %" PRIu64 ": %zu of %d refused",
+                seed, failed, VALUES);
+  static const char *const reasons[] = {
+      NULL,
+      "{\"why\":\"done\"}",
+      "[1,2.5,{\"a\":null,\"b\":[true,false]}]",
+      "1e300",
+      "-0",
+      "\"h\\u00e9\\n\\\"\"",
+      "{nope",
+      "\"\\u0000\"",
+      " { \"z\" : 1 , \"a\" : 2 , \"z\" : 3 } ",
+      "12345678901234567890"};
+  for (size_t i = 0; i < MESSAGES; i++) {
+    char id[64], target[64];
+    random_text(&r, id, sizeof id, below(&r, 5), 20);
+    random_text(&r, target, sizeof target, below(&r, 5), 20);
+    vat_captp_msg m = {
+        .type = (vat_captp_type)(1 + below(&r, VAT_CAPTP_DISCONNECT)),
+        .id = below(&r, 30) == 0 ? NULL : id,
+        .target = below(&r, 30) == 0 ? NULL : target,
+        .value = random_value(&r, 0),
+        .is_reject = below(&r, 2),
+        .has_epoch = below(&r, 2),
+        .epoch = random_int(&r),
+        .dec_refs = random_int(&r),
+        .reason_json = reasons[below(&r, sizeof reasons / sizeof reasons[0])],
+    };
+    snprintf(what, sizeof what, "seed %" PRIu64 ", message %zu", seed, i);
+    same_message(&m, true, what);
+  }
+}
+END_TEST
+
 Suite *test_captp_suite(void) {
   Suite *s = suite_create("captp");
 
@@ -1230,6 +1846,12 @@ Suite *test_captp_suite(void) {
   tcase_add_test(tc, unique_wire_names_leave_the_live_heap_flat);
 #endif
   tcase_add_test(tc, wire_names_are_the_programs_atoms);
+  suite_add_tcase(s, tc);
+
+  tc = test_case("encoder", 120);
+  tcase_add_test(tc, encoder_matches_reference_on_the_tests_values);
+  tcase_add_test(tc, encoder_matches_reference_on_endo_frames);
+  tcase_add_test(tc, encoder_matches_reference_on_random_values);
   suite_add_tcase(s, tc);
   return s;
 }

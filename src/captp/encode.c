@@ -1,168 +1,193 @@
-/* Values to capdata: a jansson tree for the body, dumped compact, and the
- * slot names the caller's table gives each distinct ref and promise. The
- * forms are vat/captp.h's table; objects are built in Endo's key order
- * (sorted, except "tagged", which Endo writes @qclass, tag, payload). */
+/* Values to capdata, written as text in one pass (no tree), and the slot
+ * names the caller's table gives each distinct ref and promise. The forms
+ * are vat/captp.h's table; objects are written in Endo's key order
+ * (sorted, except "tagged", which Endo writes @qclass, tag, payload). The
+ * output is byte for byte what a jansson tree dumped compact gave, and a
+ * value that does not encode fails with the same reason it always did:
+ * where that tree built a member's value before checking its name, this
+ * checks the name first but, when it is bad, still encodes the value
+ * first so that the value's own failure, if any, is the one reported. */
 #include <gc/gc.h>
 #include <math.h>
 #include <string.h>
 
-#include "captp/internal.h"
+#include "captp/encoder.h"
 #include "value/value_internal.h"
-
-typedef struct encoder {
-  const vat_captp_slots *table;
-  vat_captp_error *err;
-  json_t *slots;       /* the slot names, in index order */
-  vat_value *exported; /* the value of each slot, for reuse */
-  size_t n, cap;
-} encoder;
 
 #define FAIL(e, code, ...)                                                     \
   captp__fail((e)->err, VAT_EENCODE, VAT_CAPTP_ERR_##code, 0, __VA_ARGS__)
 
-static int encode(encoder *e, vat_value v, int depth, json_t **out);
+/* Fixed text in the body's two spellings: Q is a quote as the body holds
+ * it, QE the same quote inside the envelope's string. A form is a macro
+ * of the quote, so both spellings are string constants. */
+#define Q "\""
+#define QE "\\\""
+#define QCLASS(q, name) "{" q "@qclass" q ":" q name q
+#define F_NAN(q) QCLASS(q, "NaN") "}"
+#define F_INFINITY(q) QCLASS(q, "Infinity") "}"
+#define F_MINUS_INFINITY(q) QCLASS(q, "-Infinity") "}"
+#define F_UNDEFINED(q) QCLASS(q, "undefined") "}"
+#define F_BIGINT(q) QCLASS(q, "bigint") "," q "digits" q ":" q
+#define F_BIGINT_END(q) q "}"
+#define F_SYMBOL(q) QCLASS(q, "symbol") "," q "name" q ":"
+#define F_TAGGED(q) QCLASS(q, "tagged") "," q "tag" q ":"
+#define F_PAYLOAD(q) "," q "payload" q ":"
+#define F_BYTES(q) F_TAGGED(q) q "vat:bytes" q F_PAYLOAD(q) q
+#define F_BYTES_END(q) q "}"
+#define F_COPYMAP(q) F_TAGGED(q) q "copyMap" q F_PAYLOAD(q) "{" q "keys" q ":"
+#define F_VALUES(q) "," q "values" q ":"
+#define F_HILBERT(q) QCLASS(q, "hilbert") "," q "original" q ":"
+#define F_REST(q) "," q "rest" q ":{"
+#define F_ERROR(q) QCLASS(q, "error") ","
+#define F_MESSAGE(q) q "message" q ":"
+#define F_NO_MESSAGE(q) q "message" q ":" q q
+#define F_ERROR_NAME(q) "," q "name" q ":"
+#define F_SLOT(q) QCLASS(q, "slot") ","
+#define F_IFACE(q) q "iface" q ":"
+#define F_INDEX(q) q "index" q ":"
 
-static int nomem(encoder *e) {
-  return captp__fail(e->err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "encode");
+#define PUT(e, s, n) captp__out_put((e)->out, s, n)
+#define PUT_FORM(e, FORM)                                                      \
+  ((e)->esc ? PUT(e, FORM(QE), sizeof FORM(QE) - 1)                            \
+            : PUT(e, FORM(Q), sizeof FORM(Q) - 1))
+/* Returns the out-of-memory failure when a write fails. */
+#define TRY(e, write)                                                          \
+  do {                                                                         \
+    if (!(write))                                                              \
+      return captp__encode_nomem((e)->err);                                    \
+  } while (0)
+
+int captp__encode_nomem(vat_captp_error *err) {
+  return captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "encode");
 }
 
-/* Takes `j` (NULL: out of memory) into *out. */
-static int give(encoder *e, json_t *j, json_t **out) {
-  *out = j;
-  return j == NULL ? nomem(e) : VAT_OK;
+static int encode(captp__encoder *e, vat_value v, int depth);
+
+static bool put_char(captp__encoder *e, char c) {
+  return PUT(e, &c, 1);
 }
 
-/* {"@qclass": qclass}, ready for more members. */
-static json_t *qobject(const char *qclass) {
-  json_t *o = json_object();
-  if (o != NULL &&
-      json_object_set_new_nocheck(o, "@qclass", json_string_nocheck(qclass))) {
-    json_decref(o);
-    return NULL;
+/* A string, or a UTF8 failure naming it. */
+static int string(captp__encoder *e, const char *s, size_t len) {
+  switch (captp__out_string(e->out, s, len, e->esc)) {
+  case CAPTP__OUT_OK:
+    return VAT_OK;
+  case CAPTP__OUT_UTF8:
+    return FAIL(e, UTF8, "\"%.40s\"", s);
+  case CAPTP__OUT_NOMEM:
+    break;
   }
-  return o;
+  return captp__encode_nomem(e->err);
 }
 
-/* Sets o[key] = v, taking v (NULL: out of memory); false on failure. The
- * caller frees o. */
-static bool put(json_t *o, const char *key, json_t *v) {
-  return v != NULL && json_object_set_new_nocheck(o, key, v) == 0;
-}
-
-/* Gives *out the object o, or frees it and fails when !ok. */
-static int built(encoder *e, json_t *o, bool ok, json_t **out) {
-  if (!ok) {
-    json_decref(o);
-    return nomem(e);
-  }
-  *out = o;
-  return VAT_OK;
-}
-
-static int string(encoder *e, const char *s, size_t len, json_t **out) {
-  *out = json_stringn(s, len);
-  return *out != NULL ? VAT_OK : FAIL(e, UTF8, "\"%.40s\"", s);
-}
-
-static int number(encoder *e, double f, json_t **out) {
+/* As JS writes numbers: integral ones without a fraction, -0 as 0. */
+static int number(captp__encoder *e, double f) {
   if (isnan(f))
-    return give(e, qobject("NaN"), out);
-  if (isinf(f))
-    return give(e, qobject(f > 0 ? "Infinity" : "-Infinity"), out);
-  /* As JS writes numbers: integral ones without a fraction, -0 as 0. */
-  if (f == floor(f) && fabs(f) < 9.2e18)
-    return give(e, json_integer((json_int_t)f), out);
-  return give(e, json_real(f), out);
-}
-
-static int bigint_digits(encoder *e, const char *digits, json_t **out) {
-  json_t *o = qobject("bigint");
-  return built(e, o, o != NULL && put(o, "digits", json_string_nocheck(digits)),
-               out);
-}
-
-static int int64(encoder *e, int64_t i, json_t **out) {
-  char buf[24];
-  snprintf(buf, sizeof buf, "%lld", (long long)i);
-  return bigint_digits(e, buf, out);
-}
-
-static int atom(encoder *e, const vat_atom *a, json_t **out) {
-  if (a == captp__atom_undefined())
-    return give(e, qobject("undefined"), out);
-  json_t *name;
-  int rc = string(e, vat_atom_name(a), vat_atom_len(a), &name);
-  if (rc != VAT_OK)
-    return rc;
-  json_t *o = qobject("symbol");
-  if (o == NULL)
-    json_decref(name);
-  return built(e, o, o != NULL && put(o, "name", name), out);
-}
-
-/* {"@qclass":"tagged","tag":tag,"payload":payload}, taking payload. */
-static int tagged(encoder *e, const char *tag, size_t tag_len, json_t *payload,
-                  json_t **out) {
-  json_t *t;
-  int rc = string(e, tag, tag_len, &t);
-  if (rc != VAT_OK) {
-    json_decref(payload);
-    return rc;
-  }
-  json_t *o = qobject("tagged");
-  if (o == NULL) {
-    json_decref(t);
-    json_decref(payload);
-    return nomem(e);
-  }
-  bool ok = put(o, "tag", t);
-  if (!ok)
-    json_decref(payload);
-  return built(e, o, ok && put(o, "payload", payload), out);
-}
-
-static int list(encoder *e, const vat_value *items, size_t n, int depth,
-                json_t **out) {
-  json_t *a = json_array();
-  if (a == NULL)
-    return nomem(e);
-  for (size_t i = 0; i < n; i++) {
-    json_t *item;
-    int rc = encode(e, items[i], depth, &item);
-    if (rc == VAT_OK && json_array_append_new(a, item) != 0)
-      rc = nomem(e);
-    if (rc != VAT_OK) {
-      json_decref(a);
-      return rc;
-    }
-  }
-  *out = a;
+    TRY(e, PUT_FORM(e, F_NAN));
+  else if (isinf(f))
+    TRY(e, f > 0 ? PUT_FORM(e, F_INFINITY) : PUT_FORM(e, F_MINUS_INFINITY));
+  else if (f == floor(f) && fabs(f) < 9.2e18)
+    TRY(e, captp__out_int(e->out, (int64_t)f));
+  else
+    TRY(e, captp__out_real(e->out, f));
   return VAT_OK;
 }
 
-static int bytes(encoder *e, vat_value v, json_t **out) {
+static int int64(captp__encoder *e, int64_t i) {
+  TRY(e, PUT_FORM(e, F_BIGINT) && captp__out_int(e->out, i) &&
+             PUT_FORM(e, F_BIGINT_END));
+  return VAT_OK;
+}
+
+static int atom(captp__encoder *e, const vat_atom *a) {
+  if (a == captp__atom_undefined()) {
+    TRY(e, PUT_FORM(e, F_UNDEFINED));
+    return VAT_OK;
+  }
+  TRY(e, PUT_FORM(e, F_SYMBOL));
+  int rc = string(e, vat_atom_name(a), vat_atom_len(a));
+  if (rc == VAT_OK)
+    TRY(e, put_char(e, '}'));
+  return rc;
+}
+
+static int list(captp__encoder *e, const vat_value *items, size_t n,
+                int depth) {
+  TRY(e, put_char(e, '['));
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0)
+      TRY(e, put_char(e, ','));
+    int rc = encode(e, items[i], depth);
+    if (rc != VAT_OK)
+      return rc;
+  }
+  TRY(e, put_char(e, ']'));
+  return VAT_OK;
+}
+
+/* {"@qclass":"tagged","tag":tag,"payload":[fields]}. A bad tag fails, but
+ * only after the fields have encoded (their failure comes first). */
+static int tagged_fields(captp__encoder *e, const char *tag, size_t tag_len,
+                         const vat_value *fields, size_t n, int depth) {
+  TRY(e, PUT_FORM(e, F_TAGGED));
+  size_t mark = e->out->len;
+  switch (captp__out_string(e->out, tag, tag_len, e->esc)) {
+  case CAPTP__OUT_OK:
+    break;
+  case CAPTP__OUT_NOMEM:
+    return captp__encode_nomem(e->err);
+  case CAPTP__OUT_UTF8: {
+    e->out->len = mark;
+    int rc = list(e, fields, n, depth);
+    return rc != VAT_OK ? rc : FAIL(e, UTF8, "\"%.40s\"", tag);
+  }
+  }
+  TRY(e, PUT_FORM(e, F_PAYLOAD));
+  int rc = list(e, fields, n, depth);
+  if (rc == VAT_OK)
+    TRY(e, put_char(e, '}'));
+  return rc;
+}
+
+static int bytes(captp__encoder *e, vat_value v) {
   size_t len;
   char *b64 = captp__base64_encode(vat_bytes_data(v), vat_bytes_len(v), &len);
-  json_t *payload = b64 != NULL ? json_stringn_nocheck(b64, len) : NULL;
-  if (payload == NULL)
-    return nomem(e);
-  return tagged(e, "vat:bytes", 9, payload, out);
+  if (b64 == NULL)
+    return captp__encode_nomem(e->err);
+  TRY(e, PUT_FORM(e, F_BYTES) && PUT(e, b64, len) && PUT_FORM(e, F_BYTES_END));
+  return VAT_OK;
 }
 
-/* The entries of a map with atom keys as an object's members; `skip`
- * (NULL for none) is left out. */
-static int members(encoder *e, const vat__map *m, const vat_atom *skip,
-                   int depth, json_t *o) {
+/* The entries of a map with atom keys as an object's members, each after
+ * a ',' when `comma` (else the first without); `skip` (NULL for none) is
+ * left out. A bad key fails after its value has encoded. */
+static int members(captp__encoder *e, const vat__map *m, const vat_atom *skip,
+                   bool comma, int depth) {
   for (size_t i = 0; i < m->n; i++) {
     const vat_atom *k = m->entries[i].key.as.atom;
     if (k == skip)
       continue;
-    json_t *v;
-    int rc = encode(e, m->entries[i].val, depth, &v);
+    if (comma)
+      TRY(e, put_char(e, ','));
+    comma = true;
+    size_t mark = e->out->len;
+    switch (
+        captp__out_string(e->out, vat_atom_name(k), vat_atom_len(k), e->esc)) {
+    case CAPTP__OUT_OK:
+      break;
+    case CAPTP__OUT_NOMEM:
+      return captp__encode_nomem(e->err);
+    case CAPTP__OUT_UTF8: {
+      e->out->len = mark;
+      int rc = encode(e, m->entries[i].val, depth);
+      return rc != VAT_OK ? rc
+                          : FAIL(e, UTF8, "key \"%.40s\"", vat_atom_name(k));
+    }
+    }
+    TRY(e, put_char(e, ':'));
+    int rc = encode(e, m->entries[i].val, depth);
     if (rc != VAT_OK)
       return rc;
-    if (json_object_setn_new(o, vat_atom_name(k), vat_atom_len(k), v) != 0)
-      return FAIL(e, UTF8, "key \"%.40s\"", vat_atom_name(k));
   }
   return VAT_OK;
 }
@@ -176,148 +201,140 @@ static bool atom_keyed(const vat__map *m) {
 
 /* Endo's hilbert hotel: {"@qclass":"hilbert","original":...,"rest":{...}}
  * for a record whose own key is "@qclass". */
-static int hilbert(encoder *e, const vat__map *m, int depth, json_t **out) {
+static int hilbert(captp__encoder *e, const vat__map *m, int depth) {
   vat_value orig;
   vat_map_get((vat_value){.type = VAT_T_MAP, .as.obj = m},
               vat_atom_value(captp__atom_qclass()), &orig);
-  json_t *j, *rest = NULL;
-  int rc = encode(e, orig, depth, &j);
+  TRY(e, PUT_FORM(e, F_HILBERT));
+  int rc = encode(e, orig, depth);
   if (rc != VAT_OK)
     return rc;
   if (m->n > 1) {
-    rest = json_object();
-    if (rest == NULL ||
-        (rc = members(e, m, captp__atom_qclass(), depth, rest)) != VAT_OK) {
-      json_decref(rest);
-      json_decref(j);
-      return rc != VAT_OK ? rc : nomem(e);
-    }
-  }
-  json_t *o = qobject("hilbert");
-  if (o == NULL) {
-    json_decref(j);
-    json_decref(rest);
-    return nomem(e);
-  }
-  bool ok = put(o, "original", j);
-  if (!ok)
-    json_decref(rest);
-  return built(e, o, ok && (rest == NULL || put(o, "rest", rest)), out);
-}
-
-static int map(encoder *e, vat_value v, int depth, json_t **out) {
-  const vat__map *m = v.as.obj;
-  if (atom_keyed(m)) {
-    vat_value ignored;
-    if (vat_map_get(v, vat_atom_value(captp__atom_qclass()), &ignored) ==
-        VAT_OK)
-      return hilbert(e, m, depth, out);
-    json_t *o = json_object();
-    if (o == NULL)
-      return nomem(e);
-    int rc = members(e, m, NULL, depth, o);
-    if (rc != VAT_OK) {
-      json_decref(o);
+    TRY(e, PUT_FORM(e, F_REST));
+    if ((rc = members(e, m, captp__atom_qclass(), false, depth)) != VAT_OK)
       return rc;
-    }
-    *out = o;
-    return VAT_OK;
+    TRY(e, put_char(e, '}'));
   }
-  /* copyMap, keys in descending order: Endo's rank order for a copyMap's
-   * keys is descending, and for keys of one type vat_compare agrees. */
-  vat_value *keys = GC_MALLOC(m->n * sizeof *keys);
-  vat_value *vals = GC_MALLOC(m->n * sizeof *vals);
-  if (keys == NULL || vals == NULL)
-    return nomem(e);
-  for (size_t i = 0; i < m->n; i++) {
-    keys[i] = m->entries[m->n - 1 - i].key;
-    vals[i] = m->entries[m->n - 1 - i].val;
-  }
-  json_t *k, *vs;
-  int rc = list(e, keys, m->n, depth, &k);
-  if (rc != VAT_OK)
-    return rc;
-  if ((rc = list(e, vals, m->n, depth, &vs)) != VAT_OK) {
-    json_decref(k);
-    return rc;
-  }
-  json_t *payload = json_object();
-  bool ok = payload != NULL && put(payload, "keys", k);
-  if (!ok)
-    json_decref(k);
-  if (!(ok && put(payload, "values", vs))) {
-    if (payload == NULL || !ok)
-      json_decref(vs);
-    json_decref(payload);
-    return nomem(e);
-  }
-  return tagged(e, "copyMap", 7, payload, out);
+  TRY(e, put_char(e, '}'));
+  return VAT_OK;
 }
 
-static int record(encoder *e, vat_value v, int depth, json_t **out) {
+/* copyMap, keys in descending order: Endo's rank order for a copyMap's
+ * keys is descending, and for keys of one type vat_compare agrees. */
+static int copy_map(captp__encoder *e, const vat__map *m, int depth) {
+  TRY(e, PUT_FORM(e, F_COPYMAP));
+  for (int values = 0; values < 2; values++) {
+    if (values)
+      TRY(e, PUT_FORM(e, F_VALUES));
+    TRY(e, put_char(e, '['));
+    for (size_t i = 0; i < m->n; i++) {
+      if (i > 0)
+        TRY(e, put_char(e, ','));
+      const vat__map_entry *entry = &m->entries[m->n - 1 - i];
+      int rc = encode(e, values ? entry->val : entry->key, depth);
+      if (rc != VAT_OK)
+        return rc;
+    }
+    TRY(e, put_char(e, ']'));
+  }
+  TRY(e, PUT(e, "}}", 2));
+  return VAT_OK;
+}
+
+static int map(captp__encoder *e, vat_value v, int depth) {
+  const vat__map *m = v.as.obj;
+  if (!atom_keyed(m))
+    return copy_map(e, m, depth);
+  vat_value ignored;
+  if (vat_map_get(v, vat_atom_value(captp__atom_qclass()), &ignored) == VAT_OK)
+    return hilbert(e, m, depth);
+  TRY(e, put_char(e, '{'));
+  int rc = members(e, m, NULL, false, depth);
+  if (rc == VAT_OK)
+    TRY(e, put_char(e, '}'));
+  return rc;
+}
+
+static int record(captp__encoder *e, vat_value v, int depth) {
   const vat__record *r = v.as.obj;
   if (r->label == captp__atom_bigint() && r->n == 1 &&
       r->fields[0].type == VAT_T_STRING &&
       captp__is_digits(vat_string_data(r->fields[0]),
                        vat_string_len(r->fields[0])) &&
-      strlen(vat_string_data(r->fields[0])) == vat_string_len(r->fields[0]))
-    return bigint_digits(e, vat_string_data(r->fields[0]), out);
-  json_t *payload;
-  int rc = list(e, r->fields, r->n, depth, &payload);
-  if (rc != VAT_OK)
-    return rc;
-  return tagged(e, vat_atom_name(r->label), vat_atom_len(r->label), payload,
-                out);
+      strlen(vat_string_data(r->fields[0])) == vat_string_len(r->fields[0])) {
+    TRY(e, PUT_FORM(e, F_BIGINT) &&
+               PUT(e, vat_string_data(r->fields[0]),
+                   vat_string_len(r->fields[0])) &&
+               PUT_FORM(e, F_BIGINT_END));
+    return VAT_OK;
+  }
+  return tagged_fields(e, vat_atom_name(r->label), vat_atom_len(r->label),
+                       r->fields, r->n, depth);
 }
 
-/* The error's fields from its payload (note [8] of vat/captp.h), into o;
- * the caller frees o on failure. */
-static int error_fields(encoder *e, vat_value p, int depth, json_t *o) {
+/* The error's fields from its payload (note [8] of vat/captp.h). */
+static int error_fields(captp__encoder *e, vat_value p, int depth) {
   vat_value msg, ignored;
-  if (p.type == VAT_T_NULL)
-    return put(o, "message", json_string_nocheck("")) ? VAT_OK : nomem(e);
+  if (p.type == VAT_T_NULL) {
+    TRY(e, PUT_FORM(e, F_NO_MESSAGE));
+    return VAT_OK;
+  }
   if (p.type == VAT_T_STRING) {
-    json_t *s;
-    int rc = string(e, vat_string_data(p), vat_string_len(p), &s);
-    if (rc != VAT_OK)
-      return rc;
-    return put(o, "message", s) ? VAT_OK : nomem(e);
+    TRY(e, PUT_FORM(e, F_MESSAGE));
+    return string(e, vat_string_data(p), vat_string_len(p));
   }
   if (p.type == VAT_T_MAP && atom_keyed(p.as.obj) &&
       vat_map_get(p, vat_atom_value(captp__atom_message()), &msg) == VAT_OK &&
       msg.type == VAT_T_STRING &&
       vat_map_get(p, vat_atom_value(captp__atom_name()), &ignored) != VAT_OK &&
       vat_map_get(p, vat_atom_value(captp__atom_qclass()), &ignored) != VAT_OK)
-    return members(e, p.as.obj, NULL, depth, o);
-  json_t *j;
-  int rc = encode(e, p, depth, &j);
-  if (rc != VAT_OK)
-    return rc;
-  if (!put(o, "message", json_string_nocheck(""))) {
-    json_decref(j);
-    return nomem(e);
-  }
-  return put(o, "payload", j) ? VAT_OK : nomem(e);
+    return members(e, p.as.obj, NULL, false, depth);
+  TRY(e, PUT_FORM(e, F_NO_MESSAGE) && PUT_FORM(e, F_PAYLOAD));
+  return encode(e, p, depth);
 }
 
-static int error(encoder *e, vat_value v, int depth, json_t **out) {
+/* Members in Endo's order, sorted: errorId, message, then name. */
+static int error(captp__encoder *e, vat_value v, int depth) {
   const vat_atom *code = vat_error_code(v);
-  json_t *name, *o = qobject("error");
-  if (o == NULL)
-    return nomem(e);
-  /* Members in Endo's order, sorted: errorId, message, then name. */
-  int rc = error_fields(e, vat_error_payload(v), depth, o);
-  if (rc == VAT_OK)
-    rc = string(e, vat_atom_name(code), vat_atom_len(code), &name);
-  if (rc != VAT_OK) {
-    json_decref(o);
+  TRY(e, PUT_FORM(e, F_ERROR));
+  int rc = error_fields(e, vat_error_payload(v), depth);
+  if (rc != VAT_OK)
     return rc;
-  }
-  return built(e, o, put(o, "name", name), out);
+  TRY(e, PUT_FORM(e, F_ERROR_NAME));
+  if ((rc = string(e, vat_atom_name(code), vat_atom_len(code))) != VAT_OK)
+    return rc;
+  TRY(e, put_char(e, '}'));
+  return VAT_OK;
+}
+
+/* Room for one more slot; false when out of memory. */
+static bool slot_room(captp__encoder *e) {
+  if (e->n < e->cap)
+    return true;
+  size_t cap = 2 * e->cap;
+  vat_value *exported = GC_MALLOC(cap * sizeof *exported);
+  char(*names)[VAT_CAPTP_SLOT_MAX] = GC_MALLOC_ATOMIC(cap * sizeof *names);
+  if (exported == NULL || names == NULL)
+    return false;
+  memcpy(exported, e->exported, e->n * sizeof *exported);
+  memcpy(names, e->names, e->n * sizeof *names);
+  e->exported = exported;
+  e->names = names;
+  e->cap = cap;
+  return true;
+}
+
+/* Whether the slot name is UTF-8 (it goes into the envelope as a string);
+ * checked by writing it and taking it back. */
+static captp__out_rc check_name(captp__encoder *e, const char *name) {
+  size_t mark = e->out->len;
+  captp__out_rc rc = captp__out_string(e->out, name, strlen(name), false);
+  e->out->len = mark;
+  return rc;
 }
 
 /* The slot of a ref or promise: the same one again reuses its index. */
-static int slot(encoder *e, vat_value v, json_t **out) {
+static int slot(captp__encoder *e, vat_value v) {
   size_t index = 0;
   while (index < e->n && !(e->exported[index].type == v.type &&
                            e->exported[index].as.obj == v.as.obj))
@@ -332,111 +349,83 @@ static int slot(encoder *e, vat_value v, json_t **out) {
       return captp__fail(e->err, rc < 0 ? rc : VAT_EENCODE,
                          VAT_CAPTP_ERR_EXPORT, 0, "%s", vat_strerror(rc));
     name[VAT_CAPTP_SLOT_MAX - 1] = '\0';
-    if (e->n == e->cap) {
-      size_t cap = e->cap ? 2 * e->cap : 8;
-      vat_value *grown = GC_MALLOC(cap * sizeof *grown);
-      if (grown == NULL)
-        return nomem(e);
-      if (e->n > 0)
-        memcpy(grown, e->exported, e->n * sizeof *grown);
-      e->exported = grown;
-      e->cap = cap;
+    if (!slot_room(e))
+      return captp__encode_nomem(e->err);
+    switch (check_name(e, name)) {
+    case CAPTP__OUT_OK:
+      break;
+    case CAPTP__OUT_UTF8:
+      return FAIL(e, UTF8, "\"%.40s\"", name);
+    case CAPTP__OUT_NOMEM:
+      return captp__encode_nomem(e->err);
     }
-    json_t *s;
-    if ((rc = string(e, name, strlen(name), &s)) != VAT_OK)
-      return rc;
-    if (json_array_append_new(e->slots, s) != 0)
-      return nomem(e);
+    memcpy(e->names[e->n], name, sizeof name);
     e->exported[e->n++] = v;
   }
-  json_t *iface_j = NULL;
+  TRY(e, PUT_FORM(e, F_SLOT));
   if (iface != NULL && v.type == VAT_T_REF) {
-    int rc = string(e, iface, strlen(iface), &iface_j);
+    TRY(e, PUT_FORM(e, F_IFACE));
+    int rc = string(e, iface, strlen(iface));
     if (rc != VAT_OK)
       return rc;
+    TRY(e, put_char(e, ','));
   }
-  json_t *o = qobject("slot");
-  if (o == NULL) {
-    json_decref(iface_j);
-    return nomem(e);
-  }
-  bool ok = iface_j == NULL || put(o, "iface", iface_j);
-  return built(e, o, ok && put(o, "index", json_integer((json_int_t)index)),
-               out);
+  TRY(e, PUT_FORM(e, F_INDEX) && captp__out_int(e->out, (int64_t)index) &&
+             put_char(e, '}'));
+  return VAT_OK;
 }
 
-static int encode(encoder *e, vat_value v, int depth, json_t **out) {
-  *out = NULL;
+static int encode(captp__encoder *e, vat_value v, int depth) {
   if (++depth > VAT_CAPTP_MAX_DEPTH)
     return FAIL(e, DEPTH, "deeper than %d", VAT_CAPTP_MAX_DEPTH);
   switch (v.type) {
   case VAT_T_NULL:
-    return give(e, json_null(), out);
+    TRY(e, PUT(e, "null", 4));
+    return VAT_OK;
   case VAT_T_BOOL:
-    return give(e, json_boolean(v.as.b), out);
+    TRY(e, v.as.b ? PUT(e, "true", 4) : PUT(e, "false", 5));
+    return VAT_OK;
   case VAT_T_INT:
-    return int64(e, v.as.i, out);
+    return int64(e, v.as.i);
   case VAT_T_FLOAT:
-    return number(e, v.as.f, out);
+    return number(e, v.as.f);
   case VAT_T_ATOM:
-    return atom(e, v.as.atom, out);
+    return atom(e, v.as.atom);
   case VAT_T_STRING:
-    return string(e, vat_string_data(v), vat_string_len(v), out);
+    return string(e, vat_string_data(v), vat_string_len(v));
   case VAT_T_BYTES:
-    return bytes(e, v, out);
+    return bytes(e, v);
   case VAT_T_LIST: {
     const vat__list *l = v.as.obj;
-    return list(e, l->items, l->n, depth, out);
+    return list(e, l->items, l->n, depth);
   }
   case VAT_T_RECORD:
-    return record(e, v, depth, out);
+    return record(e, v, depth);
   case VAT_T_MAP:
-    return map(e, v, depth, out);
+    return map(e, v, depth);
   case VAT_T_ERROR:
-    return error(e, v, depth, out);
+    return error(e, v, depth);
   case VAT_T_REF:
   case VAT_T_PROMISE:
-    return slot(e, v, out);
+    return slot(e, v);
   }
   return FAIL(e, TYPE, "unknown value type %d", (int)v.type);
 }
 
-/* The body's text and the slot names; e->slots is the caller's. */
-static int encode_body(vat_value v, const vat_captp_slots *table,
-                       vat_captp_error *err, encoder *e, char **body,
-                       size_t *body_len) {
-  *e = (encoder){.table = table, .err = err, .slots = json_array()};
-  if (e->slots == NULL)
-    return captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "encode");
-  json_t *j;
-  int rc = encode(e, v, 0, &j);
-  if (rc != VAT_OK)
-    return rc;
-  *body = captp__dump(
-      j, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17), 0, body_len);
-  json_decref(j);
-  return *body != NULL ? VAT_OK : nomem(e);
+void captp__encoder_init(captp__encoder *e, captp__out *out, bool esc,
+                         const vat_captp_slots *table, vat_captp_error *err) {
+  e->out = out;
+  e->esc = esc;
+  e->table = table;
+  e->err = err;
+  e->n = 0;
+  e->cap = CAPTP__INLINE_SLOTS;
+  e->exported = e->inline_exported;
+  e->names = e->inline_names;
 }
 
-int captp__encode_capdata(vat_value v, const vat_captp_slots *slots,
-                          json_t **out, vat_captp_error *err) {
-  encoder e;
-  char *body = NULL;
-  size_t len = 0;
-  int rc = encode_body(v, slots, err, &e, &body, &len);
-  json_t *o = rc == VAT_OK ? json_object() : NULL;
-  if (rc == VAT_OK && (o == NULL ||
-                       json_object_set_new_nocheck(
-                           o, "body", json_stringn_nocheck(body, len)) != 0 ||
-                       json_object_set_nocheck(o, "slots", e.slots) != 0))
-    rc = captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "encode");
-  json_decref(e.slots);
-  if (rc != VAT_OK) {
-    json_decref(o);
-    return rc;
-  }
-  *out = o;
-  return VAT_OK;
+int captp__encode_body(captp__encoder *e, vat_value v) {
+  return encode(e, v, 0);
 }
 
 int vat_capdata_encode(vat_value v, const vat_captp_slots *slots,
@@ -444,28 +433,27 @@ int vat_capdata_encode(vat_value v, const vat_captp_slots *slots,
   captp__clear(err);
   if (out == NULL)
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0, "out is NULL");
-  encoder e;
-  char *body = NULL;
-  size_t len = 0;
-  int rc = encode_body(v, slots, err, &e, &body, &len);
-  size_t n = e.slots != NULL ? json_array_size(e.slots) : 0;
-  const char **names = rc == VAT_OK ? GC_MALLOC((n + 1) * sizeof *names) : NULL;
-  if (rc == VAT_OK && names == NULL)
-    rc = captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "encode");
-  for (size_t i = 0; rc == VAT_OK && i < n; i++) {
-    json_t *s = json_array_get(e.slots, i);
-    char *copy = GC_MALLOC_ATOMIC(json_string_length(s) + 1);
-    if (copy == NULL) {
-      rc = captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "encode");
-      break;
-    }
-    memcpy(copy, json_string_value(s), json_string_length(s) + 1);
-    names[i] = copy;
-  }
-  json_decref(e.slots);
+  captp__out text;
+  if (!captp__out_init(&text, 0))
+    return captp__encode_nomem(err);
+  captp__encoder e;
+  captp__encoder_init(&e, &text, false, slots, err);
+  int rc = captp__encode_body(&e, v);
   if (rc != VAT_OK)
     return rc;
+  text.buf[text.len] = '\0'; /* the two spare bytes after the text */
+  const char **names = GC_MALLOC((e.n + 1) * sizeof *names);
+  if (names == NULL)
+    return captp__encode_nomem(err);
+  for (size_t i = 0; i < e.n; i++) {
+    size_t len = strlen(e.names[i]);
+    char *copy = GC_MALLOC_ATOMIC(len + 1);
+    if (copy == NULL)
+      return captp__encode_nomem(err);
+    memcpy(copy, e.names[i], len + 1);
+    names[i] = copy;
+  }
   *out = (vat_capdata){
-      .body = body, .body_len = len, .slots = names, .n_slots = n};
+      .body = text.buf, .body_len = text.len, .slots = names, .n_slots = e.n};
   return VAT_OK;
 }

@@ -87,20 +87,11 @@ bool captp__base64_decode(const char *s, size_t len, void **out,
 #define CAPTP__JSON_LOAD                                                       \
   (JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
 
-/* Dumps j (jansson's flags) into the collector's memory after `reserve`
- * free bytes, with two more free after the text (dump.c). Returns the
- * buffer (the text starts at reserve, NUL-terminated) or NULL when out of
- * memory; *len is the text's length. */
-char *captp__dump(const json_t *j, size_t flags, size_t reserve, size_t *len);
-
 /* Parses a capdata or smallcaps body and decodes it (value.c). */
 int captp__decode_body(const char *body, size_t len,
                        const char *const *slot_names, size_t n_slots,
                        const vat_captp_slots *table, vat_value *out,
                        vat_captp_error *err);
-/* Encodes a value as a CapData JSON object {body, slots} (encode.c). */
-int captp__encode_capdata(vat_value v, const vat_captp_slots *slots,
-                          json_t **out, vat_captp_error *err);
 /* Decodes a CapData JSON object {body, slots} (value.c). On failure
  * *in_value tells whether the shape {body, slots} was sound and the body
  * or a slot failed (vat_captp_msg's value_failed). */

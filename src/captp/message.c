@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "captp/internal.h"
+#include "captp/encoder.h"
 
 static const char *const type_names[] = {
     [VAT_CAPTP_BOOTSTRAP] = "CTP_BOOTSTRAP",
@@ -148,87 +148,136 @@ int vat_captp_decode(const char *json, size_t len, const vat_captp_slots *slots,
   return rc;
 }
 
-static int nomem(vat_captp_error *err) {
-  return captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "encode");
+/* --- Encoding: the envelope written as text (out.h), with each value's
+ * body written into it already escaped as the string it is (encoder.h). */
+
+#define PUT_LIT(o, s) captp__out_put(o, s, sizeof s - 1)
+#define TRY(err, write)                                                        \
+  do {                                                                         \
+    if (!(write))                                                              \
+      return captp__encode_nomem(err);                                         \
+  } while (0)
+
+/* ,"name": */
+static bool put_key(captp__out *o, const char *name) {
+  return PUT_LIT(o, ",\"") && captp__out_put(o, name, strlen(name)) &&
+         PUT_LIT(o, "\":");
 }
 
-static int encode_fields(const vat_captp_msg *m, const vat_captp_slots *slots,
-                         json_t *o, vat_captp_error *err) {
-  if (m->has_epoch &&
-      json_object_set_new_nocheck(o, "epoch", json_integer(m->epoch)) != 0)
-    return nomem(err);
-  if (m->type == VAT_CAPTP_DISCONNECT) {
-    if (m->reason_json == NULL)
-      return VAT_OK;
-    json_error_t jerr;
-    json_t *r = json_loads(m->reason_json, JSON_DECODE_ANY, &jerr);
-    if (r == NULL)
-      return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_JSON, 0,
-                         "reason_json: %s", jerr.text);
-    return json_object_set_new_nocheck(o, "reason", r) ? nomem(err) : VAT_OK;
+/* A string field, or `what` named as not UTF-8. */
+static int string_field(captp__out *o, const char *key, const char *s,
+                        const char *what, vat_captp_error *err) {
+  TRY(err, put_key(o, key));
+  switch (captp__out_string(o, s, strlen(s), false)) {
+  case CAPTP__OUT_OK:
+    return VAT_OK;
+  case CAPTP__OUT_UTF8:
+    return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_UTF8, 0, "%s", what);
+  case CAPTP__OUT_NOMEM:
+    break;
   }
+  return captp__encode_nomem(err);
+}
+
+static int append_json(const char *text, size_t n, void *data) {
+  return captp__out_put(data, text, n) ? 0 : -1;
+}
+
+/* The disconnect reason: JSON the caller wrote, checked and written
+ * compact. Once a connection, so jansson's parse and dump stay. */
+static int reason(captp__out *o, const char *reason_json,
+                  vat_captp_error *err) {
+  json_error_t jerr;
+  json_t *r = json_loads(reason_json, JSON_DECODE_ANY, &jerr);
+  if (r == NULL)
+    return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_JSON, 0,
+                       "reason_json: %s", jerr.text);
+  bool ok = put_key(o, "reason") &&
+            json_dump_callback(r, append_json, o,
+                               JSON_COMPACT | JSON_ENCODE_ANY) == 0;
+  json_decref(r);
+  return ok ? VAT_OK : captp__encode_nomem(err);
+}
+
+/* ,"<field>":{"body":"<the body, escaped>","slots":[names]} */
+static int capdata(captp__out *o, const char *field, vat_value v,
+                   const vat_captp_slots *slots, vat_captp_error *err) {
+  TRY(err, put_key(o, field) && PUT_LIT(o, "{\"body\":\""));
+  captp__encoder e;
+  captp__encoder_init(&e, o, true, slots, err);
+  int rc = captp__encode_body(&e, v);
+  if (rc != VAT_OK)
+    return rc;
+  TRY(err, PUT_LIT(o, "\",\"slots\":["));
+  for (size_t i = 0; i < e.n; i++) {
+    /* The encoder checked each name's UTF-8 when it took it. */
+    TRY(err, (i == 0 || PUT_LIT(o, ",")) &&
+                 captp__out_string(o, e.names[i], strlen(e.names[i]), false) ==
+                     CAPTP__OUT_OK);
+  }
+  TRY(err, PUT_LIT(o, "]}"));
+  return VAT_OK;
+}
+
+/* The fields after "type", in the order the envelope always had. */
+static int encode_fields(const vat_captp_msg *m, const vat_captp_slots *slots,
+                         captp__out *o, vat_captp_error *err) {
+  if (m->has_epoch)
+    TRY(err, put_key(o, "epoch") && captp__out_int(o, m->epoch));
+  if (m->type == VAT_CAPTP_DISCONNECT)
+    return m->reason_json == NULL ? VAT_OK : reason(o, m->reason_json, err);
   if (m->id == NULL || (m->type == VAT_CAPTP_CALL && m->target == NULL))
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_FIELD, 0, "%s needs id%s",
                        type_names[m->type],
                        m->type == VAT_CAPTP_CALL ? " and target" : "");
-  json_t *id = json_string(m->id);
-  if (id == NULL || json_object_set_new_nocheck(o, id_field[m->type], id))
-    return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_UTF8, 0, "id");
-  if (m->type == VAT_CAPTP_CALL) {
-    json_t *t = json_string(m->target);
-    if (t == NULL || json_object_set_new_nocheck(o, "target", t))
-      return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_UTF8, 0, "target");
+  int rc = string_field(o, id_field[m->type], m->id, "id", err);
+  if (rc == VAT_OK && m->type == VAT_CAPTP_CALL)
+    rc = string_field(o, "target", m->target, "target", err);
+  if (rc != VAT_OK)
+    return rc;
+  if (m->type == VAT_CAPTP_DROP) {
+    TRY(err, put_key(o, "decRefs") && captp__out_int(o, m->dec_refs));
+    return VAT_OK;
   }
-  if (m->type == VAT_CAPTP_DROP)
-    return json_object_set_new_nocheck(o, "decRefs", json_integer(m->dec_refs))
-               ? nomem(err)
-               : VAT_OK;
   if (m->type == VAT_CAPTP_BOOTSTRAP)
     return VAT_OK;
   const char *name = value_field[m->type][m->is_reject ? 1 : 0];
   if (name == NULL)
     name = value_field[m->type][0];
-  json_t *cd;
-  int rc = captp__encode_capdata(m->value, slots, &cd, err);
-  if (rc != VAT_OK)
-    return rc;
-  return json_object_set_new_nocheck(o, name, cd) ? nomem(err) : VAT_OK;
+  return capdata(o, name, m->value, slots, err);
 }
 
-/* The message's JSON after `reserve` free bytes (see captp__dump). */
+/* The message's JSON after `reserve` free bytes, two more free after it
+ * (see out.h). */
 static int encode_message(const vat_captp_msg *msg,
                           const vat_captp_slots *slots, size_t reserve,
-                          char **buf, size_t *len, vat_captp_error *err) {
+                          captp__out *o, vat_captp_error *err) {
   captp__clear(err);
-  if (msg == NULL || buf == NULL || len == NULL ||
-      msg->type == VAT_CAPTP_UNKNOWN || (size_t)msg->type >= N_TYPES)
+  if (msg == NULL || msg->type == VAT_CAPTP_UNKNOWN ||
+      (size_t)msg->type >= N_TYPES)
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0,
                        "NULL argument or no known type");
-  json_t *o = json_object();
-  if (o == NULL || json_object_set_new_nocheck(
-                       o, "type", json_string_nocheck(type_names[msg->type]))) {
-    json_decref(o);
-    return nomem(err);
-  }
+  const char *type = type_names[msg->type];
+  TRY(err, captp__out_init(o, reserve) && PUT_LIT(o, "{\"type\":\"") &&
+               captp__out_put(o, type, strlen(type)) && PUT_LIT(o, "\""));
   int rc = encode_fields(msg, slots, o, err);
-  if (rc == VAT_OK &&
-      (*buf = captp__dump(o, JSON_COMPACT, reserve, len)) == NULL)
-    rc = nomem(err);
-  json_decref(o);
-  return rc;
+  if (rc != VAT_OK)
+    return rc;
+  TRY(err, PUT_LIT(o, "}"));
+  return VAT_OK;
 }
 
 int vat_captp_encode(const vat_captp_msg *msg, const vat_captp_slots *slots,
                      char **out, size_t *out_len, vat_captp_error *err) {
-  char *buf = NULL;
-  size_t len = 0;
-  int rc = encode_message(msg, slots, 0, &buf, &len, err);
+  captp__out o;
+  int rc = encode_message(msg, slots, 0, &o, err);
   if (rc != VAT_OK)
     return rc;
   if (out == NULL || out_len == NULL)
     return VAT_EINVAL;
-  *out = buf;
-  *out_len = len;
+  o.buf[o.len] = '\0';
+  *out = o.buf;
+  *out_len = o.len;
   return VAT_OK;
 }
 
@@ -238,19 +287,19 @@ int vat_captp_encode_frame(const vat_captp_msg *msg,
                            const vat_captp_slots *slots, char **out,
                            size_t *out_len, vat_captp_error *err) {
   enum { RESERVE = 12 };
-  char *buf = NULL;
-  size_t len = 0;
-  int rc = encode_message(msg, slots, RESERVE, &buf, &len, err);
+  captp__out o;
+  int rc = encode_message(msg, slots, RESERVE, &o, err);
   if (rc != VAT_OK)
     return rc;
   if (out == NULL || out_len == NULL)
     return VAT_EINVAL;
+  size_t len = o.len - RESERVE;
   char header[12];
   size_t h = vat_netstring_header(len, header);
   if (h == 0)
     return captp__fail(err, VAT_EFRAMESIZE, VAT_CAPTP_ERR_TOO_LARGE, 0,
                        "%zu bytes", len);
-  char *frame = buf + RESERVE - h;
+  char *frame = o.buf + RESERVE - h;
   memcpy(frame, header, h);
   frame[h + len] = ',';
   frame[h + len + 1] = '\0';

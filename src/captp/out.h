@@ -1,0 +1,62 @@
+/* JSON text written straight into one growing buffer: the encoder's
+ * output (out.c). No tree is built and nothing is copied twice: a CapData
+ * body meant for an envelope is written already escaped as the string it
+ * becomes there (`esc`), so it is never escaped after the fact. What is
+ * written is exactly what jansson's compact dump wrote before (the same
+ * escapes, the same number spellings), so frames stay byte for byte the
+ * same. */
+#ifndef VAT_CAPTP_OUT_H
+#define VAT_CAPTP_OUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The text is buf[start..len); `start` bytes are left free in front (a
+ * netstring header goes there, so framing copies nothing) and two more are
+ * always free after the text (a frame's ',' and a NUL). The buffer is the
+ * collector's atomic memory. */
+typedef struct captp__out {
+  char *buf;
+  size_t start, len, cap;
+} captp__out;
+
+/* False when out of memory. */
+bool captp__out_init(captp__out *o, size_t reserve);
+/* Room for n more bytes (and the two spare); false when out of memory. */
+bool captp__out_grow(captp__out *o, size_t n);
+
+static inline bool captp__out_room(captp__out *o, size_t n) {
+  return o->cap - o->len >= n + 2 || captp__out_grow(o, n);
+}
+
+static inline bool captp__out_put(captp__out *o, const char *s, size_t n) {
+  if (!captp__out_room(o, n))
+    return false;
+  memcpy(o->buf + o->len, s, n);
+  o->len += n;
+  return true;
+}
+
+/* Where a string written by captp__out_string went wrong. */
+typedef enum {
+  CAPTP__OUT_OK,
+  CAPTP__OUT_UTF8, /* not valid UTF-8: nothing written */
+  CAPTP__OUT_NOMEM,
+} captp__out_rc;
+
+/* s[0..len) as a JSON string, quotes included, escaped as jansson's
+ * compact dump escapes (", \, \b \f \n \r \t, other controls as \u00XX,
+ * everything else as is); `esc`: that text escaped once more, as the
+ * inside of an enclosing JSON string. NUL is allowed. */
+captp__out_rc captp__out_string(captp__out *o, const char *s, size_t len,
+                                bool esc);
+/* An integer, as "%lld" writes it. */
+bool captp__out_int(captp__out *o, int64_t i);
+/* A finite double as jansson writes a real with precision 17: "%.17g",
+ * ".0" added when that has neither '.' nor 'e', the exponent's '+' and
+ * leading zeros dropped. */
+bool captp__out_real(captp__out *o, double f);
+
+#endif
