@@ -1371,11 +1371,33 @@ START_TEST(encoder_matches_reference_on_the_tests_values) {
       vat_list(
           (vat_value[]){ref_n(1), pair_map(A("k"), ref_n(2), A("l"), ref_n(1))},
           2),
+      /* A bad name and a bad value inside: the value's failure is the one
+       * reported, and the refs before it are exported all the same. */
+      vat_record(vat_atom_intern_n("\xff", 1),
+                 (vat_value[]){ref_n(4), vat_string_n("\xc3(", 2)}, 2),
+      vat_record(vat_atom_intern_n("\xff", 1), (vat_value[]){ref_n(4)}, 1),
+      pair_map(
+          vat_atom_value(vat_atom_intern_n("\xc3", 1)),
+          vat_list((vat_value[]){ref_n(5), vat_string_n("\xed\xa0\x80", 3)}, 2),
+          A("a"), vat_null()),
+      vat_error(vat_atom_intern_n("\xff", 1), vat_string_n("\xc3", 1)),
+      /* Escapes inside the envelope's string: each once more. */
+      str("q\"b\\s/\x01\x1f\x7f\n\t\b\f\r \xc3\xa9"),
   };
   for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
     snprintf(what, sizeof what, "other %zu", i);
     same_capdata(others[i], false, what);
+    vat_captp_msg m = {
+        .type = VAT_CAPTP_RETURN, .id = "q-1", .value = others[i]};
+    same_message(&m, false, what);
   }
+  /* A bad name over a value the table refuses: the table's code wins. */
+  vat_value refused = vat_ref_value((vat_ref *)&odd_stand_ins[10]);
+  same_capdata(vat_record(vat_atom_intern_n("\xff", 1), &refused, 1), true,
+               "refused under a bad tag");
+  same_capdata(pair_map(vat_atom_value(vat_atom_intern_n("\xc3", 1)), refused,
+                        A("a"), vat_null()),
+               true, "refused under a bad key");
   /* No table at all. */
   vat_capdata cn, co;
   vat_captp_error en, eo;
