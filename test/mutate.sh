@@ -177,6 +177,7 @@ encode-backslash-escaped-once|src/captp/out.c|captp|if (short_form == '"' \|\| s
 encode-surrogate-accepted|src/captp/out.c|captp|hi = 0x9f; /* surrogates */|hi = 0xbf;
 encode-bad-tag-reported-first|src/captp/encode.c|captp|return rc != VAT_OK ? rc : FAIL(e, UTF8, "\"%.40s\"", tag);|return FAIL(e, UTF8, "\"%.40s\"", tag);
 encode-slot-not-reused|src/captp/encode.c|captp|while (index < e->n && !(e->exported[index].type == v.type &&|while (index < e->n && index > e->n && !(e->exported[index].type == v.type &&
+encode-real-ties-rounded-up|src/captp/real.c|captp|if (cut > 0 \|\| (cut == 0 && (q & 1)))|if (cut >= 0)
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

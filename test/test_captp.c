@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "captp/out.h"
 #include "captp_reference.h"
 #include "suites.h"
 #include "support.h"
@@ -1824,6 +1825,68 @@ START_TEST(encoder_matches_reference_on_random_values) {
 }
 END_TEST
 
+/* Reals as jansson spelt them (precision 17), whichever way out.c takes:
+ * its own digits in 1e-3 <= |f| < 1e17, snprintf elsewhere. Ties, powers
+ * of ten and the range's edges are picked on purpose. */
+START_TEST(reals_are_spelt_as_jansson_spelt_them) {
+  uint64_t seed = test_seed("reals_are_spelt_as_jansson_spelt_them");
+  rng r = {seed};
+  enum { REALS = 300000 };
+  for (size_t i = 0; i < REALS; i++) {
+    double f;
+    uint64_t bits = next(&r);
+    switch (i % 8) {
+    case 0: /* any double */
+      memcpy(&f, &bits, sizeof f);
+      break;
+    case 1: /* exponent within the fast range, any mantissa */
+      bits = (bits & ~(UINT64_C(0x7ff) << 52)) |
+             (uint64_t)(1013 + below(&r, 70)) << 52;
+      memcpy(&f, &bits, sizeof f);
+      break;
+    case 2: /* exact ties at the 17th digit: odd quarters near 2^50 */
+      f = ldexp((double)((bits >> 11) | 1 | UINT64_C(1) << 52), -2);
+      break;
+    case 3: { /* powers of ten and their neighbours */
+      f = pow(10.0, (double)below(&r, 24) - 5.0);
+      for (size_t k = below(&r, 4); k > 0; k--)
+        f = nextafter(f, (bits & 1) ? INFINITY : 0.0);
+      break;
+    }
+    case 4: /* the range's edges */
+      f = (bits & 2) ? 1e17 : 1e-3;
+      for (size_t k = below(&r, 3); k > 0; k--)
+        f = nextafter(f, (bits & 1) ? INFINITY : 0.0);
+      break;
+    case 5: /* decimals as people write them */
+      f = (double)(int64_t)(bits % 2000000) / 100.0 + 9.99;
+      break;
+    case 6:
+      f = ldexp((double)(bits >> 11), (int)below(&r, 120) - 100);
+      break;
+    default:
+      f = (double)(bits % 100000000) * pow(10.0, (double)below(&r, 30) - 20);
+    }
+    if ((bits >> 63) != 0)
+      f = -f;
+    if (!isfinite(f))
+      continue;
+    json_t *j = json_real(f);
+    char want[64];
+    size_t n =
+        json_dumpb(j, want, sizeof want,
+                   JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(j);
+    captp__out o;
+    ck_assert(captp__out_init(&o, 0));
+    ck_assert(captp__out_real(&o, f));
+    ck_assert_msg(o.len == n && memcmp(o.buf, want, n) == 0,
+                  "seed %" PRIu64 ", real %zu (%a): %.*s, not %.*s", seed, i, f,
+                  (int)o.len, o.buf, (int)n, want);
+  }
+}
+END_TEST
+
 Suite *test_captp_suite(void) {
   Suite *s = suite_create("captp");
 
@@ -1874,6 +1937,7 @@ Suite *test_captp_suite(void) {
   tcase_add_test(tc, encoder_matches_reference_on_the_tests_values);
   tcase_add_test(tc, encoder_matches_reference_on_endo_frames);
   tcase_add_test(tc, encoder_matches_reference_on_random_values);
+  tcase_add_test(tc, reals_are_spelt_as_jansson_spelt_them);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -194,10 +194,13 @@ bool captp__out_int(captp__out *o, int64_t i) {
 
 bool captp__out_real(captp__out *o, double f) {
   char text[40];
-  int n = snprintf(text, sizeof text, "%.17g", f);
-  if (n < 0 || (size_t)n >= sizeof text - 3)
-    return false;
-  size_t len = (size_t)n;
+  size_t len = captp__real17_fixed(f, text);
+  if (len == 0) {
+    int n = snprintf(text, sizeof text, "%.17g", f);
+    if (n < 0 || (size_t)n >= sizeof text - 3)
+      return false;
+    len = (size_t)n;
+  }
   bool point = false, exponent = false;
   for (size_t i = 0; i < len; i++) {
     char c = text[i];

@@ -58,5 +58,8 @@ bool captp__out_int(captp__out *o, int64_t i);
  * ".0" added when that has neither '.' nor 'e', the exponent's '+' and
  * leading zeros dropped. */
 bool captp__out_real(captp__out *o, double f);
+/* "%.17g" of f into text, NUL-terminated, when 1e-3 <= |f| < 1e17 and it
+ * is in fixed notation: its length; otherwise 0 (real.c). */
+size_t captp__real17_fixed(double f, char text[40]);
 
 #endif
