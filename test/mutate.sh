@@ -140,6 +140,11 @@ hoist-tail-at-urgent|src/core/mailbox.c|overload|mb->tail = nh ? nt : ut;|mb->ta
 host-send-no-wake|src/sched/place.c|overload|vat__inject_push(&s->inject, t, t, 1);|vat__inject_push(&s->inject, t, t, 1); return;
 ended-vat-keeps-mutes|src/core/vat.c|overload|if (was & VAT__OVERLOADED)|if (0)
 ended-vat-keeps-mutes|src/core/overload.c|overload|if (atomic_load_explicit(&v->flags, memory_order_relaxed) & VAT__OVERLOADED) {|if ((atomic_load_explicit(&v->flags, memory_order_relaxed) & (VAT__OVERLOADED \| VAT__DEAD)) == VAT__OVERLOADED) {
+
+# issue: process boundary (a hang-up's cause; a peer that never reads)
+hang-up-write-error-wins|src/net/io.c|net|if ((status == UV_EPIPE \|\| status == UV_ECONNRESET) && read_the_rest(io))|if (0)
+hang-up-rest-frames-dropped|src/net/io.c|net|consume(io, io->in, (size_t)n);|(void)n;
+hang-up-rest-eof-ignored|src/net/io.c|net|} else if (n == 0) {|} else if (n == 0) { return false;
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

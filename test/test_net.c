@@ -433,9 +433,11 @@ START_TEST(end_of_stream_breaks_pending_questions) {
   vat_value v;
   ck_assert_vat_err(vat_promise_wait(vat_conn_bootstrap(c), WAIT_S, &v),
                     VAT_EBROKEN);
-  /* The bootstrap question's write may fail first: either ends it. */
-  assert_disconnected(v, "end of stream|write");
-  wait_closed(c, "end of stream|write");
+  /* The bootstrap question's write may fail first, but the end of stream
+   * read after it says why (a reset, if the peer's close found our bytes
+   * unread). */
+  assert_disconnected(v, "end of stream|read");
+  wait_closed(c, "end of stream|read");
   test_quiesce(sys);
 }
 END_TEST
@@ -1213,6 +1215,60 @@ END_TEST
 
 /* --- End of the bootstrap pipelining tests. */
 
+/* --- A hang-up racing a write ---------------------------------------------
+ * A peer that hangs up may do so while this side's write is about to go
+ * out: the write then fails (EPIPE, or ECONNRESET when the peer had left
+ * some of our bytes unread), and what the peer sent last, already here,
+ * says why it went. The pause point holds the I/O thread just before the
+ * write while the peer sends and closes, so the write fails every run. */
+
+typedef struct hang_up_case {
+  const char *name;
+  bool abort;       /* the peer sends CTP_DISCONNECT before it closes */
+  bool leaves_ours; /* ...and leaves our CTP_BOOTSTRAP unread */
+  const char *cause;
+} hang_up_case;
+
+static const hang_up_case hang_up_cases[] = {
+    {"abort, then close", true, false, "disconnected by the peer"},
+    {"close", false, false, "end of stream"},
+    {"abort, then close unread", true, true, "disconnected by the peer"},
+};
+
+START_TEST(a_hang_up_is_told_by_what_the_peer_sent_last) {
+  const hang_up_case *hc = &hang_up_cases[_i];
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  /* Our CTP_BOOTSTRAP has arrived; the I/O thread is idle. */
+  struct pollfd pf = {.fd = sv[1], .events = POLLIN};
+  ck_assert_int_eq(poll(&pf, 1, (int)(WAIT_S * 1000)), 1);
+  char buf[4096];
+  if (!hc->leaves_ours)
+    raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-1\"}");
+  vat__test_point_arm("net.write.before_send");
+  ck_assert_vat_ok(
+      vat_host_send_msg(vat_conn_bootstrap_ref(c), sel("hi"), vat_null()));
+  ck_assert_msg(vat__test_point_wait(WAIT_S), "no write (%s)", hc->name);
+  if (hc->abort)
+    raw_frame(sv[1], "{\"type\":\"CTP_DISCONNECT\",\"reason\":"
+                     "{\"message\":\"bye\"}}");
+  close(sv[1]);
+  vat__test_point_release();
+  vat_value reason;
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_closed(c), WAIT_S, &reason));
+  char text[256];
+  vat_format(reason, text, sizeof text);
+  ck_assert_msg(vat_type_of(reason) == VAT_T_ERROR &&
+                    strcmp(vat_string_data(vat_error_payload(reason)),
+                           hc->cause) == 0,
+                "%s: %s, expected %s", hc->name, text, hc->cause);
+  test_quiesce(sys);
+}
+END_TEST
+
 static void add_shutdown_tests(Suite *s);
 static void add_host_loop_tests(Suite *s);
 
@@ -1249,6 +1305,8 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, bootstrap_ref_after_the_end);
   tcase_add_test(tc, calls_on_the_bootstrap_question_outlive_kept_answers);
   tcase_add_test(tc, one_way_messages_are_not_questions_waiting);
+  tcase_add_loop_test(tc, a_hang_up_is_told_by_what_the_peer_sent_last, 0,
+                      sizeof hang_up_cases / sizeof hang_up_cases[0]);
   suite_add_tcase(s, tc);
   add_shutdown_tests(s);
   add_host_loop_tests(s);

@@ -33,7 +33,11 @@
  * vat_conn_close), every question still waiting on the peer breaks with
  * the error disconnected(cause) (code vat_atom_disconnected(), the payload
  * a string naming the cause), as does the bootstrap promise if it is still
- * pending. Then, once the socket is closed and the connection's I/O has
+ * pending. A write that fails because the peer hung up (EPIPE,
+ * ECONNRESET) is not the cause when the peer said why first: what it sent
+ * before it went is read, so its CTP_DISCONNECT gives "disconnected by
+ * the peer" and its end of stream "end of stream", whichever of the two
+ * sides' writes came first. Then, once the socket is closed and the connection's I/O has
  * let go of what it held (what was queued before a vat_conn_close is
  * written first), vat_conn_closed resolves with that error (a system shut
  * down with the connection open breaks it with `shutdown` instead) and

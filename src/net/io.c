@@ -8,7 +8,8 @@
  * registered when it opened the connection, or vat_conn_open failed
  * there). The first failure (end of
  * stream, read or write error, bad frame) sends one net_on_lost and
- * closes the socket. A vat that ended the connection (net_io_end) hears
+ * closes the socket; a write that fails because the peer hung up first
+ * reads what the peer sent before it went (write_failed). A vat that ended the connection (net_io_end) hears
  * net_on_io_done once the loop side let go, the socket closed: its
  * `closed` promise waits for that.
  *
@@ -28,6 +29,7 @@
  * object, the net_io_owner; the handle's share is one too. */
 #define GC_THREADS 1
 #include <gc/gc.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -38,6 +40,7 @@
 #include <uv.h>
 
 #include "internal.h"
+#include "testpoint.h"
 
 typedef struct out_buf {
   struct out_buf *next;
@@ -222,18 +225,9 @@ static bool deliver(net_io *io, const char *frame, size_t len) {
   return vat_host_send(io->conn, net_on_frame, f) == VAT_OK;
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  net_io *io = s->data;
-  if (n == UV_EOF) {
-    lost(io, "end of stream", NULL);
-    return;
-  }
-  if (n < 0) {
-    lost(io, "read", uv_strerror((int)n));
-    return;
-  }
-  const char *p = buf->base;
-  size_t left = (size_t)n;
+/* Frames the bytes of one read and hands each complete one to the vat;
+ * stops once the connection is lost (a bad frame, the system closing). */
+static void consume(net_io *io, const char *p, size_t left) {
   while (left > 0 && !io->finishing) {
     size_t used = 0, len = 0;
     const char *frame = NULL;
@@ -255,6 +249,43 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
 }
 
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  net_io *io = s->data;
+  if (n == UV_EOF) {
+    lost(io, "end of stream", NULL);
+    return;
+  }
+  if (n < 0) {
+    lost(io, "read", uv_strerror((int)n));
+    return;
+  }
+  consume(io, buf->base, (size_t)n);
+}
+
+/* Reads, now, what the peer sent before it hung up: its last frames go to
+ * the vat and its end of stream, or a read error, ends the connection.
+ * True when the connection is lost by then; false when nothing more is
+ * there (the socket would block). What is left is finite: a peer that
+ * hung up sends no more. */
+static bool read_the_rest(net_io *io) {
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&io->s.stream, &fd) != 0)
+    return false;
+  while (!io->finishing) {
+    ssize_t n = read(fd, io->in, READ_BUFFER);
+    if (n > 0) {
+      consume(io, io->in, (size_t)n);
+    } else if (n == 0) {
+      lost(io, "end of stream", NULL);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return false;
+    } else if (errno != EINTR) {
+      lost(io, "read", uv_strerror(uv_translate_sys_error(errno)));
+    }
+  }
+  return true;
+}
+
 /* --- Writing ------------------------------------------------------------- */
 
 static void on_shutdown(uv_shutdown_t *req, int status) {
@@ -264,12 +295,24 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
 
 /* A write request carries a run of frames (write_run): the first frame's
  * request, the run linked through `next`. */
+/* A write failed. When the peer hung up (EPIPE; ECONNRESET when it left
+ * some of our bytes unread), what it sent before it went is likely here,
+ * unread: its CTP_DISCONNECT, its end of stream. Whether our write or our
+ * read fails first is only timing, and those say why the peer went, so
+ * they are read first; the write's error is the cause only when they say
+ * nothing. */
+static void write_failed(net_io *io, int status) {
+  if ((status == UV_EPIPE || status == UV_ECONNRESET) && read_the_rest(io))
+    return;
+  lost(io, "write", uv_strerror(status));
+}
+
 static void on_write(uv_write_t *req, int status) {
   out_buf *b = req->data;
   net_io *io = req->handle->data;
   free_queue(b);
   if (status < 0 && status != UV_ECANCELED)
-    lost(io, "write", uv_strerror(status));
+    write_failed(io, status);
 }
 
 enum { WRITE_RUN_MAX = 64 };
@@ -294,10 +337,12 @@ static out_buf *write_run(net_io *io, out_buf *b) {
     free_queue(b);
     return rest;
   }
+  /* A test stops here to let the peer hang up before the write. */
+  VAT__TEST_POINT("net.write.before_send");
   int rc = uv_write(&b->req, &io->s.stream, bufs, n, on_write);
   if (rc != 0) { /* the frames cannot go: the connection is lost */
     free_queue(b);
-    lost(io, "write", uv_strerror(rc));
+    write_failed(io, rc);
   }
   return rest;
 }
