@@ -11,13 +11,17 @@
 #  - src/captp/ (CapTP's wire format) includes only value/, util/ and its
 #    own headers: it needs no runtime, so it stays testable and fuzzable
 #    alone.
-# Usage: layering.sh SRC_DIR [ARCHIVE]
-#   ARCHIVE   the static library of all of src/'s objects (libvat_core.a);
-#             without it only includes are checked.
+# Usage: layering.sh SRC_DIR [ARCHIVE...]
+#   ARCHIVE   the static libraries that hold all of src/'s objects as the
+#             library is built (libvat_core.a, libvat_net_core.a); without
+#             them only includes are checked.
 set -eu
-src=${1:?usage: layering.sh SRC_DIR [ARCHIVE]}
-archive=${2:-}
-[ -z "$archive" ] || archive=$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")
+src=${1:?usage: layering.sh SRC_DIR [ARCHIVE...]}
+shift
+archive=
+for a in "$@"; do
+  archive="$archive $(cd "$(dirname "$a")" && pwd)/$(basename "$a")"
+done
 cd "$src"
 fail=0
 
@@ -79,8 +83,9 @@ printf '%s\n' "$includes" | grep . | check_edges includes || fail=1
 # folder uses and an object of another defines. An object's folder is its
 # name's first part (meson names src/core/turn.c's core_turn.c.o).
 if [ -n "$archive" ]; then
-  calls=$( { nm -A -g --defined-only "$archive" | sed 's/^/D /'
-             nm -A -u "$archive" | sed 's/^/U /'; } |
+  # shellcheck disable=SC2086
+  calls=$( { nm -A -g --defined-only $archive | sed 's/^/D /'
+             nm -A -u $archive | sed 's/^/U /'; } |
     awk '
       { n = split($2, p, ":"); obj = p[n - 1]; sub(/.*\//, "", obj)
         dir = obj; sub(/_.*/, "", dir); sym = $NF }

@@ -178,6 +178,17 @@ encode-surrogate-accepted|src/captp/out.c|captp|hi = 0x9f; /* surrogates */|hi =
 encode-bad-tag-reported-first|src/captp/encode.c|captp|return rc != VAT_OK ? rc : FAIL(e, UTF8, "\"%.40s\"", tag);|return FAIL(e, UTF8, "\"%.40s\"", tag);
 encode-slot-not-reused|src/captp/encode.c|captp|while (index < e->n && !(e->exported[index].type == v.type &&|while (index < e->n && index > e->n && !(e->exported[index].type == v.type &&
 encode-real-ties-rounded-up|src/captp/real.c|captp|if (cut > 0 \|\| (cut == 0 && (q & 1)))|if (cut >= 0)
+
+# issue: process boundary (a hang-up's cause; a peer that never reads)
+hang-up-write-error-wins|src/net/io.c|net|if ((status == UV_EPIPE \|\| status == UV_ECONNRESET) && read_the_rest(io))|if (0)
+hang-up-rest-frames-dropped|src/net/io.c|net|consume(io, io->in, (size_t)n);|(void)n;
+hang-up-rest-eof-ignored|src/net/io.c|net|} else if (n == 0) {|} else if (n == 0) { return false;
+out-hard-limit-ignored|src/net/io.c|net|if (*queued > io->out_max)|if (0)
+out-never-pauses|src/net/io.c|net|bool pause = io->paused ? h > io->out_resume : h > io->out_pause;|bool pause = false;
+out-never-resumes|src/net/io.c|net|bool pause = io->paused ? h > io->out_resume : h > io->out_pause;|bool pause = io->paused \|\| h > io->out_pause;
+out-pending-input-uncounted|src/net/io.c|net|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued);
+out-taken-frames-wake-nobody|src/net/io.c|net|uv_async_send(&io->wake); /* on_wake paces the reading */|;
+out-overload-end-keeps-queue|src/net/conn.c|net|net_io_abort(c->io);|(void)c;
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

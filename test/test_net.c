@@ -434,9 +434,11 @@ START_TEST(end_of_stream_breaks_pending_questions) {
   vat_value v;
   ck_assert_vat_err(vat_promise_wait(vat_conn_bootstrap(c), WAIT_S, &v),
                     VAT_EBROKEN);
-  /* The bootstrap question's write may fail first: either ends it. */
-  assert_disconnected(v, "end of stream|write");
-  wait_closed(c, "end of stream|write");
+  /* The bootstrap question's write may fail first, but the end of stream
+   * read after it says why (a reset, if the peer's close found our bytes
+   * unread). */
+  assert_disconnected(v, "end of stream|read");
+  wait_closed(c, "end of stream|read");
   test_quiesce(sys);
 }
 END_TEST
@@ -1643,6 +1645,332 @@ START_TEST(a_bad_result_breaks_only_its_question) {
 }
 END_TEST
 
+/* --- A hang-up racing a write ---------------------------------------------
+ * A peer that hangs up may do so while this side's write is about to go
+ * out: the write then fails (EPIPE, or ECONNRESET when the peer had left
+ * some of our bytes unread), and what the peer sent last, already here,
+ * says why it went. The pause point holds the I/O thread just before the
+ * write while the peer sends and closes, so the write fails every run. */
+
+typedef struct hang_up_case {
+  const char *name;
+  bool abort;       /* the peer sends CTP_DISCONNECT before it closes */
+  bool leaves_ours; /* ...and leaves our CTP_BOOTSTRAP unread */
+  const char *cause;
+} hang_up_case;
+
+static const hang_up_case hang_up_cases[] = {
+    {"abort, then close", true, false, "disconnected by the peer"},
+    {"close", false, false, "end of stream"},
+    {"abort, then close unread", true, true, "disconnected by the peer"},
+};
+
+START_TEST(a_hang_up_is_told_by_what_the_peer_sent_last) {
+  const hang_up_case *hc = &hang_up_cases[_i];
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  /* Our CTP_BOOTSTRAP has arrived; the I/O thread is idle. */
+  struct pollfd pf = {.fd = sv[1], .events = POLLIN};
+  ck_assert_int_eq(poll(&pf, 1, (int)(WAIT_S * 1000)), 1);
+  char buf[4096];
+  if (!hc->leaves_ours)
+    raw_expect(sv[1], buf, sizeof buf, "\"questionID\":\"q-1\"}");
+  vat__test_point_arm("net.write.before_send");
+  ck_assert_vat_ok(
+      vat_host_send_msg(vat_conn_bootstrap_ref(c), sel("hi"), vat_null()));
+  ck_assert_msg(vat__test_point_wait(WAIT_S), "no write (%s)", hc->name);
+  if (hc->abort)
+    raw_frame(sv[1], "{\"type\":\"CTP_DISCONNECT\",\"reason\":"
+                     "{\"message\":\"bye\"}}");
+  close(sv[1]);
+  vat__test_point_release();
+  vat_value reason;
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_closed(c), WAIT_S, &reason));
+  char text[256];
+  vat_format(reason, text, sizeof text);
+  ck_assert_msg(
+      vat_type_of(reason) == VAT_T_ERROR &&
+          strcmp(vat_string_data(vat_error_payload(reason)), hc->cause) == 0,
+      "%s: %s, expected %s", hc->name, text, hc->cause);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* --- A peer that does not read ---------------------------------------------
+ * A raw peer writes calls and never reads the answers. The connection's
+ * limits are small here (options out_pause_bytes, out_max_bytes), and so
+ * are the sockets' buffers, so that little of the flood hides in the
+ * kernel. */
+
+enum {
+  FLOOD_PAUSE = 16 << 10,
+  FLOOD_MAX = 512 << 10,
+  FLOOD_CALLS = 400, /* their answers, ~1 KB each, stay under FLOOD_MAX
+                        even if all were read */
+  FLOOD_ARG = 1000,
+  ONE_FRAME = 8 << 10, /* more than any frame these tests send */
+};
+
+typedef struct flooder {
+  int fd;
+  int calls;
+  const char *method;       /* "echo", or "hang": never answered */
+  size_t arg;               /* the argument's length */
+  _Atomic uint64_t written; /* calls written whole */
+  _Atomic uint64_t done;
+} flooder;
+
+/* Sends all of `s`; false once the socket is gone. Blocks while the other
+ * side does not read. */
+static bool flood_send(int fd, const char *s, size_t n) {
+  while (n > 0) {
+    ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    s += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* The bootstrap question, then `calls` method(arg x's) pipelined on it,
+ * as q-2, q-3...: the flood needs no answer to go on. A thread of its
+ * own: its writes block once the connection stops reading, until the
+ * test reads or the connection ends. */
+static void *flood_main(void *arg) {
+  flooder *fl = arg;
+  static const char boot[] =
+      "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}";
+  size_t size = fl->arg + 256;
+  char head[24], *frame = malloc(size), *body = malloc(size),
+                 *x = malloc(fl->arg + 1);
+  memset(x, 'x', fl->arg);
+  x[fl->arg] = '\0';
+  int n = snprintf(head, sizeof head, "%zu:", strlen(boot));
+  bool ok = flood_send(fl->fd, head, (size_t)n) &&
+            flood_send(fl->fd, boot, strlen(boot)) &&
+            flood_send(fl->fd, ",", 1);
+  for (int i = 0; ok && i < fl->calls; i++) {
+    snprintf(body, size,
+             "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
+             "\"q-1\",\"method\":{\"body\":\"[\\\"%s\\\",[\\\"%s\\\"]]\","
+             "\"slots\":[]}}",
+             i + 2, fl->method, x);
+    n = snprintf(frame, size, "%zu:%s,", strlen(body), body);
+    ok = flood_send(fl->fd, frame, (size_t)n);
+    if (ok)
+      atomic_fetch_add(&fl->written, 1);
+  }
+  free(frame);
+  free(body);
+  free(x);
+  atomic_store(&fl->done, 1);
+  return NULL;
+}
+
+/* A connection on p's system, serving p->served to a raw peer (sv[1]),
+ * with the small limits, flooded by fl's thread (fl->fd is set here). */
+static vat_conn *open_flooded(pair *p, int sv[2], flooder *fl, pthread_t *t) {
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  int small = 8 << 10;
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.out_pause_bytes = FLOOD_PAUSE;
+  opt.out_max_bytes = FLOOD_MAX;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(p->sys, sv[0], p->served, &opt, &c));
+  fl->fd = sv[1];
+  ck_assert_int_eq(pthread_create(t, NULL, flood_main, fl), 0);
+  return c;
+}
+
+/* Waits until the connection's reading is paused (or, `paused` false,
+ * going again); false after WAIT_S. */
+static bool wait_reading(vat_conn *c, bool paused, vat_conn_info *info) {
+  double end = test_wall_seconds() + WAIT_S;
+  do {
+    ck_assert_vat_ok(vat_conn_inspect(c, info));
+    if (info->reading_paused == paused)
+      return true;
+    usleep(1000);
+  } while (test_wall_seconds() < end);
+  return false;
+}
+
+START_TEST(a_peer_that_does_not_read_is_paused_then_cut_off) {
+  pair p;
+  open_pair(&p);
+  int sv[2];
+  flooder fl;
+  pthread_t t;
+  fl = (flooder){.calls = FLOOD_CALLS, .method = "echo", .arg = FLOOD_ARG};
+  vat_conn *c = open_flooded(&p, sv, &fl, &t);
+  /* The answers queue up past the pause: reading stops, and the rest of
+   * the flood waits in the peer's socket. */
+  vat_conn_info info;
+  ck_assert_msg(wait_reading(c, true, &info),
+                "never paused: %zu bytes queued (peak %zu), %d calls written",
+                info.out_queued, info.out_peak, (int)atomic_load(&fl.written));
+  ck_assert_uint_ge(info.read_pauses, 1);
+  ck_assert_uint_le(info.out_peak, FLOOD_MAX + ONE_FRAME);
+  /* What was read before the pause is a few times FLOOD_PAUSE at most:
+   * most of the flood cannot have gone. */
+  usleep(100 * 1000);
+  ck_assert_msg(atomic_load(&fl.written) < FLOOD_CALLS / 2,
+                "%d of %d calls went: they did not wait in the socket",
+                (int)atomic_load(&fl.written), FLOOD_CALLS);
+  ck_assert_int_eq(vat_promise_peek(vat_conn_closed(c), NULL),
+                   VAT_PROMISE_PENDING);
+  /* Another connection of the system goes on meanwhile. */
+  vat_value args[2] = {vat_int(2), vat_int(3)}, v;
+  ck_assert_vat_ok(ask(p.remote, "add", args, 2, &v));
+  ck_assert(vat_equal(v, vat_int(5)));
+  /* This side's own calls to the peer, which no pause holds back, take the
+   * queue past the hard limit: the connection ends, at once. */
+  char big[4001];
+  memset(big, 'y', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  for (int i = 0;
+       i < 4 * FLOOD_MAX / 4000 &&
+       vat_promise_peek(vat_conn_closed(c), NULL) == VAT_PROMISE_PENDING;
+       i++)
+    ck_assert_vat_ok(vat_host_send_msg(vat_conn_bootstrap_ref(c), sel("note"),
+                                       vat_string(big)));
+  vat_value reason;
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_closed(c), WAIT_S, &reason));
+  char text[256];
+  vat_format(reason, text, sizeof text);
+  ck_assert_msg(vat_type_of(reason) == VAT_T_ERROR &&
+                    vat_error_code(reason) == vat_atom_overloaded(),
+                "%s", text);
+  unsigned long long queued = 0;
+  ck_assert_msg(sscanf(vat_string_data(vat_error_payload(reason)),
+                       "peer does not read: %llu bytes queued", &queued) == 1,
+                "%s", text);
+  ck_assert_uint_gt(queued, FLOOD_MAX);
+  ck_assert_vat_ok(vat_conn_inspect(c, &info));
+  ck_assert_uint_le(info.out_peak, FLOOD_MAX + ONE_FRAME);
+  ck_assert_uint_le(queued, info.out_peak);
+  ck_assert_vat_ok(ask(p.remote, "add", args, 2, &v));
+  ck_assert(vat_equal(v, vat_int(5)));
+  /* The socket is closed: the flood's blocked write fails. */
+  pthread_join(t, NULL);
+  close(sv[1]);
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(reading_resumes_once_the_peer_reads) {
+  pair p;
+  open_pair(&p);
+  int sv[2];
+  flooder fl;
+  pthread_t t;
+  fl = (flooder){.calls = FLOOD_CALLS, .method = "echo", .arg = FLOOD_ARG};
+  vat_conn *c = open_flooded(&p, sv, &fl, &t);
+  vat_conn_info info;
+  ck_assert_msg(wait_reading(c, true, &info), "never paused: %zu queued",
+                info.out_queued);
+  /* The peer reads now: the queue drains, reading goes on, and every call
+   * is answered, the last one too. */
+  char want[40], buf[64 << 10];
+  snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", FLOOD_CALLS + 1);
+  size_t keep = 0;
+  bool seen = false;
+  double end = test_wall_seconds() + WAIT_S;
+  while (!seen && test_wall_seconds() < end) {
+    struct pollfd pf = {.fd = sv[1], .events = POLLIN};
+    if (poll(&pf, 1, 100) <= 0)
+      continue;
+    ssize_t r = read(sv[1], buf + keep, sizeof buf - 1 - keep);
+    if (r <= 0)
+      break;
+    buf[keep + (size_t)r] = '\0';
+    seen = strstr(buf, want) != NULL;
+    /* The end of this read may hold the start of what is looked for. */
+    size_t got = keep + (size_t)r;
+    keep = got < sizeof want ? got : sizeof want;
+    memmove(buf, buf + got - keep, keep);
+  }
+  ck_assert_msg(seen, "no answer to the last call (%d written)",
+                (int)atomic_load(&fl.written));
+  pthread_join(t, NULL);
+  ck_assert_int_eq((int)atomic_load(&fl.written), FLOOD_CALLS);
+  ck_assert_msg(wait_reading(c, false, &info), "still paused");
+  ck_assert_uint_ge(info.read_pauses, 1);
+  ck_assert_uint_le(info.out_peak, FLOOD_MAX + ONE_FRAME);
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  close_pair(&p);
+}
+END_TEST
+
+/* Calls bigger than the pause, never answered: each one read pauses the
+ * reading until the connection vat has taken it, and no output drains
+ * to resume it; the vat's taking it must. */
+START_TEST(reading_resumes_as_the_vat_takes_frames) {
+  pair p;
+  open_pair(&p);
+  int sv[2];
+  flooder fl;
+  pthread_t t;
+  fl = (flooder){.calls = 50, .method = "hang", .arg = 2 * FLOOD_PAUSE};
+  vat_conn *c = open_flooded(&p, sv, &fl, &t);
+  ck_assert_msg(test_wait_u64(&fl.done, 1, WAIT_S), "%d of %d calls went",
+                (int)atomic_load(&fl.written), fl.calls);
+  ck_assert_int_eq((int)atomic_load(&fl.written), fl.calls);
+  vat_conn_info info;
+  ck_assert_vat_ok(vat_conn_inspect(c, &info));
+  ck_assert_uint_ge(info.read_pauses, 1);
+  pthread_join(t, NULL);
+  shutdown(sv[1], SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(sv[1]);
+  close_pair(&p);
+}
+END_TEST
+
+START_TEST(output_limits_are_checked) {
+  vat_system *sys = test_system(1);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  ck_assert_uint_eq(opt.out_pause_bytes, 0);
+  ck_assert_uint_eq(opt.out_max_bytes, 0);
+  vat_conn *c;
+  vat_listener *l;
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  /* The hard limit below the soft one, given or by default. */
+  vat_conn_options bad[3] = {opt, opt, opt};
+  bad[0].out_pause_bytes = 2000, bad[0].out_max_bytes = 1000;
+  bad[1].out_pause_bytes = VAT_CONN_OUT_MAX + 1;
+  bad[2].out_max_bytes = VAT_CONN_OUT_PAUSE - 1;
+  for (int i = 0; i < 3; i++) {
+    ck_assert_vat_err(vat_conn_open(sys, sv[0], NULL, &bad[i], &c), VAT_EINVAL);
+    ck_assert_vat_err(vat_listen(sys, "tcp:127.0.0.1:0", NULL, &bad[i], &l),
+                      VAT_EINVAL);
+    ck_assert_vat_err(vat_connect(sys, "tcp:127.0.0.1:1", NULL, &bad[i], &c),
+                      VAT_EINVAL);
+  }
+  ck_assert_vat_err(vat_conn_inspect(NULL, &(vat_conn_info){0}), VAT_EINVAL);
+  /* Equal limits are good; the fd was left open by the refusals. */
+  opt.out_pause_bytes = opt.out_max_bytes = 4096;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], NULL, &opt, &c));
+  ck_assert_vat_err(vat_conn_inspect(c, NULL), VAT_EINVAL);
+  close(sv[1]);
+  wait_closed(c, "end of stream|read");
+  test_quiesce(sys);
+}
+END_TEST
+
 static void add_shutdown_tests(Suite *s);
 static void add_host_loop_tests(Suite *s);
 static void add_edges_tests(Suite *s);
@@ -1688,6 +2016,12 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, pipelining_on_an_answer_ref_sends_plain_calls);
   tcase_add_test(tc, a_bad_argument_fails_only_its_call);
   tcase_add_test(tc, a_bad_result_breaks_only_its_question);
+  tcase_add_loop_test(tc, a_hang_up_is_told_by_what_the_peer_sent_last, 0,
+                      sizeof hang_up_cases / sizeof hang_up_cases[0]);
+  tcase_add_test(tc, a_peer_that_does_not_read_is_paused_then_cut_off);
+  tcase_add_test(tc, reading_resumes_once_the_peer_reads);
+  tcase_add_test(tc, reading_resumes_as_the_vat_takes_frames);
+  tcase_add_test(tc, output_limits_are_checked);
   suite_add_tcase(s, tc);
   add_shutdown_tests(s);
   add_host_loop_tests(s);

@@ -89,21 +89,29 @@
  *
  * When the connection ends (end of stream, a read or write error, a
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the
- * limit, any other message that does not decode, a limit the peer
- * exceeded, vat_conn_close), every question still waiting on the peer
- * breaks with the error disconnected(cause) (code vat_atom_disconnected(),
- * the payload a string naming the cause), as does the bootstrap promise
- * if it is still pending. Then, once the socket is closed and the
+ * limit, any other message that does not decode (a bad value inside a
+ * call, an answer or a settlement fails only that one, below), a limit
+ * the peer exceeded, vat_conn_close), every question still waiting on the peer breaks with
+ * the error disconnected(cause) (code vat_atom_disconnected(), the payload
+ * a string naming the cause), as does the bootstrap promise if it is still
+ * pending. A write that fails because the peer hung up (EPIPE,
+ * ECONNRESET) is not the cause when the peer said why first: what it sent
+ * before it went is read, so its CTP_DISCONNECT gives "disconnected by
+ * the peer" and its end of stream "end of stream", whichever of the two
+ * sides' writes came first. Then, once the socket is closed and the
  * connection's I/O has let go of what it held (what was queued before a
- * vat_conn_close is written first), vat_conn_closed resolves with that
- * error (a system shut down with the connection open breaks it with
- * `shutdown` instead) and the connection vat ends with the reason
- * `noconnection`, as Erlang reports a lost node: monitors held on its
- * proxies fire with it, later messages to them are dead letters, and
- * requests sent to them break with it (in between, requests to them break
- * with disconnected("closed")). So a program may exit, or count its
- * descriptors, as soon as vat_conn_closed settles. A peer that never reads
- * holds a close that has writes queued, and with it the promise.
+ * vat_conn_close is written first), vat_conn_closed resolves with that error (a
+ * system shut down with the connection open breaks it with `shutdown` instead)
+ * and the connection vat ends with the reason `noconnection`, as Erlang reports
+ * a lost node: monitors held on its proxies fire with it, later messages to
+ * them are dead letters, and requests sent to them break with it (in between,
+ * requests to them break with disconnected("closed")). So a program may exit,
+ * or count its descriptors, as soon as vat_conn_closed settles. A peer that
+ * never reads holds a close that has writes queued, and with it the promise. A
+ * peer that does not read its answers is not read from meanwhile (options
+ * out_pause_bytes), and the connection ends with overloaded(...) once the
+ * output queued for it passes options out_max_bytes: what a connection holds
+ * for its peer is bounded, and the other connections of its system go on.
  *
  * Promises inside values cross too: a local promise is exported ("p+N")
  * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
@@ -199,10 +207,34 @@ typedef struct vat_conn_options {
    *  library's own. See "The host's loop" above. For a listener: where
    *  the connections it accepts live, and where vat_listener_serve waits. */
   struct uv_loop_s *loop;
+  /** What the connection holds for the peer, in bytes, past which it
+   *  stops reading from the peer: the output queued (frames this side
+   *  wrote that the socket has not taken yet) plus the frames read that
+   *  the connection vat has not taken yet (whose answers are to come). A
+   *  peer that does not read its answers then waits with its further
+   *  calls in its own socket, not in this process. Reading resumes once
+   *  that is down to half of this. Two sides that each hold more than
+   *  this for the other at once (large answers both ways) stop reading
+   *  each other and wait for each other for ever (each side's question
+   *  timeout still breaks its questions): keep it above what both ways
+   *  carry at once. 0: VAT_CONN_OUT_PAUSE. */
+  size_t out_pause_bytes;
+  /** Output queued past which the connection ends: a frame to send when
+   *  more than this is queued ends it with the error overloaded("peer does
+   *  not read: N bytes queued") (code vat_atom_overloaded()) in place of
+   *  disconnected(cause), what was queued is dropped and the socket closed
+   *  at once. So the queue holds at most this plus one frame. It bounds
+   *  what reading's pause cannot hold back: this side's own calls to the
+   *  peer, and the answers to calls read before the pause. 0:
+   *  VAT_CONN_OUT_MAX. Below out_pause_bytes (each after its default):
+   *  VAT_EINVAL. */
+  size_t out_max_bytes;
 } vat_conn_options;
 
 #define VAT_CONN_MAX_QUESTIONS 100000
 #define VAT_CONN_MAX_EXPORTS 100000
+#define VAT_CONN_OUT_PAUSE ((size_t)8 << 20)
+#define VAT_CONN_OUT_MAX ((size_t)64 << 20)
 
 /** Fills `opt` with the defaults. Any thread. */
 void vat_conn_options_default(vat_conn_options *opt);
@@ -212,7 +244,8 @@ void vat_conn_options_default(vat_conn_options *opt);
  *  with an exception) to the peer. On success the connection owns `fd`
  *  (it closes it when it ends) and *out is its handle, a collector object.
  *  Host thread; with options `loop`, that loop's thread. Errors:
- *  VAT_EINVAL (NULL sys/out, fd < 0), VAT_ENOMEM, VAT_EIO (libuv refused
+ *  VAT_EINVAL (NULL sys/out, fd < 0, out_max_bytes below out_pause_bytes:
+ *  a line on stderr says which), VAT_ENOMEM, VAT_EIO (libuv refused
  *  the descriptor or the thread did not start), and those of
  *  vat_host_spawn (VAT_ENOTREGISTERED: the thread is not registered). On
  *  error `fd` is left open. */
@@ -251,6 +284,24 @@ vat_ref *vat_conn_bootstrap_ref(vat_conn *conn);
  *  has stopped the system), or with the reason its vat failed with. Any
  *  thread. NULL for NULL. */
 vat_promise *vat_conn_closed(vat_conn *conn);
+
+/** What a connection holds for its peer (vat_conn_inspect): a snapshot,
+ *  each field read on its own. */
+typedef struct vat_conn_info {
+  size_t out_queued;    /* bytes queued for the peer, not yet taken by the
+                           socket */
+  size_t out_peak;      /* the most out_queued has been */
+  size_t in_pending;    /* bytes of frames read from the peer that the
+                           connection vat has not taken yet */
+  bool reading_paused;  /* reading from the peer is paused (options
+                           out_pause_bytes) */
+  uint64_t read_pauses; /* times reading was paused */
+} vat_conn_info;
+
+/** Fills *out with the connection's output queue and reading state; after
+ *  the connection ended, as they were last. Any thread. Errors:
+ *  VAT_EINVAL (NULL conn or out). */
+int vat_conn_inspect(vat_conn *conn, vat_conn_info *out);
 
 /** Ends the connection: sends CTP_DISCONNECT, then closes the socket once
  *  what was queued before it is written. Pending questions break with

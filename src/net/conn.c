@@ -42,6 +42,27 @@ void vat_conn_options_default(vat_conn_options *opt) {
     *opt = (vat_conn_options){0};
 }
 
+int net_out_limits(const vat_conn_options *opt, size_t *pause, size_t *max) {
+  size_t p =
+      opt && opt->out_pause_bytes ? opt->out_pause_bytes : VAT_CONN_OUT_PAUSE;
+  size_t m = opt && opt->out_max_bytes ? opt->out_max_bytes : VAT_CONN_OUT_MAX;
+  if (m < p) {
+    /* VAT_EINVAL alone would not say which option, nor that a default is
+     * one of the two. */
+    fprintf(stderr,
+            "libvat: vat_conn_options: out_max_bytes (%zu%s) is below "
+            "out_pause_bytes (%zu%s)\n",
+            m, opt && opt->out_max_bytes ? "" : ", the default", p,
+            opt && opt->out_pause_bytes ? "" : ", the default");
+    return VAT_EINVAL;
+  }
+  if (pause != NULL)
+    *pause = p;
+  if (max != NULL)
+    *max = m;
+  return VAT_OK;
+}
+
 const char *net_name(char kind, char sign, uint64_t n) {
   char buf[VAT_CAPTP_SLOT_MAX];
   int len = snprintf(buf, sizeof buf, "%c%c%" PRIu64, kind, sign, n);
@@ -65,6 +86,9 @@ uint64_t net_parse(const char *s, char kind, char sign) {
 
 /* --- Sending ------------------------------------------------------------- */
 
+static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
+                     bool tell_peer, bool drop);
+
 int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
              vat_captp_error *err) {
   if (c->ended || c->io == NULL)
@@ -72,15 +96,30 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
   net_slots_ctx ctx = {turn, c};
   vat_captp_slots slots = net_slots(&ctx);
   char *frame;
-  size_t len;
+  size_t len, queued;
   int rc = vat_captp_encode_frame(msg, &slots, &frame, &len, err);
-  if (rc == VAT_OK && !net_io_write(c->io, frame, len)) {
+  if (rc != VAT_OK)
+    return rc;
+  switch (net_io_write(c->io, frame, len, &queued)) {
+  case NET_WRITE_OK:
+    return VAT_OK;
+  case NET_WRITE_NOMEM:
     /* A frame that cannot be queued leaves the peer's view broken: end
      * the connection rather than go on without it. */
     net_end(turn, c, "out of memory", false);
     return VAT_ENOMEM;
+  default: {
+    /* What the peer does not read cannot be kept for ever: the
+     * connection ends, and drops its queue (a close after the queued
+     * writes would wait for the peer for ever too). */
+    char cause[80];
+    snprintf(cause, sizeof cause, "peer does not read: %zu bytes queued",
+             queued);
+    end_with(turn, c, vat_error(vat_atom_overloaded(), vat_string(cause)),
+             false, true);
+    return VAT_ECLOSED;
   }
-  return rc;
+  }
 }
 
 /* --- Ending -------------------------------------------------------------- */
@@ -104,13 +143,22 @@ static void break_promise(void *ctx, void *val) {
 }
 
 void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer) {
+  if (!c->ended)
+    end_with(turn, c, net_disconnected(cause), tell_peer, false);
+}
+
+/* `drop`: what is queued is dropped and the socket closed at once, for a
+ * peer that does not read; else it is written first. */
+static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
+                     bool tell_peer, bool drop) {
   if (c->ended)
     return;
-  vat_value reason = net_disconnected(cause);
   if (tell_peer) {
     vat_captp_msg m = {.type = VAT_CAPTP_DISCONNECT,
                        .reason_json = "{\"message\":\"closed\"}"};
     net_send(turn, c, &m, NULL);
+    if (c->ended) /* that send ended it (a full queue, no memory) */
+      return;
   }
   c->ended = true;
   end_ctx e = {turn, reason};
@@ -124,6 +172,8 @@ void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer) {
   /* `closed` waits for the socket to close and the I/O to let go of what
    * it holds (vat/net.h): the vat ends then, and not before, so that its
    * I/O can still tell it. */
+  if (c->io != NULL && drop)
+    net_io_abort(c->io);
   if (c->io == NULL || net_io_end(c->io))
     net_on_io_done(turn, c, NULL);
 }
@@ -204,6 +254,8 @@ static void handle(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
 void net_on_frame(vat_turn *turn, void *state, void *arg) {
   net_conn *c = state;
   net_frame *f = arg;
+  if (c->io != NULL)
+    net_io_frame_done(c->io, f->len);
   if (c->ended)
     return;
   net_slots_ctx ctx = {turn, c};
@@ -278,8 +330,12 @@ static const vat_entity_def conn_def = {
 
 int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
                   const vat_conn_options *opt, vat_conn **out) {
+  size_t out_pause, out_max;
   if (sys == NULL || out == NULL || fd < 0)
     return VAT_EINVAL;
+  int rc = net_out_limits(opt, &out_pause, &out_max);
+  if (rc != VAT_OK)
+    return rc;
   vat_conn_options o;
   vat_conn_options_default(&o);
   if (opt != NULL)
@@ -291,7 +347,7 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
    * (VAT_ENOTREGISTERED), which the collector's allocations below need. */
   net_conn *c;
   vat_ref *ref;
-  int rc = vat_host_spawn(sys, &def, &ref, (void **)&c);
+  rc = vat_host_spawn(sys, &def, &ref, (void **)&c);
   if (rc != VAT_OK)
     return rc;
   vat_conn *h = GC_MALLOC(sizeof *h);
@@ -327,8 +383,8 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
     return VAT_ENOMEM;
   }
   int mine = dup(fd);
-  if (mine < 0 ||
-      (c->io = net_io_new(mine, h->ref, o.max_frame, o.loop)) == NULL) {
+  if (mine < 0 || (c->io = net_io_new(mine, h->ref, o.max_frame, out_pause,
+                                      out_max, o.loop)) == NULL) {
     c->ended = true;
     vat_host_send(h->ref, abandon, NULL);
     return VAT_EIO;
@@ -350,6 +406,16 @@ vat_promise *vat_conn_bootstrap(vat_conn *conn) {
 
 vat_ref *vat_conn_bootstrap_ref(vat_conn *conn) {
   return conn ? conn->ref : NULL;
+}
+
+int vat_conn_inspect(vat_conn *conn, vat_conn_info *out) {
+  if (conn == NULL || out == NULL)
+    return VAT_EINVAL;
+  *out = (vat_conn_info){0};
+  net_io *io = net_io_owner_io(conn->io);
+  if (io != NULL)
+    net_io_info(io, out);
+  return VAT_OK;
 }
 
 vat_promise *vat_conn_closed(vat_conn *conn) {

@@ -33,20 +33,32 @@ typedef struct net_io net_io;
 
 /** Prepares the I/O of `fd`, which it owns from now on (closed on
  *  failure too); frames will go to `conn` as net_on_frame messages, the
- *  end as one net_on_lost message. `host_loop` NULL: a loop of its own,
+ *  end as one net_on_lost message. `out_pause`, `out_max`: the output
+ *  limits (vat_conn_options, checked). `host_loop` NULL: a loop of its own,
  *  on a thread net_io_run starts; else the host's, and this is called on
  *  its thread, which reads from then on. NULL on failure. */
-net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame,
-                   struct uv_loop_s *host_loop);
+net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame, size_t out_pause,
+                   size_t out_max, struct uv_loop_s *host_loop);
 /** Starts the I/O thread: called by the connection vat's first turn, so
  *  no frame arrives before the vat is set up (on the host's loop, true at
  *  once: the host runs it). false when no thread could
  *  be made (the socket is closed then, and the thread's share let go). */
 bool net_io_run(net_io *io);
 /** Queues bytes (copied) for writing; dropped once the socket closed.
- *  Never blocks for I/O. Any thread. false when no memory was left for
- *  the copy: nothing was queued. */
-bool net_io_write(net_io *io, const char *data, size_t len);
+ *  Never blocks for I/O. The connection vat's turns. *queued: the bytes
+ *  queued before these. NET_WRITE_OK, or nothing was queued: no memory
+ *  was left for the copy (NET_WRITE_NOMEM), or more than out_max bytes
+ *  are queued already (NET_WRITE_FULL: the peer does not read). */
+enum { NET_WRITE_OK, NET_WRITE_NOMEM, NET_WRITE_FULL };
+int net_io_write(net_io *io, const char *data, size_t len, size_t *queued);
+/** Closes the socket at once, dropping what is queued (for a peer that
+ *  does not read it). Any thread. */
+void net_io_abort(net_io *io);
+/** The connection vat took a frame of `len` bytes (net_on_frame): it no
+ *  longer counts towards the reading's pause. The vat's turns. */
+void net_io_frame_done(net_io *io, size_t len);
+/** The output queue and reading state, for vat_conn_inspect. Any thread. */
+void net_io_info(net_io *io, vat_conn_info *out);
 /** Closes the socket once what was queued is written. Any thread. */
 void net_io_close(net_io *io);
 /** As net_io_close, for the connection vat ending the connection: returns
@@ -141,6 +153,9 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
 /** Ends the connection with disconnected(cause); `tell_peer` sends a
  *  CTP_DISCONNECT first. */
 void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer);
+/** The output limits of `opt` (NULL: the defaults), checked: VAT_OK, or
+ *  VAT_EINVAL (out_max_bytes below out_pause_bytes; a line on stderr). */
+int net_out_limits(const vat_conn_options *opt, size_t *pause, size_t *max);
 /** "q-12", "o+3": a slot or question name in collector memory. */
 const char *net_name(char kind, char sign, uint64_t n);
 /** Parses "q-12" etc.: the number, or 0 when `s` is not kind+sign+digits. */

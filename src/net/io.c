@@ -8,14 +8,21 @@
  * registered when it opened the connection, or vat_conn_open failed
  * there). The first failure (end of
  * stream, read or write error, bad frame) sends one net_on_lost and
- * closes the socket. A vat that ended the connection (net_io_end) hears
- * net_on_io_done once the loop side let go, the socket closed: its
- * `closed` promise waits for that.
+ * closes the socket; a write that fails because the peer hung up first
+ * reads what the peer sent before it went (write_failed). A vat that ended the
+ * connection (net_io_end) hears net_on_io_done once the loop side let go, the
+ * socket closed: its `closed` promise waits for that.
  *
  * Writes: the connection vat's turns append frames to a queue under a
  * mutex held only to link a node, and wake the loop with uv_async_send
  * (a write to an eventfd, never blocking); the loop writes them in order.
- * A close request shuts the stream down after the queued writes.
+ * A close request shuts the stream down after the queued writes; an
+ * abort (a peer that does not read) closes at once, dropping them.
+ *
+ * Pacing: the output queued and the frames the vat has not taken yet are
+ * counted; past out_pause bytes reading stops until they are down to
+ * out_resume, and past out_max bytes queued no frame goes (pace_reading,
+ * net_io_write).
  *
  * Lifetime: the struct is uncollectable collector memory (scanned, so the
  * conn ref in it keeps the vat reachable while the loop side runs) with
@@ -27,6 +34,7 @@
  * never runs, when it is collected: its state holds a small finalized
  * object, the net_io_owner; the handle's share is one too. */
 #define GC_THREADS 1
+#include <errno.h>
 #include <gc/gc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,6 +46,7 @@
 #include <uv.h>
 
 #include "internal.h"
+#include "testpoint.h"
 
 typedef struct out_buf {
   struct out_buf *next;
@@ -58,9 +67,10 @@ struct net_io {
   uv_shutdown_t shutdown_req;
   vat_ref *conn;
   vat_netstring_reader *reader;
-  pthread_mutex_t mu; /* guards head, tail, close_asked, closed */
+  pthread_mutex_t mu; /* guards head, tail, close_asked, abort_asked, closed */
   out_buf *head, *tail;
   bool close_asked; /* the vat asked for a close after the queued writes */
+  bool abort_asked; /* ...or at once, dropping them (net_io_abort) */
   bool closed;      /* the async handle is closing: do not wake it */
   bool tell_done;   /* the vat waits for net_on_io_done (net_io_end) */
   bool loop_done;   /* the loop side let go (loop_side_done) */
@@ -68,6 +78,17 @@ struct net_io {
   bool shutting;    /* loop thread only: uv_shutdown is under way */
   int open_handles; /* loop thread only: handles not closed yet */
   char *in; /* loop thread only: the read buffer (malloc'd: never scanned) */
+  /* Output: bytes of the frames queued and not yet written (or dropped),
+   * added by the vat's turns, taken off by the loop. The limits are set
+   * before the loop starts. */
+  atomic_size_t out_queued, out_peak;
+  /* Input: bytes of the frames sent to the vat that it has not taken yet
+   * (net_io_frame_done): the calls whose answers are still to come. */
+  atomic_size_t in_pending;
+  size_t out_pause, out_resume, out_max;
+  bool paused; /* loop thread only: reading stopped for what it holds */
+  atomic_bool reading_paused;
+  _Atomic uint64_t read_pauses;
   /* Owners: the loop side, the vat, the handle. acq_rel so the last owner
    * sees the others' writes to the struct before it frees it. */
   atomic_int owners;
@@ -141,12 +162,16 @@ void net_io_release(net_io_owner *o) {
 
 /* --- Ending -------------------------------------------------------------- */
 
-static void free_queue(out_buf *b) {
+/* Frees frames written or dropped, and takes them off the output count. */
+static void free_queue(net_io *io, out_buf *b) {
+  size_t bytes = 0;
   while (b != NULL) {
     out_buf *next = b->next;
+    bytes += b->len;
     free(b);
     b = next;
   }
+  atomic_fetch_sub_explicit(&io->out_queued, bytes, memory_order_relaxed);
 }
 
 static bool on_host_loop(const net_io *io) {
@@ -173,7 +198,7 @@ static void finish(net_io *io) {
   out_buf *rest = io->head;
   io->head = io->tail = NULL;
   pthread_mutex_unlock(&io->mu);
-  free_queue(rest);
+  free_queue(io, rest);
   uv_close((uv_handle_t *)&io->s.stream, on_closed);
   uv_close((uv_handle_t *)&io->wake, on_closed);
 }
@@ -199,6 +224,63 @@ static void lost(net_io *io, const char *what, const char *detail) {
   finish(io);
 }
 
+/* --- Pacing ------------------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
+/* What the connection holds for its peer: the output queued, and the
+ * frames read that the vat has not taken yet, whose answers are to come
+ * (the loop reads far faster than the vat answers: counting the output
+ * alone, a flood of calls was read whole before the first answers
+ * queued). */
+static size_t held(net_io *io) {
+  return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);
+}
+
+/* Reading follows what the connection holds for the peer: a peer that
+ * does not read what it asked for is not read from past out_pause bytes,
+ * so its further calls wait in its own socket, not here as more answers;
+ * reading goes on once it holds out_resume or less. Called on the loop's
+ * thread whenever the count may have crossed either mark: after frames
+ * were handed to libuv or written, after a read, and when the vat, having
+ * taken frames while reading is paused, wakes the loop. */
+static void pace_reading(net_io *io) {
+  for (int turn = 0; turn < 2; turn++) {
+    if (io->shutting || io->finishing) /* reading stopped for good */
+      return;
+    size_t h = held(io);
+    bool pause = io->paused ? h > io->out_resume : h > io->out_pause;
+    if (pause == io->paused)
+      return;
+    int rc = pause ? uv_read_stop(&io->s.stream)
+                   : uv_read_start(&io->s.stream, on_alloc, on_read);
+    if (rc != 0) {
+      lost(io, "read", uv_strerror(rc));
+      return;
+    }
+    io->paused = pause;
+    /* Seq_cst, and the count read again after it (the second turn): the
+     * vat takes frames off, then reads this flag (net_io_frame_done), so
+     * one of the two sees the other and reading cannot stay paused with
+     * nothing held. */
+    atomic_store(&io->reading_paused, pause);
+    if (!pause)
+      return;
+    atomic_fetch_add_explicit(&io->read_pauses, 1, memory_order_relaxed);
+  }
+}
+
+void net_io_frame_done(net_io *io, size_t len) {
+  atomic_fetch_sub(&io->in_pending, len);
+  if (!atomic_load(&io->reading_paused) || held(io) > io->out_resume)
+    return;
+  pthread_mutex_lock(&io->mu);
+  if (!io->closed)
+    uv_async_send(&io->wake); /* on_wake paces the reading */
+  pthread_mutex_unlock(&io->mu);
+}
+
 /* --- Reading ------------------------------------------------------------- */
 
 #define READ_BUFFER (64 * 1024)
@@ -218,22 +300,17 @@ static bool deliver(net_io *io, const char *frame, size_t len) {
   f->len = len;
   memcpy(f->data, frame, len);
   f->data[len] = '\0';
+  atomic_fetch_add(&io->in_pending, len);
   /* Fails only once the system is closing: nobody is left to tell. */
-  return vat_host_send(io->conn, net_on_frame, f) == VAT_OK;
+  if (vat_host_send(io->conn, net_on_frame, f) == VAT_OK)
+    return true;
+  atomic_fetch_sub(&io->in_pending, len);
+  return false;
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  net_io *io = s->data;
-  if (n == UV_EOF) {
-    lost(io, "end of stream", NULL);
-    return;
-  }
-  if (n < 0) {
-    lost(io, "read", uv_strerror((int)n));
-    return;
-  }
-  const char *p = buf->base;
-  size_t left = (size_t)n;
+/* Frames the bytes of one read and hands each complete one to the vat;
+ * stops once the connection is lost (a bad frame, the system closing). */
+static void consume(net_io *io, const char *p, size_t left) {
   while (left > 0 && !io->finishing) {
     size_t used = 0, len = 0;
     const char *frame = NULL;
@@ -255,6 +332,44 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
 }
 
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  net_io *io = s->data;
+  if (n == UV_EOF) {
+    lost(io, "end of stream", NULL);
+    return;
+  }
+  if (n < 0) {
+    lost(io, "read", uv_strerror((int)n));
+    return;
+  }
+  consume(io, buf->base, (size_t)n);
+  pace_reading(io);
+}
+
+/* Reads, now, what the peer sent before it hung up: its last frames go to
+ * the vat and its end of stream, or a read error, ends the connection.
+ * True when the connection is lost by then; false when nothing more is
+ * there (the socket would block). What is left is finite: a peer that
+ * hung up sends no more. */
+static bool read_the_rest(net_io *io) {
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&io->s.stream, &fd) != 0)
+    return false;
+  while (!io->finishing) {
+    ssize_t n = read(fd, io->in, READ_BUFFER);
+    if (n > 0) {
+      consume(io, io->in, (size_t)n);
+    } else if (n == 0) {
+      lost(io, "end of stream", NULL);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return false;
+    } else if (errno != EINTR) {
+      lost(io, "read", uv_strerror(uv_translate_sys_error(errno)));
+    }
+  }
+  return true;
+}
+
 /* --- Writing ------------------------------------------------------------- */
 
 static void on_shutdown(uv_shutdown_t *req, int status) {
@@ -264,12 +379,26 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
 
 /* A write request carries a run of frames (write_run): the first frame's
  * request, the run linked through `next`. */
+/* A write failed. When the peer hung up (EPIPE; ECONNRESET when it left
+ * some of our bytes unread), what it sent before it went is likely here,
+ * unread: its CTP_DISCONNECT, its end of stream. Whether our write or our
+ * read fails first is only timing, and those say why the peer went, so
+ * they are read first; the write's error is the cause only when they say
+ * nothing. */
+static void write_failed(net_io *io, int status) {
+  if ((status == UV_EPIPE || status == UV_ECONNRESET) && read_the_rest(io))
+    return;
+  lost(io, "write", uv_strerror(status));
+}
+
 static void on_write(uv_write_t *req, int status) {
   out_buf *b = req->data;
   net_io *io = req->handle->data;
-  free_queue(b);
+  free_queue(io, b);
   if (status < 0 && status != UV_ECANCELED)
-    lost(io, "write", uv_strerror(status));
+    write_failed(io, status);
+  else
+    pace_reading(io);
 }
 
 enum { WRITE_RUN_MAX = 64 };
@@ -291,13 +420,15 @@ static out_buf *write_run(net_io *io, out_buf *b) {
   b->req.data = b;
   /* libuv copies `bufs`; the frames stay ours until on_write. */
   if (io->finishing) {
-    free_queue(b);
+    free_queue(io, b);
     return rest;
   }
+  /* A test stops here to let the peer hang up before the write. */
+  VAT__TEST_POINT("net.write.before_send");
   int rc = uv_write(&b->req, &io->s.stream, bufs, n, on_write);
   if (rc != 0) { /* the frames cannot go: the connection is lost */
-    free_queue(b);
-    lost(io, "write", uv_strerror(rc));
+    free_queue(io, b);
+    write_failed(io, rc);
   }
   return rest;
 }
@@ -306,11 +437,17 @@ static void on_wake(uv_async_t *h) {
   net_io *io = h->data;
   pthread_mutex_lock(&io->mu);
   out_buf *b = io->head;
-  bool close = io->close_asked;
+  bool close = io->close_asked, abort = io->abort_asked;
   io->head = io->tail = NULL;
   pthread_mutex_unlock(&io->mu);
+  if (abort) { /* writes already handed to libuv are cancelled */
+    free_queue(io, b);
+    finish(io);
+    return;
+  }
   while (b != NULL)
     b = write_run(io, b);
+  pace_reading(io);
   if (close && !io->shutting && !io->finishing) {
     io->shutting = true;
     uv_read_stop(&io->s.stream);
@@ -319,10 +456,15 @@ static void on_wake(uv_async_t *h) {
   }
 }
 
-bool net_io_write(net_io *io, const char *data, size_t len) {
+int net_io_write(net_io *io, const char *data, size_t len, size_t *queued) {
+  /* Past the hard limit nothing more goes: the queue stays under it plus
+   * the one frame that passed it. The loop only takes off. */
+  *queued = atomic_load_explicit(&io->out_queued, memory_order_relaxed);
+  if (*queued > io->out_max)
+    return NET_WRITE_FULL;
   out_buf *b = malloc(sizeof *b + len);
   if (b == NULL)
-    return false;
+    return NET_WRITE_NOMEM;
   b->next = NULL;
   b->len = len;
   memcpy(b->data, data, len);
@@ -330,8 +472,14 @@ bool net_io_write(net_io *io, const char *data, size_t len) {
   if (io->closed || io->close_asked) {
     pthread_mutex_unlock(&io->mu);
     free(b);
-    return true; /* the connection ended: nothing more goes out */
+    return NET_WRITE_OK; /* the connection ended: nothing more goes out */
   }
+  size_t now =
+      atomic_fetch_add_explicit(&io->out_queued, len, memory_order_relaxed) +
+      len;
+  /* The vat's turns are the only writer of the peak. */
+  if (now > atomic_load_explicit(&io->out_peak, memory_order_relaxed))
+    atomic_store_explicit(&io->out_peak, now, memory_order_relaxed);
   if (io->tail)
     io->tail->next = b;
   else
@@ -339,7 +487,7 @@ bool net_io_write(net_io *io, const char *data, size_t len) {
   io->tail = b;
   uv_async_send(&io->wake); /* under the mutex: the handle is still open */
   pthread_mutex_unlock(&io->mu);
-  return true;
+  return NET_WRITE_OK;
 }
 
 static void close_locked(net_io *io) {
@@ -347,6 +495,15 @@ static void close_locked(net_io *io) {
     io->close_asked = true;
     uv_async_send(&io->wake);
   }
+}
+
+void net_io_abort(net_io *io) {
+  pthread_mutex_lock(&io->mu);
+  if (!io->closed && !io->abort_asked) {
+    io->abort_asked = true;
+    uv_async_send(&io->wake);
+  }
+  pthread_mutex_unlock(&io->mu);
 }
 
 void net_io_close(net_io *io) {
@@ -362,6 +519,16 @@ bool net_io_end(net_io *io) {
   io->tell_done = !done;
   pthread_mutex_unlock(&io->mu);
   return done;
+}
+
+void net_io_info(net_io *io, vat_conn_info *out) {
+  out->out_queued = atomic_load_explicit(&io->out_queued, memory_order_relaxed);
+  out->out_peak = atomic_load_explicit(&io->out_peak, memory_order_relaxed);
+  out->in_pending = atomic_load_explicit(&io->in_pending, memory_order_relaxed);
+  out->reading_paused =
+      atomic_load_explicit(&io->reading_paused, memory_order_relaxed);
+  out->read_pauses =
+      atomic_load_explicit(&io->read_pauses, memory_order_relaxed);
 }
 
 /* --- The thread ---------------------------------------------------------- */
@@ -404,8 +571,8 @@ static void abandon(net_io *io) {
   loop_side_done(io);
 }
 
-net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame,
-                   struct uv_loop_s *host_loop) {
+net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame, size_t out_pause,
+                   size_t out_max, struct uv_loop_s *host_loop) {
   net_io *io = GC_MALLOC_UNCOLLECTABLE(sizeof *io);
   if (io == NULL) {
     close(fd);
@@ -415,6 +582,9 @@ net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame,
   io->conn = conn;
   io->loop = host_loop != NULL ? host_loop : &io->own_loop;
   io->reader = vat_netstring_reader_new(max_frame);
+  io->out_pause = out_pause;
+  io->out_resume = out_pause / 2;
+  io->out_max = out_max;
   io->in = malloc(READ_BUFFER);
   atomic_init(&io->owners, 2);
   pthread_mutex_init(&io->mu, NULL);

@@ -142,6 +142,8 @@ int vat_connect(vat_system *sys, const char *address_text, vat_ref *bootstrap,
   if (sys == NULL || out == NULL)
     return VAT_EINVAL;
   int rc = parse_address(address_text, opt, &a);
+  if (rc == VAT_OK) /* before connecting: bad options open nothing */
+    rc = net_out_limits(opt, NULL, NULL);
   if (rc != VAT_OK)
     return rc;
   int fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -166,6 +168,8 @@ int vat_listen(vat_system *sys, const char *address_text, vat_ref *bootstrap,
   if (sys == NULL || out == NULL)
     return VAT_EINVAL;
   int rc = parse_address(address_text, opt, &a);
+  if (rc == VAT_OK) /* now, not at every connection accepted */
+    rc = net_out_limits(opt, NULL, NULL);
   if (rc != VAT_OK)
     return rc;
   vat_listener *l = GC_MALLOC(sizeof *l);
