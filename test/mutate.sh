@@ -171,6 +171,13 @@ ended-not-told|src/net/refusals.c|net|if (ended_vat(reason, target))|if (0)
 ended-target-unasked|src/net/refusals.c|net|return target != NULL && vat_ref_is_dead(target) &&|return false && vat_ref_is_dead(target) &&
 code-not-in-message|src/net/refusals.c|net|return vat_error(code, message("", code, detail, detail_len));|return reason;
 export-limit-unnamed|src/net/calls.c|net|if (rc == VAT_EBUSY) { /* max_exports: the answer would export one more */|if (0) {
+# The simulation harness (src/sim/): what makes its campaigns find bugs.
+sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
+sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(splitmix(&w->pick_rng) % n);|: 0;
+sim-check-only-at-end|src/sim/harness.c|sim|if (sc->check && !sc->check(world, false, why, sizeof why)) {|if (0) {
+sim-stuck-counts-as-done|src/sim/harness.c|sim|if (sc->done && !sc->done(world)) {|if (0) {
+sim-fail-fault-noop|src/sim/choose.c|sim|vat__msg_set_fn(m, fail_turn);|(void)fail_turn;
+sim-chooser-ignored|src/sched/pick.c|sim|if (s->det_choose == NULL)|if (1)
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
