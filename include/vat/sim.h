@@ -41,7 +41,9 @@
  *
  * Strategies (which ready vat runs next; the runtime's rules stay its
  * rules: a vat's messages from one sender keep their order, signals
- * overtake as they do, a muted vat is not ready):
+ * overtake as they do, a muted vat is not ready). A step's choice is made
+ * among the first 256 ready vats in the order they became ready, as the
+ * deterministic mode's own draw is:
  *  - VAT_SIM_RANDOM: uniformly among the ready vats, at every step.
  *  - VAT_SIM_PCT: probabilistic concurrency testing (Burckhardt et al.,
  *    ASPLOS 2010). Each vat gets a random priority when it is first
@@ -74,7 +76,10 @@
  * Replay: set VAT_SIM_SEED=N in the environment to make every vat_sim_run
  * run seed N alone (with the options the program gives it), or call
  * vat_sim_replay with the same scenario and options. A failure's
- * vat_sim_result.replay is that line, ready to paste.
+ * vat_sim_result.replay is that line, ready to paste. With VAT_TRACE=FILE
+ * set too, each world writes its trace of turns to FILE as it ends
+ * (vat/trace.h), so a replay of one seed leaves that seed's trace there
+ * (the last world's, when a program runs several campaigns).
  *
  * The crash hook of the simulated systems is off (a fault would print a
  * report for each seed); a scenario that wants to see crashes monitors
