@@ -178,6 +178,7 @@ sim-check-only-at-end|src/sim/harness.c|sim|if (sc->check && !sc->check(world, f
 sim-stuck-counts-as-done|src/sim/harness.c|sim|if (sc->done && !sc->done(world)) {|if (0) {
 sim-fail-fault-noop|src/sim/choose.c|sim|vat__msg_set_fn(m, fail_turn);|(void)fail_turn;
 sim-chooser-ignored|src/sched/pick.c|sim|if (s->det_choose == NULL)|if (1)
+sim-dead-vat-victim|src/sim/choose.c|sim|if (atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD)|if (0)
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -347,6 +347,19 @@ START_TEST(faults_strike_as_planned) {
   }
   ck_assert_uint_ge(kills, 5);
   ck_assert_uint_ge(fails, 5);
+  /* Two faults strike two vats: a dead one, still dropping what it was
+   * sent, is no victim. */
+  for (uint64_t seed = 1; seed <= 40; seed++) {
+    vat_sim_options o = options(seed % 2 ? VAT_SIM_RANDOM : VAT_SIM_PCT, 1);
+    o.max_faults = 2;
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
+    unsigned dead = 0;
+    for (unsigned i = 0; i < RING_VATS; i++)
+      dead += !vat_is_null(struck_reason[i]);
+    ck_assert_uint_eq(r.nfaults, 2);
+    ck_assert_msg(dead == 2, "seed %llu: %s", (unsigned long long)seed, r.plan);
+  }
   vat_sim_options none = options(VAT_SIM_RANDOM, 0);
   vat_sim_result r;
   ck_assert_vat_ok(vat_sim_run(&sc, &none, 1, 20, &r));

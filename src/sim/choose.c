@@ -147,6 +147,9 @@ static bool fail_next(vat__vat *v) {
 }
 
 static bool strike(vat__vat *v, vat_sim_fault_kind kind) {
+  /* A dead vat still runs, to drop what it was sent: not a victim. */
+  if (atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD)
+    return false;
   if (kind == VAT_SIM_KILL)
     return vat_host_exit(&v->first, vat_atom_value(vat_atom_killed())) ==
            VAT_OK;
