@@ -67,11 +67,16 @@
  *    handle is taken from it, its handler does not run, and the vat ends
  *    as a failed turn ends it (vat_fail) with the reason `sim_fault`.
  *    When the next message is not an ordinary one (a signal, an urgent
- *    message, a run of several sent by one turn), the fault waits for the
- *    next step where it applies.
+ *    message, a run of several sent by one turn), or the turn loop has
+ *    something to do first for the vat (a signal that overtakes, an
+ *    urgent message, a mute), or the vat's queue is counted for overload
+ *    (vat/core.h), the fault waits.
+ * A fault that cannot strike the step's vat (a FAIL as above, or a vat
+ * that has ended and still runs to drop what it was sent) waits, and
+ * strikes the vat of the next step where it can.
  * The faults that struck are reported with a failure (vat_sim_result.plan)
  * as "step N: kill LABEL" (the vat's label, or vat#I, I counting the vats
- * in the order they first ran).
+ * in the order they were first ready).
  *
  * Replay: set VAT_SIM_SEED=N in the environment to make every vat_sim_run
  * run seed N alone (with the options the program gives it), or call
@@ -154,7 +159,7 @@ enum { VAT_SIM_MAX_REPORTED_FAULTS = 8 };
 typedef struct vat_sim_fault {
   uint64_t step; /* the step it struck at, from 1 */
   vat_sim_fault_kind kind;
-  unsigned vat; /* the vat's index: vats counted as they first ran */
+  unsigned vat; /* the vat's index: vats counted as they were first ready */
 } vat_sim_fault;
 
 typedef struct vat_sim_result {
