@@ -10,6 +10,7 @@
 #include "vat/host.h"
 #include "vat/observe.h"
 #include "vat/promise.h"
+#include "vat/sim.h"
 #include "vat/supervisor.h"
 #include "vat/timer.h"
 #include "vat/trace.h"

@@ -26,7 +26,8 @@ cd "$src"
 fail=0
 
 # The floors, top first. Folders on one floor use none of each other.
-floors='runtime
+floors='sim
+runtime
 loop
 promise
 timer exits trace

@@ -189,6 +189,14 @@ out-never-resumes|src/net/io.c|net|bool pause = io->paused ? h > io->out_resume 
 out-pending-input-uncounted|src/net/io.c|net|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued);
 out-taken-frames-wake-nobody|src/net/io.c|net|uv_async_send(&io->wake); /* on_wake paces the reading */|;
 out-overload-end-keeps-queue|src/net/conn.c|net|net_io_abort(c->io);|(void)c;
+# The simulation harness (src/sim/): what makes its campaigns find bugs.
+sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
+sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(splitmix(&w->pick_rng) % n);|: 0;
+sim-check-only-at-end|src/sim/harness.c|sim|if (sc->check && !sc->check(world, false, why, sizeof why)) {|if (0) {
+sim-stuck-counts-as-done|src/sim/harness.c|sim|if (sc->done && !sc->done(world)) {|if (0) {
+sim-fail-fault-noop|src/sim/choose.c|sim|vat__msg_set_fn(m, fail_turn);|(void)fail_turn;
+sim-chooser-ignored|src/sched/pick.c|sim|if (s->det_choose == NULL)|if (1)
+sim-dead-vat-victim|src/sim/choose.c|sim|if (atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD)|if (0)
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

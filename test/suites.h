@@ -45,6 +45,7 @@
   X(overtake)                                                                  \
   X(overload)                                                                  \
   X(observe)                                                                   \
+  X(sim)                                                                       \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)
 

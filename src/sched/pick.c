@@ -131,7 +131,17 @@ vat__task *vat__pick_seeded(vat__runner *r) {
   uint32_t n = vat__runq_size(q);
   if (n == 0)
     return NULL;
-  return vat__runq_draw(q, (uint32_t)(det_random(s) % n));
+  if (s->det_choose == NULL)
+    return vat__runq_draw(q, (uint32_t)(det_random(s) % n));
+  /* A chooser (src/sim/) sees them all, in queue order: taken out and put
+   * back as they were, which leaves the queue unchanged. */
+  vat__task *ready[VAT__RUNQ_SIZE];
+  for (uint32_t i = 0; i < n; i++)
+    ready[i] = vat__runq_pop(q);
+  for (uint32_t i = 0; i < n; i++)
+    vat__runq_push(q, ready[i]);
+  uint32_t k = s->det_choose(s->det_choose_ctx, ready, n);
+  return vat__runq_draw(q, k < n ? k : 0);
 }
 
 vat__task *vat__sched_take_stranded(vat__sched *s) {

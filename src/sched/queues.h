@@ -77,6 +77,11 @@ struct vat__sched {
   uint64_t wake_seen;
 
   uint64_t det_rng; /* deterministic mode's generator (pick.c) */
+  /* Deterministic mode: when set, chooses the next vat instead of the
+   * uniform draw: given the ready tasks, oldest first, returns the index
+   * of the one to run (pick.c). Set before the first run call. */
+  uint32_t (*det_choose)(void *ctx, vat__task *const *ready, uint32_t n);
+  void *det_choose_ctx;
 };
 
 #endif

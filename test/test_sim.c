@@ -1,0 +1,763 @@
+/* Simulation testing (vat/sim.h): the harness itself (every seed passes
+ * when nothing is wrong, a failure names its seed, replay is exact, the
+ * strategies and faults do what they say), and two programs with classic
+ * bugs that the campaigns must find, with fixed versions that must pass. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gc/gc.h>
+
+#include "support.h"
+#include "vat/exits.h"
+#include "vat/host.h"
+#include "vat/observe.h"
+#include "vat/sim.h"
+#include "vat/timer.h"
+
+/* Seeds the fixed programs must pass: 500, or 2000 with VAT_SIM_LONG=1. */
+static uint64_t fixed_seeds(void) {
+  const char *e = getenv("VAT_SIM_LONG");
+  return e != NULL && strcmp(e, "1") == 0 ? 2000 : 500;
+}
+
+static vat_sim_options options(vat_sim_strategy s, double fault_rate) {
+  vat_sim_options o;
+  vat_sim_options_default(&o);
+  o.strategy = s;
+  o.fault_rate = fault_rate;
+  o.pct_steps = 50; /* these programs run a few dozen steps */
+  return o;
+}
+
+static const char *strategy_name(vat_sim_strategy s) {
+  return s == VAT_SIM_PCT ? "pct" : "random";
+}
+
+/* --- A ring: vats pass a token around, and log who had it ----------------- */
+
+enum { RING_VATS = 3, RING_HOPS = 30 };
+
+typedef struct ring_world {
+  vat_ref *vats[RING_VATS];
+  uint64_t log_digest; /* of the order in which vats handled the token */
+  uint64_t hops;
+  uint64_t setups;
+} ring_world;
+
+typedef struct ring_vat {
+  ring_world *world;
+  unsigned index;
+  vat_ref *next;
+} ring_vat;
+
+static void ring_hop(vat_turn *turn, void *state, void *arg) {
+  ring_vat *v = state;
+  uint64_t left = (uint64_t)(uintptr_t)arg;
+  v->world->log_digest = (v->world->log_digest ^ v->index) * 0x100000001B3ull;
+  v->world->hops++;
+  if (left > 0)
+    expect_vat_ok(
+        vat_send(turn, v->next, ring_hop, (void *)(uintptr_t)(left - 1)));
+}
+
+/* Two tokens, so that the schedule matters: two vats are often ready. */
+static void *ring_setup(vat_system *sys, void *ctx) {
+  (void)ctx;
+  ring_world *w = GC_MALLOC(sizeof *w);
+  w->log_digest = 0xCBF29CE484222325ull;
+  ring_vat *st[RING_VATS];
+  for (unsigned i = 0; i < RING_VATS; i++) {
+    vat_entity_def def = {.state_size = sizeof(ring_vat)};
+    if (vat_host_spawn(sys, &def, &w->vats[i], (void **)&st[i]) != VAT_OK)
+      return NULL;
+    st[i]->world = w;
+    st[i]->index = i;
+  }
+  for (unsigned i = 0; i < RING_VATS; i++)
+    st[i]->next = w->vats[(i + 1) % RING_VATS];
+  vat_host_send(w->vats[0], ring_hop, (void *)(uintptr_t)RING_HOPS);
+  vat_host_send(w->vats[1], ring_hop, (void *)(uintptr_t)RING_HOPS);
+  return w;
+}
+
+static bool ring_check(void *world, bool quiescent, char *why, size_t n) {
+  ring_world *w = world;
+  if (w->hops > 2 * (RING_HOPS + 1)) {
+    snprintf(why, n, "%llu hops", (unsigned long long)w->hops);
+    return false;
+  }
+  (void)quiescent;
+  return true;
+}
+
+static bool ring_done(void *world) {
+  return ((ring_world *)world)->hops == 2 * (RING_HOPS + 1);
+}
+
+static const vat_sim_scenario ring = {.name = "ring",
+                                      .setup = ring_setup,
+                                      .check = ring_check,
+                                      .done = ring_done};
+
+START_TEST(a_program_that_holds_passes_every_seed) {
+  for (int s = VAT_SIM_RANDOM; s <= VAT_SIM_PCT; s++) {
+    vat_sim_options o = options(s, 0);
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_run(&ring, &o, 1, 300, &r));
+    ck_assert_msg(!r.failed, "%s: seed %llu: %s", strategy_name(s),
+                  (unsigned long long)r.seed, r.message);
+    ck_assert_uint_eq(r.seeds_run, 300);
+    ck_assert_uint_eq(r.seed, 300);
+    ck_assert_uint_eq(r.total_turns, 300 * 2 * (RING_HOPS + 1));
+    ck_assert_str_eq(r.message, "");
+  }
+}
+END_TEST
+
+/* Fails on its fifth world: the campaign from seed 10 must report 14. */
+static void *fifth_fails_setup(vat_system *sys, void *ctx) {
+  uint64_t *setups = ctx;
+  ring_world *w = ring_setup(sys, NULL);
+  w->setups = ++*setups;
+  return w;
+}
+
+static bool fifth_fails_check(void *world, bool quiescent, char *why,
+                              size_t n) {
+  ring_world *w = world;
+  if (w->setups == 5 && w->hops == 7) {
+    snprintf(why, n, "seven hops in world %llu", (unsigned long long)w->setups);
+    return false;
+  }
+  return ring_check(world, quiescent, why, n);
+}
+
+START_TEST(a_failure_is_reported_with_its_seed_and_replay) {
+  uint64_t setups = 0;
+  vat_sim_scenario sc = {.name = "fifth",
+                         .setup = fifth_fails_setup,
+                         .check = fifth_fails_check,
+                         .done = ring_done,
+                         .ctx = &setups};
+  vat_sim_options o = options(VAT_SIM_RANDOM, 0);
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 10, 100, &r));
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.seed, 14);
+  ck_assert_uint_eq(r.seeds_run, 5);
+  ck_assert_uint_eq(r.turns, 7);
+  ck_assert_str_eq(r.message, "invariant after turn 7: seven hops in world 5");
+  ck_assert_str_eq(r.plan, "none");
+  ck_assert_msg(strstr(r.replay, "VAT_SIM_SEED=14 ") != NULL, "%s", r.replay);
+  ck_assert_msg(strstr(r.replay, "vat_sim_replay(scenario, options, 14, out)"),
+                "%s", r.replay);
+}
+END_TEST
+
+START_TEST(vat_sim_seed_runs_that_seed_alone) {
+  setenv("VAT_SIM_SEED", "42", 1);
+  vat_sim_options o = options(VAT_SIM_PCT, 0);
+  vat_sim_result r, again;
+  ck_assert_vat_ok(vat_sim_run(&ring, &o, 1, 100, &r));
+  ck_assert_uint_eq(r.seeds_run, 1);
+  ck_assert_uint_eq(r.seed, 42);
+  unsetenv("VAT_SIM_SEED");
+  ck_assert_vat_ok(vat_sim_replay(&ring, &o, 42, &again));
+  ck_assert_uint_eq(again.digest, r.digest);
+  setenv("VAT_SIM_SEED", "4x", 1);
+  ck_assert_vat_err(vat_sim_run(&ring, &o, 1, 100, &r), VAT_EINVAL);
+}
+END_TEST
+
+/* The same seed runs the same turns in the same order: the harness's
+ * digest of its choices and the program's own log of who ran agree run
+ * after run, faults included, and other seeds run other orders. */
+static uint64_t last_log;
+static void *logging_setup(vat_system *sys, void *ctx) {
+  (void)ctx;
+  return ring_setup(sys, NULL);
+}
+static bool logging_done(void *world) {
+  last_log = ((ring_world *)world)->log_digest;
+  return true; /* faults may stop the ring early */
+}
+
+START_TEST(replay_is_exact) {
+  vat_sim_scenario sc = {
+      .name = "log", .setup = logging_setup, .done = logging_done};
+  for (int run = 0; run < 4; run++) {
+    vat_sim_strategy s = run % 2 ? VAT_SIM_PCT : VAT_SIM_RANDOM;
+    vat_sim_options o = options(s, run < 2 ? 0 : 0.02);
+    uint64_t distinct = 0, prev = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+      vat_sim_result a, b;
+      ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &a));
+      uint64_t log_a = last_log;
+      ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &b));
+      ck_assert_uint_eq(last_log, log_a);
+      ck_assert_uint_eq(a.digest, b.digest);
+      ck_assert_uint_eq(a.turns, b.turns);
+      ck_assert_uint_eq(a.steps, b.steps);
+      ck_assert_str_eq(a.plan, b.plan);
+      distinct += log_a != prev;
+      prev = log_a;
+    }
+    ck_assert_uint_ge(distinct, 30);
+  }
+}
+END_TEST
+
+START_TEST(bad_arguments_are_refused) {
+  vat_sim_result r;
+  vat_sim_options o = options(VAT_SIM_RANDOM, 0);
+  vat_sim_scenario no_setup = {.name = "x"};
+  ck_assert_vat_err(vat_sim_run(NULL, &o, 1, 1, &r), VAT_EINVAL);
+  ck_assert_vat_err(vat_sim_run(&no_setup, &o, 1, 1, &r), VAT_EINVAL);
+  ck_assert_vat_err(vat_sim_run(&ring, &o, 1, 1, NULL), VAT_EINVAL);
+  ck_assert_vat_err(vat_sim_run(&ring, &o, 1, 0, &r), VAT_EINVAL);
+  o.fault_rate = 1.5;
+  ck_assert_vat_err(vat_sim_run(&ring, &o, 1, 1, &r), VAT_EINVAL);
+  o = options(VAT_SIM_PCT, 0);
+  o.pct_depth = 0;
+  ck_assert_vat_err(vat_sim_run(&ring, &o, 1, 1, &r), VAT_EINVAL);
+  o = options((vat_sim_strategy)7, 0);
+  ck_assert_vat_err(vat_sim_replay(&ring, &o, 1, &r), VAT_EINVAL);
+  ck_assert_vat_ok(vat_sim_run(&ring, NULL, 1, 2, &r)); /* defaults */
+  ck_assert(!r.failed);
+}
+END_TEST
+
+/* PCT with depth 1 has no change point: the vat of highest priority runs
+ * whenever it is ready, so two vats each sent a burst never interleave;
+ * uniform choices interleave them. */
+typedef struct burst_world {
+  char log[64];
+  unsigned n;
+} burst_world;
+
+static void burst_note(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  burst_world *w = *(burst_world **)state;
+  w->log[w->n++] = (char)(uintptr_t)arg;
+}
+
+static void *burst_setup(vat_system *sys, void *ctx) {
+  (void)ctx;
+  burst_world *w = GC_MALLOC(sizeof *w);
+  for (char c = 'a'; c <= 'b'; c++) {
+    vat_ref *v;
+    burst_world **st;
+    vat_entity_def def = {.state_size = sizeof *st};
+    if (vat_host_spawn(sys, &def, &v, (void **)&st) != VAT_OK)
+      return NULL;
+    *st = w;
+    for (int i = 0; i < 20; i++)
+      vat_host_send(v, burst_note, (void *)(uintptr_t)c);
+  }
+  return w;
+}
+
+static unsigned switches(const burst_world *w) {
+  unsigned n = 0;
+  for (unsigned i = 1; i < w->n; i++)
+    n += w->log[i] != w->log[i - 1];
+  return n;
+}
+
+static unsigned last_switches;
+static void *last_burst;
+static bool burst_done(void *world) {
+  last_burst = world;
+  last_switches = switches(world);
+  return ((burst_world *)world)->n == 40;
+}
+
+START_TEST(pct_runs_the_highest_priority_vat) {
+  vat_sim_scenario sc = {
+      .name = "burst", .setup = burst_setup, .done = burst_done};
+  vat_sim_options pct = options(VAT_SIM_PCT, 0);
+  pct.pct_depth = 1;
+  vat_sim_options uniform = options(VAT_SIM_RANDOM, 0);
+  vat_sim_options pct2 = options(VAT_SIM_PCT, 0);
+  pct2.pct_depth = 2;
+  pct2.pct_steps = 40;
+  unsigned interleaved = 0, changed = 0, a_first = 0;
+  for (uint64_t seed = 1; seed <= 50; seed++) {
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &pct, seed, &r));
+    ck_assert(!r.failed);
+    ck_assert_uint_eq(last_switches, 1);
+    ck_assert_vat_ok(vat_sim_replay(&sc, &uniform, seed, &r));
+    interleaved += last_switches > 5;
+    a_first += ((burst_world *)last_burst)->log[0] == 'a';
+    /* One change point: at most one more switch, and some seeds have it. */
+    ck_assert_vat_ok(vat_sim_replay(&sc, &pct2, seed, &r));
+    ck_assert_uint_le(last_switches, 2);
+    changed += last_switches == 2;
+  }
+  ck_assert_uint_ge(interleaved, 45);
+  /* Uniform: either vat first, about as often (binomial(50, 1/2)). */
+  ck_assert_uint_ge(a_first, 12);
+  ck_assert_uint_le(a_first, 38);
+  ck_assert_uint_ge(changed, 5);
+}
+END_TEST
+
+/* Faults: rate 1, at most one: the first step's vat is struck, killed or
+ * failed (each kind on some seed), and nothing else is; rate 0: none. */
+static vat_value struck_reason[RING_VATS];
+static bool ring_record_done(void *world) {
+  ring_world *w = world;
+  for (unsigned i = 0; i < RING_VATS; i++)
+    struck_reason[i] = vat_ref_exit_reason(w->vats[i]);
+  return true;
+}
+
+START_TEST(faults_strike_as_planned) {
+  vat_sim_scenario sc = {
+      .name = "faults", .setup = logging_setup, .done = ring_record_done};
+  unsigned kills = 0, fails = 0;
+  for (uint64_t seed = 1; seed <= 40; seed++) {
+    vat_sim_options o = options(seed % 2 ? VAT_SIM_RANDOM : VAT_SIM_PCT, 1);
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
+    ck_assert(!r.failed);
+    ck_assert_uint_eq(r.nfaults, 1);
+    const vat_sim_fault *f = &r.faults[0];
+    ck_assert_uint_eq(f->step, 1);
+    unsigned dead = 0;
+    for (unsigned i = 0; i < RING_VATS; i++) {
+      if (vat_is_null(struck_reason[i]))
+        continue;
+      dead++;
+      ck_assert_uint_eq(i, f->vat); /* spawn order is first-ready order here */
+      const vat_atom *want = f->kind == VAT_SIM_KILL
+                                 ? vat_atom_killed()
+                                 : vat_atom_intern("sim_fault");
+      ck_assert(vat_is_atom(struck_reason[i], want));
+    }
+    ck_assert_uint_eq(dead, 1);
+    kills += f->kind == VAT_SIM_KILL;
+    fails += f->kind == VAT_SIM_FAIL;
+    char want[64];
+    snprintf(want, sizeof want, "step 1: %s vat#%u",
+             f->kind == VAT_SIM_KILL ? "kill" : "fail", f->vat);
+    ck_assert_str_eq(r.plan, want);
+  }
+  ck_assert_uint_ge(kills, 5);
+  ck_assert_uint_ge(fails, 5);
+  /* Two faults strike two vats: a dead one, still dropping what it was
+   * sent, is no victim. */
+  for (uint64_t seed = 1; seed <= 40; seed++) {
+    vat_sim_options o = options(seed % 2 ? VAT_SIM_RANDOM : VAT_SIM_PCT, 1);
+    o.max_faults = 2;
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
+    unsigned dead = 0;
+    for (unsigned i = 0; i < RING_VATS; i++)
+      dead += !vat_is_null(struck_reason[i]);
+    ck_assert_uint_eq(r.nfaults, 2);
+    ck_assert_msg(dead == 2, "seed %llu: %s", (unsigned long long)seed, r.plan);
+  }
+  vat_sim_options none = options(VAT_SIM_RANDOM, 0);
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_run(&sc, &none, 1, 20, &r));
+  ck_assert_uint_eq(r.nfaults, 0);
+}
+END_TEST
+
+/* A program that never goes quiet: a timer every virtual second, or a
+ * vat that keeps sending to itself. The first misses the deadline on the
+ * virtual clock, the second the turn limit. */
+static void tick_noop(vat_turn *turn, void *state, void *arg);
+static void tick(vat_turn *turn, void *state, void *arg) {
+  (void)state, (void)arg;
+  vat_timer *t;
+  expect_vat_ok(vat_every(turn, 1.0, vat_self(turn), tick_noop, NULL, &t));
+}
+static void tick_noop(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)state, (void)arg;
+}
+static void spin(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_send(turn, vat_self(turn), spin, arg));
+}
+static void *forever_setup(vat_system *sys, void *ctx) {
+  vat_ref *v = test_spawn(sys, 8, NULL);
+  vat_host_send(v, ctx != NULL ? spin : tick, NULL);
+  return v;
+}
+
+START_TEST(the_deadline_and_the_turn_limit_fire) {
+  vat_sim_scenario ticking = {.name = "ticking", .setup = forever_setup};
+  vat_sim_options o = options(VAT_SIM_RANDOM, 0);
+  o.deadline_ns = 10 * 1000000000ull;
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_run(&ticking, &o, 1, 3, &r));
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.seed, 1);
+  ck_assert_str_eq(r.message, "liveness: deadline 10.000 s passed (virtual) "
+                              "and not quiescent");
+  ck_assert_uint_eq(r.now_ns, 10 * 1000000000ull);
+  ck_assert_uint_eq(r.turns, 11); /* the first turn and ten ticks */
+  static int spinning;
+  vat_sim_scenario spinner = {
+      .name = "spin", .setup = forever_setup, .ctx = &spinning};
+  o.max_turns = 500;
+  ck_assert_vat_ok(vat_sim_run(&spinner, &o, 1, 3, &r));
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.turns, 500);
+  ck_assert_str_eq(r.message, "liveness: 500 turns and not quiescent");
+}
+END_TEST
+
+/* --- Bug 1: a transfer that loses money when an account dies -------------
+ * Account A debits itself and sends a credit to B. If B dies before the
+ * credit is handled, the money is gone. The fixed version monitors the
+ * peer and refunds what it sent and the peer never credited. The ledger
+ * counts the balances (an account's balance is its durable state: kept
+ * when the vat dies) and what is in flight to a live account, or to a
+ * dead one from a live account that will refund it. */
+
+enum { T_NEW, T_IN_FLIGHT, T_CREDITED, T_REFUNDED, T_DECLINED };
+enum { ACCOUNTS = 2, TRANSFERS = 6, OPENING = 100, AMOUNT = 10 };
+
+typedef struct transfer {
+  int64_t amount;
+  int state;
+  unsigned from, to;
+} transfer;
+
+typedef struct bank_world {
+  bool fixed;
+  vat_ref *acct[ACCOUNTS];
+  struct account *state[ACCOUNTS];
+  transfer *t[TRANSFERS];
+} bank_world;
+
+typedef struct account {
+  bank_world *world;
+  unsigned index;
+  int64_t balance;
+  vat_ref *peer;
+  bool peer_down;
+} account;
+
+static void credit(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  account *a = state;
+  transfer *t = arg;
+  a->balance += t->amount;
+  t->state = T_CREDITED;
+}
+
+static void send_transfer(vat_turn *turn, void *state, void *arg) {
+  account *a = state;
+  transfer *t = arg;
+  if (a->peer_down || a->balance < t->amount) {
+    t->state = T_DECLINED;
+    return;
+  }
+  a->balance -= t->amount;
+  t->state = T_IN_FLIGHT;
+  expect_vat_ok(vat_send(turn, a->peer, credit, t));
+}
+
+static void peer_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
+                      vat_value reason) {
+  (void)turn, (void)id, (void)who, (void)reason;
+  account *a = state;
+  a->peer_down = true;
+  for (unsigned i = 0; i < TRANSFERS; i++) {
+    transfer *t = a->world->t[i];
+    if (t->from == a->index && t->state == T_IN_FLIGHT) {
+      a->balance += t->amount;
+      t->state = T_REFUNDED;
+    }
+  }
+}
+
+static void open_account(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  account *a = state;
+  uint64_t id;
+  expect_vat_ok(vat_monitor(turn, a->peer, peer_down, &id));
+}
+
+static void *bank_setup(vat_system *sys, void *ctx) {
+  bank_world *w = GC_MALLOC(sizeof *w);
+  w->fixed = ctx != NULL;
+  static const char *labels[ACCOUNTS] = {"acct-a", "acct-b"};
+  for (unsigned i = 0; i < ACCOUNTS; i++) {
+    vat_entity_def def = {.state_size = sizeof(account), .label = labels[i]};
+    if (vat_host_spawn(sys, &def, &w->acct[i], (void **)&w->state[i]) != VAT_OK)
+      return NULL;
+    *w->state[i] = (account){.world = w, .index = i, .balance = OPENING};
+  }
+  for (unsigned i = 0; i < ACCOUNTS; i++) {
+    w->state[i]->peer = w->acct[1 - i];
+    if (w->fixed)
+      vat_host_send(w->acct[i], open_account, NULL);
+  }
+  for (unsigned i = 0; i < TRANSFERS; i++) {
+    transfer *t = GC_MALLOC(sizeof *t);
+    *t = (transfer){.amount = AMOUNT, .from = i % 2, .to = 1 - i % 2};
+    w->t[i] = t;
+    vat_host_send(w->acct[t->from], send_transfer, t);
+  }
+  return w;
+}
+
+static bool bank_check(void *world, bool quiescent, char *why, size_t n) {
+  (void)quiescent;
+  bank_world *w = world;
+  int64_t total = 0, lost = 0;
+  for (unsigned i = 0; i < ACCOUNTS; i++)
+    total += w->state[i]->balance;
+  for (unsigned i = 0; i < TRANSFERS; i++) {
+    transfer *t = w->t[i];
+    if (t->state != T_IN_FLIGHT)
+      continue;
+    bool refund_owed = w->fixed && !vat_ref_is_dead(w->acct[t->from]);
+    if (!vat_ref_is_dead(w->acct[t->to]) || refund_owed)
+      total += t->amount;
+    else
+      lost += t->amount;
+  }
+  if (total != ACCOUNTS * OPENING) {
+    snprintf(why, n,
+             "money not conserved: %lld of %d (%lld lost in flight "
+             "to a dead account)",
+             (long long)total, ACCOUNTS * OPENING, (long long)lost);
+    return false;
+  }
+  return true;
+}
+
+/* Every transfer settled, or never begun by an account that died. */
+static bool bank_done(void *world) {
+  bank_world *w = world;
+  for (unsigned i = 0; i < TRANSFERS; i++) {
+    int s = w->t[i]->state;
+    if (s == T_IN_FLIGHT ||
+        (s == T_NEW && !vat_ref_is_dead(w->acct[w->t[i]->from])))
+      return false;
+  }
+  return true;
+}
+
+static int fixed_marker;
+static const vat_sim_scenario bank_buggy = {.name = "bank",
+                                            .setup = bank_setup,
+                                            .check = bank_check,
+                                            .done = bank_done};
+static const vat_sim_scenario bank_fixed = {.name = "bank-fixed",
+                                            .setup = bank_setup,
+                                            .check = bank_check,
+                                            .done = bank_done,
+                                            .ctx = &fixed_marker};
+
+/* The campaign finds the bug within `bound` seeds; its replay fails the
+ * same way; the fixed version passes fixed_seeds() seeds. */
+static void find_replay_and_pass(const vat_sim_scenario *buggy,
+                                 const vat_sim_scenario *fixed,
+                                 vat_sim_strategy s, double fault_rate,
+                                 uint64_t bound, const char *expect) {
+  vat_sim_options o = options(s, fault_rate);
+  vat_sim_result r, again;
+  ck_assert_vat_ok(vat_sim_run(buggy, &o, 1, bound, &r));
+  ck_assert_msg(r.failed, "%s/%s: no failure in %llu seeds", buggy->name,
+                strategy_name(s), (unsigned long long)bound);
+  ck_assert_msg(strstr(r.message, expect) != NULL, "%s", r.message);
+  fprintf(stderr,
+          "sim: %s/%s: first failure at seed %llu (%llu seeds): %s;"
+          " faults: %s; %s\n",
+          buggy->name, strategy_name(s), (unsigned long long)r.seed,
+          (unsigned long long)r.seeds_run, r.message, r.plan, r.replay);
+  /* How often it fails: the campaign restarted after each failing seed. */
+  unsigned failing = 0;
+  for (uint64_t next = 1; next <= bound;) {
+    vat_sim_result f;
+    ck_assert_vat_ok(vat_sim_run(buggy, &o, next, bound - next + 1, &f));
+    failing += f.failed;
+    next = f.seed + 1;
+  }
+  fprintf(stderr, "sim: %s/%s: %u of seeds 1..%llu fail\n", buggy->name,
+          strategy_name(s), failing, (unsigned long long)bound);
+  ck_assert_vat_ok(vat_sim_replay(buggy, &o, r.seed, &again));
+  ck_assert(again.failed);
+  ck_assert_str_eq(again.message, r.message);
+  ck_assert_str_eq(again.plan, r.plan);
+  ck_assert_uint_eq(again.turns, r.turns);
+  ck_assert_uint_eq(again.digest, r.digest);
+  uint64_t n = fixed_seeds();
+  double t0 = test_wall_seconds();
+  ck_assert_vat_ok(vat_sim_run(fixed, &o, 1, n, &r));
+  double secs = test_wall_seconds() - t0;
+  ck_assert_msg(!r.failed, "%s/%s: seed %llu: %s; faults: %s; %s", fixed->name,
+                strategy_name(s), (unsigned long long)r.seed, r.message, r.plan,
+                r.replay);
+  ck_assert_uint_eq(r.seeds_run, n);
+  if (fault_rate > 0) /* the fixed version passed because it survived some */
+    ck_assert_uint_ge(r.total_faults, n / 4);
+  fprintf(stderr,
+          "sim: %s/%s: %llu seeds pass, %llu turns, %llu faults; %.0f seeds/s,"
+          " %.0f turns/s\n",
+          fixed->name, strategy_name(s), (unsigned long long)n,
+          (unsigned long long)r.total_turns, (unsigned long long)r.total_faults,
+          n / secs, r.total_turns / secs);
+}
+
+START_TEST(bank_loses_money_random) {
+  find_replay_and_pass(&bank_buggy, &bank_fixed, VAT_SIM_RANDOM, 0.05, 200,
+                       "money not conserved");
+}
+END_TEST
+
+START_TEST(bank_loses_money_pct) {
+  find_replay_and_pass(&bank_buggy, &bank_fixed, VAT_SIM_PCT, 0.05, 200,
+                       "money not conserved");
+}
+END_TEST
+
+/* --- Bug 2: two workers, two locks, taken in opposite orders --------------
+ * Each worker asks one lock vat for its lock, then, once granted, the
+ * other; a lock vat grants to one worker at a time and queues the rest.
+ * W1 takes L1 then L2, W2 takes L2 then L1: if each gets its first, each
+ * waits for the other's forever and the world goes quiet undone. The
+ * fixed version takes them in one order. */
+
+enum { LOCKS = 2, WORKERS = 2 };
+
+typedef struct lock_world {
+  vat_ref *locks[LOCKS];
+  vat_ref *workers[WORKERS];
+  unsigned done;
+} lock_world;
+
+typedef struct lock_vat {
+  unsigned index;
+  vat_ref *holder;
+  vat_ref *waiting[WORKERS];
+  unsigned nwaiting;
+} lock_vat;
+
+typedef struct worker_vat {
+  lock_world *world;
+  unsigned order[LOCKS];
+  unsigned held;
+} worker_vat;
+
+static void granted(vat_turn *turn, void *state, void *arg);
+
+static void acquire(vat_turn *turn, void *state, void *arg) {
+  lock_vat *l = state;
+  vat_ref *who = arg;
+  if (l->holder == NULL) {
+    l->holder = who;
+    expect_vat_ok(vat_send(turn, who, granted, NULL));
+  } else {
+    l->waiting[l->nwaiting++] = who;
+  }
+}
+
+static void release(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  lock_vat *l = state;
+  l->holder = NULL;
+  if (l->nwaiting > 0) {
+    l->holder = l->waiting[0];
+    memmove(l->waiting, l->waiting + 1, --l->nwaiting * sizeof l->waiting[0]);
+    expect_vat_ok(vat_send(turn, l->holder, granted, NULL));
+  }
+}
+
+static void granted(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  worker_vat *w = state;
+  lock_world *lw = w->world;
+  if (++w->held < LOCKS) {
+    expect_vat_ok(
+        vat_send(turn, lw->locks[w->order[w->held]], acquire, vat_self(turn)));
+    return;
+  }
+  lw->done++;
+  for (unsigned i = LOCKS; i-- > 0;)
+    expect_vat_ok(vat_send(turn, lw->locks[w->order[i]], release, NULL));
+}
+
+static void start_work(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  worker_vat *w = state;
+  expect_vat_ok(
+      vat_send(turn, w->world->locks[w->order[0]], acquire, vat_self(turn)));
+}
+
+static void *locks_setup(vat_system *sys, void *ctx) {
+  bool ordered = ctx != NULL;
+  lock_world *w = GC_MALLOC(sizeof *w);
+  for (unsigned i = 0; i < LOCKS; i++) {
+    lock_vat *l;
+    vat_entity_def def = {.state_size = sizeof *l, .label = i ? "L2" : "L1"};
+    if (vat_host_spawn(sys, &def, &w->locks[i], (void **)&l) != VAT_OK)
+      return NULL;
+    l->index = i;
+  }
+  for (unsigned i = 0; i < WORKERS; i++) {
+    worker_vat *k;
+    vat_entity_def def = {.state_size = sizeof *k, .label = i ? "W2" : "W1"};
+    if (vat_host_spawn(sys, &def, &w->workers[i], (void **)&k) != VAT_OK)
+      return NULL;
+    k->world = w;
+    bool reverse = i == 1 && !ordered;
+    k->order[0] = reverse ? 1 : 0;
+    k->order[1] = reverse ? 0 : 1;
+    vat_host_send(w->workers[i], start_work, NULL);
+  }
+  return w;
+}
+
+static bool locks_done(void *world) {
+  return ((lock_world *)world)->done == WORKERS;
+}
+
+static const vat_sim_scenario locks_buggy = {
+    .name = "locks", .setup = locks_setup, .done = locks_done};
+static const vat_sim_scenario locks_fixed = {.name = "locks-ordered",
+                                             .setup = locks_setup,
+                                             .done = locks_done,
+                                             .ctx = &fixed_marker};
+
+START_TEST(locks_deadlock_random) {
+  find_replay_and_pass(&locks_buggy, &locks_fixed, VAT_SIM_RANDOM, 0, 200,
+                       "liveness: quiescent");
+}
+END_TEST
+
+START_TEST(locks_deadlock_pct) {
+  find_replay_and_pass(&locks_buggy, &locks_fixed, VAT_SIM_PCT, 0, 200,
+                       "liveness: quiescent");
+}
+END_TEST
+
+Suite *test_sim_suite(void) {
+  Suite *s = suite_create("sim");
+  TCase *tc = test_case("harness", 120);
+  tcase_add_test(tc, a_program_that_holds_passes_every_seed);
+  tcase_add_test(tc, a_failure_is_reported_with_its_seed_and_replay);
+  tcase_add_test(tc, vat_sim_seed_runs_that_seed_alone);
+  tcase_add_test(tc, replay_is_exact);
+  tcase_add_test(tc, bad_arguments_are_refused);
+  tcase_add_test(tc, pct_runs_the_highest_priority_vat);
+  tcase_add_test(tc, faults_strike_as_planned);
+  tcase_add_test(tc, the_deadline_and_the_turn_limit_fire);
+  suite_add_tcase(s, tc);
+  TCase *bugs = test_case("bugs", 300);
+  tcase_add_test(bugs, bank_loses_money_random);
+  tcase_add_test(bugs, bank_loses_money_pct);
+  tcase_add_test(bugs, locks_deadlock_random);
+  tcase_add_test(bugs, locks_deadlock_pct);
+  suite_add_tcase(s, bugs);
+  return s;
+}
