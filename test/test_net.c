@@ -179,6 +179,15 @@ static void wait_closed(vat_conn *c, const char *cause_prefix) {
   assert_disconnected(reason, cause_prefix);
 }
 
+/* The raw peer hangs up (end of stream), the connection ends because of
+ * it, and the system is shut down. */
+static void raw_hang_up(int fd, vat_conn *c, vat_system *sys) {
+  shutdown(fd, SHUT_WR);
+  wait_closed(c, "end of stream|read");
+  close(fd);
+  test_quiesce(sys);
+}
+
 static void close_pair(pair *p) {
   vat_conn_close(p->a);
   vat_conn_close(p->b);
@@ -651,10 +660,7 @@ START_TEST(drops_release_exports) {
   raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-5\"}");
   raw_read_until(sv[1], buf, sizeof buf, "\"answerID\":\"q-5\"", WAIT_S);
   ck_assert_msg(strstr(buf, "\"slots\":[\"o+2\"]") != NULL, "%s", buf);
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 END_TEST
 
@@ -704,10 +710,7 @@ START_TEST(only_recent_answers_are_kept) {
   raw_call(sv[1], 5, "o-1", "self", buf, sizeof buf);
   raw_call(sv[1], 6, "q-2", "self", buf, sizeof buf);
   ck_assert_msg(strstr(buf, "unknown target q-2") != NULL, "%s", buf);
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 END_TEST
 
@@ -762,10 +765,7 @@ static void call_unique_methods(int round, int n) {
     if (i % 32 == 31 || i == n - 1) /* answered (refused), in order */
       raw_drain_until_answer(sv[1], i + 2);
   }
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 
 START_TEST(unique_method_names_leave_the_live_heap_flat) {
@@ -853,10 +853,7 @@ START_TEST(pipelined_calls_go_out_before_the_answer) {
   ck_assert(test_wait_u64(&d->done, 1, WAIT_S));
   ck_assert(d->resolved);
   ck_assert_str_eq(vat_string_data(d->result), "hello, you");
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 END_TEST
 
@@ -1107,10 +1104,7 @@ START_TEST(bootstrap_ref_calls_go_out_before_the_answer) {
   ck_assert_vat_ok(vat_host_send_msg(boot, sel("later"), vat_null()));
   raw_expect(sv[1], buf, sizeof buf,
              "\"questionID\":\"q-5\",\"target\":\"q-1\"");
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 END_TEST
 
@@ -1252,10 +1246,7 @@ START_TEST(calls_on_the_bootstrap_question_outlive_kept_answers) {
   ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
   raw_call(sv[1], 7, "q-2", "self", buf, sizeof buf);
   ck_assert_msg(strstr(buf, "unknown target q-2") != NULL, "%s", buf);
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 END_TEST
 
@@ -1482,10 +1473,7 @@ START_TEST(pipelining_on_an_answer_ref_sends_plain_calls) {
     snprintf(want, sizeof want, "answer %d", i);
     assert_chain_result(ch, i, vat_string(want));
   }
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 END_TEST
 
@@ -1570,10 +1558,7 @@ START_TEST(a_bad_argument_fails_only_its_call) {
                    "{\"body\":\"\\\"pong again\\\"\",\"slots\":[]}}");
   ck_assert_vat_ok(vat_promise_wait(pending, WAIT_S, &v));
   ck_assert_str_eq(vat_string_data(v), "pong again");
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 END_TEST
 
@@ -1638,10 +1623,7 @@ START_TEST(a_bad_result_breaks_only_its_question) {
                    "{\"body\":\"\\\"still here\\\"\",\"slots\":[]}}");
   ck_assert_vat_ok(vat_promise_wait(fine, WAIT_S, &v));
   ck_assert_str_eq(vat_string_data(v), "still here");
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 END_TEST
 
@@ -2547,10 +2529,7 @@ static void open_gate(int sv[2], vat_system **sys, vat_conn **c,
 }
 
 static void close_gate(int sv[2], vat_system *sys, vat_conn *c) {
-  shutdown(sv[1], SHUT_WR);
-  wait_closed(c, "end of stream|read");
-  close(sv[1]);
-  test_quiesce(sys);
+  raw_hang_up(sv[1], c, sys);
 }
 
 /* The frame in buf that answers q-<q> (read until it came), cut out. */

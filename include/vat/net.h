@@ -91,11 +91,11 @@
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the
  * limit, any other message that does not decode (a bad value inside a
  * call, an answer or a settlement fails only that one, below), a limit
- * the peer exceeded, vat_conn_close), every question still waiting on the peer breaks with
- * the error disconnected(cause) (code vat_atom_disconnected(), the payload
- * a string naming the cause), as does the bootstrap promise if it is still
- * pending. A write that fails because the peer hung up (EPIPE,
- * ECONNRESET) is not the cause when the peer said why first: what it sent
+ * the peer exceeded, vat_conn_close), every question still waiting on the
+ * peer breaks with the error disconnected(cause) (code
+ * vat_atom_disconnected(), the payload a string naming the cause), as does
+ * the bootstrap promise if it is still pending. A write that fails
+ * because the peer hung up (EPIPE, ECONNRESET) is not the cause when the peer said why first: what it sent
  * before it went is read, so its CTP_DISCONNECT gives "disconnected by
  * the peer" and its end of stream "end of stream", whichever of the two
  * sides' writes came first. Then, once the socket is closed and the
