@@ -88,30 +88,31 @@
  * is.
  *
  * When the connection ends (end of stream, a read or write error, a
- * CTP_DISCONNECT from the peer, a frame that is malformed or over the
- * limit, any other message that does not decode (a bad value inside a
- * call, an answer or a settlement fails only that one, below), a limit
- * the peer exceeded, vat_conn_close), every question still waiting on the
- * peer breaks with the error disconnected(cause) (code
- * vat_atom_disconnected(), the payload a string naming the cause), as does
- * the bootstrap promise if it is still pending. A write that fails
- * because the peer hung up (EPIPE, ECONNRESET) is not the cause when the peer said why first: what it sent
- * before it went is read, so its CTP_DISCONNECT gives "disconnected by
- * the peer" and its end of stream "end of stream", whichever of the two
- * sides' writes came first. Then, once the socket is closed and the
- * connection's I/O has let go of what it held (what was queued before a
- * vat_conn_close is written first), vat_conn_closed resolves with that error (a
- * system shut down with the connection open breaks it with `shutdown` instead)
- * and the connection vat ends with the reason `noconnection`, as Erlang reports
- * a lost node: monitors held on its proxies fire with it, later messages to
- * them are dead letters, and requests sent to them break with it (in between,
- * requests to them break with disconnected("closed")). So a program may exit,
- * or count its descriptors, as soon as vat_conn_closed settles. A peer that
- * never reads holds a close that has writes queued, and with it the promise. A
- * peer that does not read its answers is not read from meanwhile (options
- * out_pause_bytes), and the connection ends with overloaded(...) once the
- * output queued for it passes options out_max_bytes: what a connection holds
- * for its peer is bounded, and the other connections of its system go on.
+ * CTP_DISCONNECT from the peer, a frame that is malformed or over the limit,
+ * any other message that does not decode (a bad value inside a call, an
+ * answer or a settlement fails only that one, below), a limit the peer
+ * exceeded, vat_conn_close), every question still waiting on the peer breaks
+ * with the error disconnected(cause) (code vat_atom_disconnected(), the
+ * payload a string naming the cause), as does the bootstrap promise if it is
+ * still pending. A write that fails because the peer hung up (EPIPE,
+ * ECONNRESET) is not the cause when the peer said why first: what it sent
+ * before it went is read, so its CTP_DISCONNECT gives "disconnected by the
+ * peer" and its end of stream "end of stream", whichever of the two sides'
+ * writes came first. Then, once the socket is closed and the connection's
+ * I/O has let go of what it held (what was queued before a vat_conn_close is
+ * written first), vat_conn_closed resolves with that error (a system shut
+ * down with the connection open breaks it with `shutdown` instead) and the
+ * connection vat ends with the reason `noconnection`, as Erlang reports a
+ * lost node: monitors held on its proxies fire with it, later messages to
+ * them are dead letters, and requests sent to them break with it (in
+ * between, requests to them break with disconnected("closed")). So a program
+ * may exit, or count its descriptors, as soon as vat_conn_closed settles. A
+ * peer that never reads holds a close that has writes queued, and with it
+ * the promise. A peer that does not read its answers is not read from
+ * meanwhile (options out_pause_bytes), and the connection ends with
+ * overloaded(...) once the output queued for it passes options
+ * out_max_bytes: what a connection holds for its peer is bounded, and the
+ * other connections of its system go on.
  *
  * Promises inside values cross too: a local promise is exported ("p+N")
  * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
