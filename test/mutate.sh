@@ -187,7 +187,13 @@ out-hard-limit-ignored|src/net/io.c|net|if (*queued > io->out_max)|if (0)
 out-never-pauses|src/net/io.c|net|bool pause = io->paused ? h > io->out_resume : h > io->out_pause;|bool pause = false;
 out-never-resumes|src/net/io.c|net|bool pause = io->paused ? h > io->out_resume : h > io->out_pause;|bool pause = io->paused \|\| h > io->out_pause;
 out-pending-input-uncounted|src/net/io.c|net|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued);
-out-taken-frames-wake-nobody|src/net/io.c|net|uv_async_send(&io->wake); /* on_wake paces the reading */|;
+out-taken-frames-wake-nobody|src/net/io.c|net|wake_loop(io); /* on_wake paces the reading */|;
+loop-stack-not-scrubbed|src/net/loop.c|net|scrub_below();|(void)h;
+loop-first-post-wakes-nobody|src/net/loop.c|net|if (first)|if (0)
+loop-taken-stays-queued|src/net/loop.c|net|p->queued = false;|(void)0;
+write-later-frames-wake-only|src/net/io.c|net|if (first)|if (!first)
+posted-share-kept|src/net/io.c|conns|release(io); /* the post's share */|(void)0;
+not-a-stream-accepted|src/net/io.c|net|bool stream = kind == UV_TCP \|\| kind == UV_NAMED_PIPE;|bool stream = true;
 out-overload-end-keeps-queue|src/net/conn.c|net|net_io_abort(c->io);|(void)c;
 # The simulation harness (src/sim/): what makes its campaigns find bugs.
 sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {

@@ -11,9 +11,9 @@
 #define VAT__CAPTP_SUITE(X)
 #endif
 
-/* The net suite exists when the library was built with connections. */
+/* The net suites exist when the library was built with connections. */
 #if VAT_TEST_NET
-#define VAT__NET_SUITE(X) X(net)
+#define VAT__NET_SUITE(X) X(net) X(conns)
 #else
 #define VAT__NET_SUITE(X)
 #endif

@@ -5,6 +5,7 @@
 #include <gc/gc.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <math.h>
 #include <poll.h>
@@ -1047,6 +1048,28 @@ START_TEST(addresses_are_checked) {
   ck_assert_vat_err(vat_conn_open(NULL, 0, NULL, NULL, &c), VAT_EINVAL);
   ck_assert_vat_err(vat_conn_close(NULL), VAT_EINVAL);
   ck_assert_ptr_null(vat_conn_bootstrap(NULL));
+  /* Not a stream socket: refused, and the descriptor left open, on the
+   * library's loop and on the host's. */
+  uv_loop_t host;
+  ck_assert_int_eq(uv_loop_init(&host), 0);
+  vat_conn_options on_host;
+  vat_conn_options_default(&on_host);
+  on_host.loop = &host;
+  FILE *file = tmpfile();
+  ck_assert_ptr_nonnull(file);
+  int datagram = socket(AF_INET, SOCK_DGRAM, 0);
+  int not_streams[] = {fileno(file), datagram};
+  for (size_t i = 0; i < 2; i++) {
+    int fd = not_streams[i];
+    ck_assert_int_ge(fd, 0);
+    ck_assert_vat_err(vat_conn_open(sys, fd, NULL, NULL, &c), VAT_EIO);
+    ck_assert_vat_err(vat_conn_open(sys, fd, NULL, &on_host, &c), VAT_EIO);
+    ck_assert_int_ge(fcntl(fd, F_GETFD), 0);
+  }
+  close(datagram);
+  fclose(file);
+  ck_assert_int_eq(uv_run(&host, UV_RUN_NOWAIT), 0);
+  ck_assert_int_eq(uv_loop_close(&host), 0);
   test_quiesce(sys);
 }
 END_TEST

@@ -27,23 +27,23 @@ void *net_table_take(net_table *t, uint64_t key);
 void net_table_each(const net_table *t, void (*fn)(void *ctx, void *val),
                     void *ctx);
 
-/* --- io.c: the socket, on a libuv loop of its own or the host's -------- */
+/* --- io.c: the socket, on the shared loop or the host's ----------------- */
 
 typedef struct net_io net_io;
 
 /** Prepares the I/O of `fd`, which it owns from now on (closed on
  *  failure too); frames will go to `conn` as net_on_frame messages, the
  *  end as one net_on_lost message. `out_pause`, `out_max`: the output
- *  limits (vat_conn_options, checked). `host_loop` NULL: a loop of its own,
- *  on a thread net_io_run starts; else the host's, and this is called on
- *  its thread, which reads from then on. NULL on failure. */
+ *  limits (vat_conn_options, checked). `host_loop` NULL: on the shared
+ *  loop (loop.h), started if it was not, and the socket opened there once
+ *  net_io_run asks; else the host's, and this is called on its thread,
+ *  which reads from then on. NULL on failure. */
 net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame, size_t out_pause,
                    size_t out_max, struct uv_loop_s *host_loop);
-/** Starts the I/O thread: called by the connection vat's first turn, so
- *  no frame arrives before the vat is set up (on the host's loop, true at
- *  once: the host runs it). false when no thread could
- *  be made (the socket is closed then, and the thread's share let go). */
-bool net_io_run(net_io *io);
+/** Starts reading: called by the connection vat's first turn, so no
+ *  frame arrives before the vat is set up (on the host's loop, nothing to
+ *  do: the host runs it). */
+void net_io_run(net_io *io);
 /** Queues bytes (copied) for writing; dropped once the socket closed.
  *  Never blocks for I/O. The connection vat's turns. *queued: the bytes
  *  queued before these. NET_WRITE_OK, or nothing was queued: no memory

@@ -1,12 +1,13 @@
-/* The socket side of a connection: a libuv loop, either on a thread of
- * its own or the host's (vat_conn_options.loop), run by the host.
+/* The socket side of a connection: on the shared loop's thread with
+ * every other connection (loop.h), or on the host's loop
+ * (vat_conn_options.loop), run by the host.
  *
  * Reads: bytes go through a netstring reader; each complete frame is
  * copied into collector memory and sent to the connection vat as a
- * net_on_frame message (vat_host_send: our own thread is registered,
- * being made by the collector's pthread_create; the host's loop thread was
- * registered when it opened the connection, or vat_conn_open failed
- * there). The first failure (end of
+ * net_on_frame message (vat_host_send: the shared loop's thread is
+ * registered, being made by the collector's pthread_create; the host's
+ * loop thread was registered when it opened the connection, or
+ * vat_conn_open failed there). The first failure (end of
  * stream, read or write error, bad frame) sends one net_on_lost and
  * closes the socket; a write that fails because the peer hung up first
  * reads what the peer sent before it went (write_failed). A vat that ended the
@@ -14,8 +15,11 @@
  * socket closed: its `closed` promise waits for that.
  *
  * Writes: the connection vat's turns append frames to a queue under a
- * mutex held only to link a node, and wake the loop with uv_async_send
- * (a write to an eventfd, never blocking); the loop writes them in order.
+ * mutex held only to link a node, and wake the loop: on the shared loop
+ * they post the connection (net_loop_post), which wakes the loop only
+ * when nothing else was posted; on the host's, the connection's own
+ * async handle (uv_async_send, a write to an eventfd, never blocking).
+ * The loop writes them in order.
  * A close request shuts the stream down after the queued writes; an
  * abort (a peer that does not read) closes at once, dropping them.
  *
@@ -26,9 +30,9 @@
  *
  * Lifetime: the struct is uncollectable collector memory (scanned, so the
  * conn ref in it keeps the vat reachable while the loop side runs) with
- * three owners: the loop side (our thread, or on the host's loop the two
- * handles until both are closed), the connection vat, and the vat_conn
- * handle, so that vat_conn_close may still close the socket after the
+ * three owners: the loop side (its handles, until all are closed), the
+ * connection vat, and the vat_conn handle (and, while it is posted, the
+ * shared loop's list), so that vat_conn_close may still close the socket after the
  * system shut down. The last to let go frees it. The vat lets go when it
  * ends (its on_stop) or, when its system stopped with it alive and on_stop
  * never runs, when it is collected: its state holds a small finalized
@@ -37,8 +41,8 @@
 #include <errno.h>
 #include <gc/gc.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +50,7 @@
 #include <uv.h>
 
 #include "internal.h"
+#include "loop.h"
 #include "testpoint.h"
 
 typedef struct out_buf {
@@ -56,14 +61,17 @@ typedef struct out_buf {
 } out_buf;
 
 struct net_io {
-  uv_loop_t own_loop; /* unused on the host's loop */
-  uv_loop_t *loop;    /* &own_loop, or the host's */
+  uv_loop_t *loop; /* the shared loop's, or the host's */
+  bool shared;     /* on the shared loop */
+  bool opened;     /* shared loop's thread only: the handle is made */
+  int fd;          /* the socket, until the shared loop opens its handle */
+  net_posted posted;
   union {
     uv_stream_t stream;
     uv_tcp_t tcp;
     uv_pipe_t pipe;
   } s;
-  uv_async_t wake;
+  uv_async_t wake; /* the host's loop only */
   uv_shutdown_t shutdown_req;
   vat_ref *conn;
   vat_netstring_reader *reader;
@@ -71,13 +79,15 @@ struct net_io {
   out_buf *head, *tail;
   bool close_asked; /* the vat asked for a close after the queued writes */
   bool abort_asked; /* ...or at once, dropping them (net_io_abort) */
-  bool closed;      /* the async handle is closing: do not wake it */
+  bool closed;      /* the handles are closing: do not wake the loop */
   bool tell_done;   /* the vat waits for net_on_io_done (net_io_end) */
   bool loop_done;   /* the loop side let go (loop_side_done) */
   bool finishing;   /* loop thread only: the handles are being closed */
   bool shutting;    /* loop thread only: uv_shutdown is under way */
   int open_handles; /* loop thread only: handles not closed yet */
-  char *in; /* loop thread only: the read buffer (malloc'd: never scanned) */
+  /* loop thread only: the read buffer, the shared loop's or (on the
+   * host's) this connection's own (malloc'd: never scanned) */
+  char *in;
   /* Output: bytes of the frames queued and not yet written (or dropped),
    * added by the vat's turns, taken off by the loop. The limits are set
    * before the loop starts. */
@@ -108,7 +118,8 @@ static void loop_side_done(net_io *io) {
   io->conn = NULL; /* lets the vat become garbage (see net_io_owner) */
   vat_netstring_reader_free(io->reader);
   io->reader = NULL;
-  free(io->in);
+  if (!io->shared)
+    free(io->in);
   io->in = NULL;
   pthread_mutex_lock(&io->mu);
   io->loop_done = true;
@@ -174,21 +185,30 @@ static void free_queue(net_io *io, out_buf *b) {
   atomic_fetch_sub_explicit(&io->out_queued, bytes, memory_order_relaxed);
 }
 
-static bool on_host_loop(const net_io *io) {
-  return io->loop != &io->own_loop;
-}
-
-/* On our own loop uv_run returns once both handles are closed and the
- * thread lets go; on the host's, the last handle closed lets go. */
+/* The last handle closed lets go. */
 static void on_closed(uv_handle_t *h) {
   net_io *io = h->data;
-  if (--io->open_handles > 0 || !on_host_loop(io))
-    return;
-  loop_side_done(io);
+  if (--io->open_handles == 0)
+    loop_side_done(io);
 }
 
-/* Closes both handles; the loop then runs out of work and the thread
- * ends. Writes still queued are dropped. */
+/* Wakes the loop for what was just asked of it: with io->mu held, and
+ * not once the handles are closing (io->closed). On the shared loop the
+ * post holds a share of io until the loop has taken it (net_io_posted):
+ * a connection may be posted after its last handle's close was asked,
+ * and must outlive the close's callback. */
+static void wake_loop(net_io *io) {
+  if (!io->shared) {
+    uv_async_send(&io->wake);
+    return;
+  }
+  net_io_share(io);
+  if (!net_loop_post(&io->posted)) /* posted already: that post's share */
+    atomic_fetch_sub_explicit(&io->owners, 1, memory_order_relaxed);
+}
+
+/* Closes the handles; on our own loop the last close lets go. Writes
+ * still queued are dropped. */
 static void finish(net_io *io) {
   if (io->finishing)
     return;
@@ -200,7 +220,8 @@ static void finish(net_io *io) {
   pthread_mutex_unlock(&io->mu);
   free_queue(io, rest);
   uv_close((uv_handle_t *)&io->s.stream, on_closed);
-  uv_close((uv_handle_t *)&io->wake, on_closed);
+  if (!io->shared)
+    uv_close((uv_handle_t *)&io->wake, on_closed);
 }
 
 /* Tells the vat why the connection ended, once, then closes. A vat that
@@ -277,16 +298,16 @@ void net_io_frame_done(net_io *io, size_t len) {
     return;
   pthread_mutex_lock(&io->mu);
   if (!io->closed)
-    uv_async_send(&io->wake); /* on_wake paces the reading */
+    wake_loop(io); /* on_wake paces the reading */
   pthread_mutex_unlock(&io->mu);
 }
 
 /* --- Reading ------------------------------------------------------------- */
 
-#define READ_BUFFER (64 * 1024)
+#define READ_BUFFER NET_READ_BUFFER
 
-/* One read buffer per connection, reused: each read is consumed (framed
- * and copied) before the next. */
+/* One read buffer per loop, or per connection on the host's loop,
+ * reused: each read is consumed (framed and copied) before the next. */
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   net_io *io = h->data;
   (void)hint;
@@ -433,8 +454,7 @@ static out_buf *write_run(net_io *io, out_buf *b) {
   return rest;
 }
 
-static void on_wake(uv_async_t *h) {
-  net_io *io = h->data;
+static void on_wake(net_io *io) {
   pthread_mutex_lock(&io->mu);
   out_buf *b = io->head;
   bool close = io->close_asked, abort = io->abort_asked;
@@ -484,8 +504,13 @@ int net_io_write(net_io *io, const char *data, size_t len, size_t *queued) {
     io->tail->next = b;
   else
     io->head = b;
+  bool first = io->head == b;
   io->tail = b;
-  uv_async_send(&io->wake); /* under the mutex: the handle is still open */
+  /* Under the mutex: the handles are still open. Only the first frame
+   * queued wakes the loop: the loop takes the queue after it was woken,
+   * so frames that find it full go with the first. */
+  if (first)
+    wake_loop(io);
   pthread_mutex_unlock(&io->mu);
   return NET_WRITE_OK;
 }
@@ -493,7 +518,7 @@ int net_io_write(net_io *io, const char *data, size_t len, size_t *queued) {
 static void close_locked(net_io *io) {
   if (!io->closed && !io->close_asked) {
     io->close_asked = true;
-    uv_async_send(&io->wake);
+    wake_loop(io);
   }
 }
 
@@ -501,7 +526,7 @@ void net_io_abort(net_io *io) {
   pthread_mutex_lock(&io->mu);
   if (!io->closed && !io->abort_asked) {
     io->abort_asked = true;
-    uv_async_send(&io->wake);
+    wake_loop(io);
   }
   pthread_mutex_unlock(&io->mu);
 }
@@ -531,15 +556,7 @@ void net_io_info(net_io *io, vat_conn_info *out) {
       atomic_load_explicit(&io->read_pauses, memory_order_relaxed);
 }
 
-/* --- The thread ---------------------------------------------------------- */
-
-static void *io_main(void *arg) {
-  net_io *io = arg;
-  uv_run(io->loop, UV_RUN_DEFAULT);
-  uv_loop_close(io->loop);
-  loop_side_done(io);
-  return NULL;
-}
+/* --- Opening ------------------------------------------------------------ */
 
 static int open_stream(net_io *io, int fd) {
   if (uv_guess_handle(fd) == UV_TCP) {
@@ -554,9 +571,35 @@ static int open_stream(net_io *io, int fd) {
   return rc ? rc : uv_pipe_open(&io->s.pipe, fd);
 }
 
-/* Closes the handles opened so far when opening failed, the vat never
- * having had its share: on our own loop, runs it to finish the closing;
- * on the host's, the last close callback frees the struct. */
+static void on_async(uv_async_t *h) {
+  on_wake(h->data);
+}
+
+/* On the shared loop's thread: a posted connection, its socket's handle
+ * made the first time. Then what it was posted for, and the post's share
+ * let go. */
+void net_io_posted(net_posted *p) {
+  net_io *io = (net_io *)((char *)p - offsetof(net_io, posted));
+  if (!io->opened) {
+    io->opened = true;
+    io->s.stream.data = io;
+    int rc = open_stream(io, io->fd);
+    io->open_handles = 1; /* made, even when opening failed: closed too */
+    if (rc != 0)
+      close(io->fd); /* not the handle's: libuv took it only on success */
+    else
+      rc = uv_read_start(&io->s.stream, on_alloc, on_read);
+    io->fd = -1;
+    if (rc != 0)
+      lost(io, "open", uv_strerror(rc));
+  }
+  on_wake(io);
+  release(io); /* the post's share */
+}
+
+/* On the host's loop, opening failed: closes the handles opened so far,
+ * the vat never having had its share; the last close callback frees the
+ * struct. */
 static void abandon(net_io *io) {
   io->closed = true;
   atomic_store_explicit(&io->owners, 1, memory_order_relaxed);
@@ -564,32 +607,12 @@ static void abandon(net_io *io) {
   uv_close((uv_handle_t *)&io->s.stream, on_closed);
   if (opened > 1)
     uv_close((uv_handle_t *)&io->wake, on_closed);
-  if (on_host_loop(io))
-    return;
-  uv_run(io->loop, UV_RUN_DEFAULT);
-  uv_loop_close(io->loop);
-  loop_side_done(io);
 }
 
-net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame, size_t out_pause,
-                   size_t out_max, struct uv_loop_s *host_loop) {
-  net_io *io = GC_MALLOC_UNCOLLECTABLE(sizeof *io);
-  if (io == NULL) {
-    close(fd);
-    return NULL;
-  }
-  memset(io, 0, sizeof *io);
-  io->conn = conn;
-  io->loop = host_loop != NULL ? host_loop : &io->own_loop;
-  io->reader = vat_netstring_reader_new(max_frame);
-  io->out_pause = out_pause;
-  io->out_resume = out_pause / 2;
-  io->out_max = out_max;
+/* The handles are made here, on the host's loop's thread. */
+static net_io *open_on_host_loop(net_io *io, int fd) {
   io->in = malloc(READ_BUFFER);
-  atomic_init(&io->owners, 2);
-  pthread_mutex_init(&io->mu, NULL);
-  if (io->reader == NULL || io->in == NULL ||
-      (host_loop == NULL && uv_loop_init(&io->own_loop) != 0)) {
+  if (io->in == NULL) {
     close(fd);
     atomic_store_explicit(&io->owners, 1, memory_order_relaxed);
     loop_side_done(io);
@@ -603,13 +626,13 @@ net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame, size_t out_pause,
     abandon(io);
     return NULL;
   }
-  if (uv_async_init(io->loop, &io->wake, on_wake) != 0) {
+  if (uv_async_init(io->loop, &io->wake, on_async) != 0) {
     abandon(io);
     return NULL;
   }
   io->open_handles = 2;
-  /* On the host's loop no read callback runs before the caller returns
-   * to the loop, after it sent the vat its first message. */
+  /* No read callback runs before the caller returns to the loop, after
+   * it sent the vat its first message. */
   if (uv_read_start(&io->s.stream, on_alloc, on_read) != 0) {
     abandon(io);
     return NULL;
@@ -617,34 +640,50 @@ net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame, size_t out_pause,
   return io;
 }
 
-bool net_io_run(net_io *io) {
-  if (on_host_loop(io))
-    return true; /* the host runs it */
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  /* The thread starts with SIGPIPE blocked: a write to a socket the peer
-   * closed then fails with EPIPE instead of killing the process, without
-   * touching the process's signal dispositions. */
-  sigset_t pipe, old;
-  sigemptyset(&pipe);
-  sigaddset(&pipe, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe, &old);
-  int rc = pthread_create(&t, &attr, io_main, io);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
-  if (rc == 0)
-    return true;
-  /* No thread: close here, on the calling thread, and let go of the
-   * thread's share. */
+net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame, size_t out_pause,
+                   size_t out_max, struct uv_loop_s *host_loop) {
+  net_io *io = GC_MALLOC_UNCOLLECTABLE(sizeof *io);
+  if (io == NULL) {
+    close(fd);
+    return NULL;
+  }
+  memset(io, 0, sizeof *io);
+  io->conn = conn;
+  io->fd = -1;
+  /* A stream socket only: the shared loop opens the handle later, where
+   * a refusal could no longer fail the call, and epoll refuses a regular
+   * file by aborting the loop's thread. */
+  uv_handle_type kind = uv_guess_handle(fd);
+  bool stream = kind == UV_TCP || kind == UV_NAMED_PIPE;
+  io->reader = vat_netstring_reader_new(max_frame);
+  io->out_pause = out_pause;
+  io->out_resume = out_pause / 2;
+  io->out_max = out_max;
+  atomic_init(&io->owners, 2);
+  pthread_mutex_init(&io->mu, NULL);
+  if (!stream || io->reader == NULL ||
+      (host_loop == NULL && !net_loop_start())) {
+    close(fd);
+    atomic_store_explicit(&io->owners, 1, memory_order_relaxed);
+    loop_side_done(io);
+    return NULL;
+  }
+  if (host_loop != NULL) {
+    io->loop = host_loop;
+    return open_on_host_loop(io, fd);
+  }
+  /* The handle is made on the loop's thread, when net_io_run posts it. */
+  io->shared = true;
+  io->loop = net_loop_uv();
+  io->in = net_loop_buffer();
+  io->fd = fd;
+  return io;
+}
+
+void net_io_run(net_io *io) {
+  if (!io->shared)
+    return; /* the host runs its loop */
   pthread_mutex_lock(&io->mu);
-  io->closed = true;
+  wake_loop(io);
   pthread_mutex_unlock(&io->mu);
-  uv_close((uv_handle_t *)&io->s.stream, on_closed);
-  uv_close((uv_handle_t *)&io->wake, on_closed);
-  uv_run(io->loop, UV_RUN_DEFAULT);
-  uv_loop_close(io->loop);
-  loop_side_done(io);
-  return false;
 }
