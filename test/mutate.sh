@@ -188,7 +188,6 @@ out-never-pauses|src/net/io.c|net|bool pause = io->paused ? h > io->out_resume :
 out-never-resumes|src/net/io.c|net|bool pause = io->paused ? h > io->out_resume : h > io->out_pause;|bool pause = io->paused \|\| h > io->out_pause;
 out-pending-input-uncounted|src/net/io.c|net|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued);
 out-taken-frames-wake-nobody|src/net/io.c|net|wake_loop(io); /* on_wake paces the reading */|;
-loop-stack-not-scrubbed|src/net/loop.c|net|scrub_below();|(void)h;
 loop-first-post-wakes-nobody|src/net/loop.c|net|if (first)|if (0)
 loop-taken-stays-queued|src/net/loop.c|net|p->queued = false;|(void)0;
 write-later-frames-wake-only|src/net/io.c|net|if (first)|if (!first)

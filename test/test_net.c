@@ -767,6 +767,7 @@ static void call_unique_methods(int round, int n) {
       raw_drain_until_answer(sv[1], i + 2);
   }
   raw_hang_up(sv[1], c, sys);
+  vat_system_destroy(sys); /* its parked workers' stacks are roots too */
 }
 
 START_TEST(unique_method_names_leave_the_live_heap_flat) {
@@ -783,8 +784,12 @@ START_TEST(unique_method_names_leave_the_live_heap_flat) {
             "(before: %zu KiB)\n",
             r, n, live[r] / 1024, live[0] / 1024);
   }
-  /* A kept name costs ~100 bytes (its atom and its slot in the table). */
-  size_t slack = (size_t)n * 25 + (1u << 20);
+  /* A kept name costs ~100 bytes (its atom and its slot in the table):
+   * kept for ever, the names grow the heap by that each round. The slack
+   * is one round's: a stale pointer on some thread's stack, which the
+   * collector cannot tell from a real one, may keep one closed
+   * connection and its names alive (seen under ASan in 1 of 10 runs). */
+  size_t slack = (size_t)n * 100 + (1u << 20);
   ck_assert_msg(live[ROUNDS] < live[0] + slack,
                 "grew from %zu to %zu KiB (slack %zu KiB)", live[0] / 1024,
                 live[ROUNDS] / 1024, slack / 1024);

@@ -186,10 +186,15 @@ static void free_queue(net_io *io, out_buf *b) {
 }
 
 /* The last handle closed lets go. */
-static void on_closed(uv_handle_t *h) {
-  net_io *io = h->data;
+static void *closed_now(void *h) {
+  net_io *io = ((uv_handle_t *)h)->data;
   if (--io->open_handles == 0)
     loop_side_done(io);
+  return NULL;
+}
+
+static void on_closed(uv_handle_t *h) {
+  net_loop_active(closed_now, h);
 }
 
 /* Wakes the loop for what was just asked of it: with io->mu held, and
@@ -353,18 +358,29 @@ static void consume(net_io *io, const char *p, size_t left) {
   }
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  net_io *io = s->data;
-  if (n == UV_EOF) {
+typedef struct {
+  uv_stream_t *s;
+  ssize_t n;
+  const uv_buf_t *buf;
+} read_done;
+
+static void *read_now(void *arg) {
+  read_done *r = arg;
+  net_io *io = r->s->data;
+  if (r->n == UV_EOF)
     lost(io, "end of stream", NULL);
-    return;
+  else if (r->n < 0)
+    lost(io, "read", uv_strerror((int)r->n));
+  else {
+    consume(io, r->buf->base, (size_t)r->n);
+    pace_reading(io);
   }
-  if (n < 0) {
-    lost(io, "read", uv_strerror((int)n));
-    return;
-  }
-  consume(io, buf->base, (size_t)n);
-  pace_reading(io);
+  return NULL;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  read_done r = {s, n, buf};
+  net_loop_active(read_now, &r);
 }
 
 /* Reads, now, what the peer sent before it hung up: its last frames go to
@@ -393,9 +409,14 @@ static bool read_the_rest(net_io *io) {
 
 /* --- Writing ------------------------------------------------------------- */
 
+static void *shutdown_now(void *req) {
+  finish(((uv_shutdown_t *)req)->handle->data);
+  return NULL;
+}
+
 static void on_shutdown(uv_shutdown_t *req, int status) {
   (void)status;
-  finish(req->handle->data);
+  net_loop_active(shutdown_now, req);
 }
 
 /* A write request carries a run of frames (write_run): the first frame's
@@ -412,14 +433,26 @@ static void write_failed(net_io *io, int status) {
   lost(io, "write", uv_strerror(status));
 }
 
-static void on_write(uv_write_t *req, int status) {
-  out_buf *b = req->data;
-  net_io *io = req->handle->data;
+typedef struct {
+  uv_write_t *req;
+  int status;
+} write_done;
+
+static void *write_now(void *arg) {
+  write_done *w = arg;
+  out_buf *b = w->req->data;
+  net_io *io = w->req->handle->data;
   free_queue(io, b);
-  if (status < 0 && status != UV_ECANCELED)
-    write_failed(io, status);
+  if (w->status < 0 && w->status != UV_ECANCELED)
+    write_failed(io, w->status);
   else
     pace_reading(io);
+  return NULL;
+}
+
+static void on_write(uv_write_t *req, int status) {
+  write_done w = {req, status};
+  net_loop_active(write_now, &w);
 }
 
 enum { WRITE_RUN_MAX = 64 };

@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <string.h>
 #include <uv.h>
 
 #include "loop.h"
@@ -16,7 +15,6 @@ static struct {
   bool started;
   uv_loop_t uv;
   uv_async_t wake;
-  uv_prepare_t scrub;
   pthread_mutex_t mu; /* guards head, tail and every queued flag */
   net_posted *head, *tail;
   char *buffer;
@@ -29,8 +27,8 @@ static _Thread_local bool on_loop_thread;
  * handled, so a post made while it is handled takes it again; one posted
  * meanwhile waits for the next wake-up, so that a busy connection cannot
  * keep the loop from its sockets. */
-static void take_posted(uv_async_t *h) {
-  (void)h;
+static void *take_posted_now(void *arg) {
+  (void)arg;
   pthread_mutex_lock(&shared.mu);
   net_posted *p = shared.head;
   shared.head = shared.tail = NULL;
@@ -43,32 +41,39 @@ static void take_posted(uv_async_t *h) {
     net_io_posted(p);
     p = next;
   }
+  return NULL;
+}
+
+static void take_posted(uv_async_t *h) {
+  (void)h;
+  net_loop_active(take_posted_now, NULL);
 }
 
 /* The collector scans this thread's stack conservatively, and the thread
- * lives on, blocked in epoll_wait under libuv's frame of uv__io_poll,
- * whose 12 KiB of events are mostly left as they were. What lay there
- * before were the frames of the callbacks uv_run itself calls (a
- * connection's last handle closed, a write's error), holding the
- * connection vat's ref: one stale pointer kept the last connection's
- * vat and its tables alive (20,000 names, 1.9 MB). So before each poll,
- * the stack below is cleared. */
-enum { SCRUBBED = 16 * 1024 };
-
-static __attribute__((noinline)) void scrub_below(void) {
-  char area[SCRUBBED];
-  explicit_bzero(area, sizeof area);
+ * lives on. Blocked in uv_run it sits under libuv's frames (uv__io_poll's
+ * 12 KiB of events, mostly left as they were) and the registers they
+ * saved, where the callbacks that ran before left pointers: one stale
+ * pointer kept a closed connection's vat and its tables alive (20,000
+ * names, 1.9 MB). Clearing the stack below before each poll did not reach
+ * them all. So uv_run runs inside GC_do_blocking, where the collector
+ * scans only the frames above it, and each callback that touches the
+ * collector's memory comes back in through net_loop_active, which scans
+ * the callback's own frames while it runs. Between callbacks libuv holds
+ * only the loop's memory and the connections' (uncollectable) structs. */
+void *net_loop_active(void *(*fn)(void *), void *arg) {
+  return on_loop_thread ? GC_call_with_gc_active(fn, arg) : fn(arg);
 }
 
-static void before_poll(uv_prepare_t *h) {
-  (void)h;
-  scrub_below();
+static void *run(void *arg) {
+  (void)arg;
+  uv_run(&shared.uv, UV_RUN_DEFAULT);
+  return NULL;
 }
 
 static void *loop_main(void *arg) {
   (void)arg;
   on_loop_thread = true;
-  uv_run(&shared.uv, UV_RUN_DEFAULT);
+  GC_do_blocking(run, NULL);
   return NULL;
 }
 
@@ -80,8 +85,6 @@ static void start_once(void) {
     uv_loop_close(&shared.uv);
     return;
   }
-  uv_prepare_init(&shared.uv, &shared.scrub);
-  uv_prepare_start(&shared.scrub, before_poll);
   pthread_t t;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -97,7 +100,6 @@ static void start_once(void) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
-    uv_close((uv_handle_t *)&shared.scrub, NULL);
     uv_close((uv_handle_t *)&shared.wake, NULL);
     uv_run(&shared.uv, UV_RUN_DEFAULT);
     uv_loop_close(&shared.uv);

@@ -41,4 +41,10 @@ void net_io_posted(net_posted *p);
 /** Whether this thread is the shared loop's (tests, assertions). */
 bool net_loop_is_current(void);
 
+/* Runs fn(arg) where the collector sees its frames: every libuv callback
+ * on the shared loop that touches the collector's memory (allocates,
+ * sends, holds a vat's pointer) goes through this. On any other thread
+ * it is a plain call. See loop.c. */
+void *net_loop_active(void *(*fn)(void *), void *arg);
+
 #endif
