@@ -115,7 +115,11 @@
  * meanwhile (options out_pause_bytes), and the connection ends with
  * overloaded(...) once the output queued for it passes options
  * out_max_bytes: what a connection holds for its peer is bounded, and the
- * other connections of its system go on.
+ * other connections of its system go on. Nor is a peer that says nothing
+ * kept for ever: options handshake_timeout_s (10 s by default) and
+ * idle_timeout_s end its connection with timeout(...) in place of
+ * disconnected(cause), and a listener's max_connections bounds how many it
+ * holds at once.
  *
  * Promises inside values cross too: a local promise is exported ("p+N")
  * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
