@@ -9,12 +9,14 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "support.h"
 #include "vat/caps.h"
@@ -243,6 +245,63 @@ START_TEST(the_handshake_timeout_off_and_by_default) {
 }
 END_TEST
 
+/* On the host's loop, with a host-driven system the same loop runs
+ * (iteration 0), and on a deterministic system's virtual clock (1): the
+ * timeout counts the system's time, which there only the host moves. */
+typedef struct host_loop {
+  uv_loop_t loop;
+  uv_timer_t tick;
+  vat_system *sys;
+} host_loop;
+
+static void on_tick(uv_timer_t *t) {
+  host_loop *h = t->data;
+  vat_system_run(h->sys, 0, 0, NULL);
+}
+
+/* Runs the loop for `for_s` seconds or until `p` settles. */
+static void run_loop(host_loop *h, vat_promise *p, double for_s) {
+  double end = test_wall_seconds() + for_s;
+  while (vat_promise_peek(p, NULL) == VAT_PROMISE_PENDING &&
+         test_wall_seconds() < end)
+    uv_run(&h->loop, UV_RUN_ONCE);
+}
+
+START_TEST(the_handshake_timeout_on_the_hosts_loop) {
+  bool virtual_clock = _i == 1;
+  signal(SIGPIPE, SIG_IGN); /* the host's affair on its loop (vat/net.h) */
+  host_loop h;
+  h.sys = test_host_system(virtual_clock, 0);
+  ck_assert_int_eq(uv_loop_init(&h.loop), 0);
+  ck_assert_int_eq(uv_timer_init(&h.loop, &h.tick), 0);
+  h.tick.data = &h;
+  ck_assert_int_eq(uv_timer_start(&h.tick, on_tick, 1, 1), 0);
+  vat_conn_options opt = timeouts(SHORT_S, 0);
+  opt.loop = &h.loop;
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(h.sys, sv[0], NULL, &opt, &c));
+  vat_promise *closed = vat_conn_closed(c);
+  if (virtual_clock) {
+    run_loop(&h, closed, SHORT_S * 3); /* the virtual clock stands still */
+    ck_assert_int_eq(vat_promise_peek(closed, NULL), VAT_PROMISE_PENDING);
+    ck_assert_vat_ok(vat_system_advance_clock(h.sys, 1000000000ull));
+  }
+  run_loop(&h, closed, WAIT_S);
+  vat_value why;
+  ck_assert_int_eq(vat_promise_peek(closed, &why), VAT_PROMISE_RESOLVED);
+  assert_timed_out(why, "handshake: no message from the peer within 0.2 s");
+  uv_close((uv_handle_t *)&h.tick, NULL);
+  double deadline = test_wall_seconds() + WAIT_S;
+  while (uv_run(&h.loop, UV_RUN_NOWAIT) != 0 && test_wall_seconds() < deadline)
+    test_sleep(0.001);
+  ck_assert_int_eq(uv_loop_close(&h.loop), 0);
+  close(sv[1]);
+  test_quiesce(h.sys);
+}
+END_TEST
+
 /* --- Idle --------------------------------------------------------------- */
 
 START_TEST(a_quiet_peer_is_ended_by_the_idle_timeout_when_set) {
@@ -417,6 +476,7 @@ Suite *test_bounds_suite(void) {
   tcase_add_loop_test(tc, a_silent_peer_is_ended_by_the_handshake_timeout,
                       SAYS_NOTHING, DRIBBLES_A_FRAME + 1);
   tcase_add_test(tc, the_handshake_timeout_off_and_by_default);
+  tcase_add_loop_test(tc, the_handshake_timeout_on_the_hosts_loop, 0, 2);
   tcase_add_loop_test(tc, a_quiet_peer_is_ended_by_the_idle_timeout_when_set, 0,
                       2);
   tcase_add_test(tc, a_peer_waiting_on_an_answer_is_not_idle);
