@@ -470,6 +470,61 @@ START_TEST(a_listener_takes_at_most_its_cap) {
 }
 END_TEST
 
+/* Served on the host's loop: the callback is told of the refusal. */
+typedef struct served {
+  int rcs[4];
+  vat_conn *conns[4];
+  int n;
+} served;
+
+static void on_accept(void *ctx, vat_listener *l, int rc, vat_conn *conn) {
+  served *sv = ctx;
+  (void)l;
+  if (sv->n < 4) {
+    sv->rcs[sv->n] = rc;
+    sv->conns[sv->n++] = conn;
+  }
+}
+
+START_TEST(a_served_listener_is_told_of_a_refusal) {
+  signal(SIGPIPE, SIG_IGN);
+  host_loop h;
+  h.sys = test_system(2);
+  ck_assert_int_eq(uv_loop_init(&h.loop), 0);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.loop = &h.loop;
+  opt.max_connections = 1;
+  vat_listener *l;
+  ck_assert_vat_ok(vat_listen(h.sys, "tcp:127.0.0.1:0", NULL, &opt, &l));
+  served got = {0};
+  ck_assert_vat_ok(vat_listener_serve(l, on_accept, &got));
+  int one = raw_connect(vat_listener_port(l));
+  int two = raw_connect(vat_listener_port(l));
+  double deadline = test_wall_seconds() + WAIT_S;
+  while (got.n < 2 && test_wall_seconds() < deadline)
+    uv_run(&h.loop, UV_RUN_NOWAIT);
+  ck_assert_int_eq(got.n, 2);
+  ck_assert_vat_ok(got.rcs[0]);
+  ck_assert_vat_err(got.rcs[1], VAT_EAGAIN);
+  ck_assert_ptr_null(got.conns[1]);
+  ck_assert(raw_sees_end(two, WAIT_S));
+  ck_assert_uint_eq(inspect(l).open, 1);
+  ck_assert_uint_eq(inspect(l).refused, 1);
+  ck_assert_vat_ok(vat_listener_close(l));
+  ck_assert_vat_ok(vat_conn_close(got.conns[0]));
+  run_loop(&h, vat_conn_closed(got.conns[0]), WAIT_S);
+  ck_assert_uint_eq(inspect(l).open, 0);
+  deadline = test_wall_seconds() + WAIT_S;
+  while (uv_run(&h.loop, UV_RUN_NOWAIT) != 0 && test_wall_seconds() < deadline)
+    test_sleep(0.001);
+  ck_assert_int_eq(uv_loop_close(&h.loop), 0);
+  close(one);
+  close(two);
+  test_quiesce(h.sys);
+}
+END_TEST
+
 Suite *test_bounds_suite(void) {
   Suite *s = suite_create("bounds");
   TCase *tc = test_case("bounds", 60);
@@ -482,6 +537,7 @@ Suite *test_bounds_suite(void) {
   tcase_add_test(tc, a_peer_waiting_on_an_answer_is_not_idle);
   tcase_add_test(tc, bad_timeouts_are_refused);
   tcase_add_test(tc, a_listener_takes_at_most_its_cap);
+  tcase_add_test(tc, a_served_listener_is_told_of_a_refusal);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -240,8 +240,9 @@ typedef struct vat_conn_options {
   /** Seconds the peer has, from the connection's opening, to send its
    *  first message: one that decodes as CapTP (this side asks for the
    *  peer's bootstrap as it opens, so a CapTP peer answers at once, or
-   *  asks for this side's). Bytes that never make a frame, or a frame
-   *  dribbled a byte at a time, do not count. Past it the connection
+   *  asks for this side's). A frame counts once it is whole: bytes that
+   *  never make one, or one dribbled a byte at a time past the timeout,
+   *  do not. Past it the connection
    *  ends (CTP_DISCONNECT sent) with the error timeout("handshake: no
    *  message from the peer within N s") (code vat_atom_timeout()) in
    *  place of disconnected(cause), so a peer that connects and says
