@@ -115,7 +115,11 @@
  * meanwhile (options out_pause_bytes), and the connection ends with
  * overloaded(...) once the output queued for it passes options
  * out_max_bytes: what a connection holds for its peer is bounded, and the
- * other connections of its system go on.
+ * other connections of its system go on. Nor is a peer that says nothing
+ * kept for ever: options handshake_timeout_s (10 s by default) and
+ * idle_timeout_s end its connection with timeout(...) in place of
+ * disconnected(cause), and a listener's max_connections bounds how many it
+ * holds at once.
  *
  * Promises inside values cross too: a local promise is exported ("p+N")
  * and the peer told how it settles (CTP_RESOLVE) once it does; a promise
@@ -233,14 +237,50 @@ typedef struct vat_conn_options {
    *  VAT_CONN_OUT_MAX. Below out_pause_bytes (each after its default):
    *  VAT_EINVAL. */
   size_t out_max_bytes;
+  /** Seconds the peer has, from the connection's opening, to send its
+   *  first message: one that decodes as CapTP (this side asks for the
+   *  peer's bootstrap as it opens, so a CapTP peer answers at once, or
+   *  asks for this side's). A frame counts once it is whole: bytes that
+   *  never make one, or one dribbled a byte at a time past the timeout,
+   *  do not. Past it the connection
+   *  ends (CTP_DISCONNECT sent) with the error timeout("handshake: no
+   *  message from the peer within N s") (code vat_atom_timeout()) in
+   *  place of disconnected(cause), so a peer that connects and says
+   *  nothing holds no connection, nor a listener's place, for ever. 0:
+   *  VAT_CONN_HANDSHAKE_TIMEOUT (10 s); negative or infinite: no limit;
+   *  NaN: VAT_EINVAL. */
+  double handshake_timeout_s;
+  /** Seconds without a message from the peer after which the connection
+   *  ends, with timeout("idle: no message from the peer for N s"), as the
+   *  handshake's. It ends between N and 1.25 N s after the last message
+   *  (a check every N/4 s, as Erlang's net_kernel ticks). The silence does
+   *  not count while the peer waits on this side, with a call of its
+   *  still unanswered, nor while this side does not read it (the pause of
+   *  out_pause_bytes, or frames read that the vat has not taken yet).
+   *  Questions this side asked do count, since CapTP has no keep-alive: a
+   *  peer that owes answers and says nothing is what this ends, so keep it
+   *  above the longest a call to the peer takes (question_timeout_s
+   *  bounds each question alone). 0 (the default), negative or infinite:
+   *  no limit; NaN: VAT_EINVAL. */
+  double idle_timeout_s;
+  /** For a listener (vat_listen): connections it accepted open at once, at
+   *  most (0: no cap). One more is accepted and closed at once, so its
+   *  peer reads end of stream rather than wait in the backlog: accept
+   *  returns VAT_EAGAIN, and serve's callback gets VAT_EAGAIN and no
+   *  connection (serving goes on); vat_listener_inspect counts it. A
+   *  connection's place is free once it has ended and its socket is
+   *  closed (when vat_conn_closed settles) or its vat ended otherwise.
+   *  Ignored by vat_conn_open and vat_connect. */
+  size_t max_connections;
 } vat_conn_options;
 
 #define VAT_CONN_MAX_QUESTIONS 100000
 #define VAT_CONN_MAX_EXPORTS 100000
 #define VAT_CONN_OUT_PAUSE ((size_t)8 << 20)
 #define VAT_CONN_OUT_MAX ((size_t)64 << 20)
+#define VAT_CONN_HANDSHAKE_TIMEOUT 10.0
 
-/** Fills `opt` with the defaults. Any thread. */
+/** Fills `opt` with the defaults (all zero). Any thread. */
 void vat_conn_options_default(vat_conn_options *opt);
 
 /** Starts a connection over `fd`, a connected stream socket, offering
@@ -248,8 +288,8 @@ void vat_conn_options_default(vat_conn_options *opt);
  *  with an exception) to the peer. On success the connection owns `fd`
  *  (it closes it when it ends) and *out is its handle, a collector object.
  *  Host thread; with options `loop`, that loop's thread. Errors:
- *  VAT_EINVAL (NULL sys/out, fd < 0, out_max_bytes below out_pause_bytes:
- *  a line on stderr says which), VAT_ENOMEM, VAT_EIO (`fd` is not a
+ *  VAT_EINVAL (NULL sys/out, fd < 0, out_max_bytes below out_pause_bytes,
+ *  a timeout that is NaN: a line on stderr says which), VAT_ENOMEM, VAT_EIO (`fd` is not a
  *  stream socket, libuv refused it, or the I/O thread did not start), and those of
  *  vat_host_spawn (VAT_ENOTREGISTERED: the thread is not registered). On
  *  error `fd` is left open. */
@@ -352,9 +392,10 @@ const vat_atom *vat_atom_noconnection(void);
 int vat_connect(vat_system *sys, const char *address, vat_ref *bootstrap,
                 const vat_conn_options *opt, vat_conn **out);
 
-/** Listens on `address`; every connection accepted offers `bootstrap`.
- *  Host thread. Errors: VAT_EINVAL, VAT_EIO (socket, bind or listen
- *  failed: errno says why), VAT_ENOMEM. */
+/** Listens on `address`; every connection accepted offers `bootstrap`,
+ *  with options `opt` (checked now, as vat_conn_open checks them: the
+ *  same VAT_EINVAL). Host thread. Errors: VAT_EINVAL, VAT_EIO (socket,
+ *  bind or listen failed: errno says why), VAT_ENOMEM. */
 int vat_listen(vat_system *sys, const char *address, vat_ref *bootstrap,
                const vat_conn_options *opt, vat_listener **out);
 
@@ -366,13 +407,15 @@ int vat_listener_port(vat_listener *l);
  *  connection and opens it. Host thread (with options `loop`: that loop's
  *  thread, which it blocks; vat_listener_serve does not). Errors:
  *  VAT_EINVAL, VAT_ETIMEDOUT, VAT_ECLOSED (listener closed), VAT_EBUSY
- *  (served on a loop), VAT_EIO, and those of vat_conn_open. */
+ *  (served on a loop), VAT_EAGAIN (a connection came with the listener
+ *  at options max_connections: it was closed), VAT_EIO, and those of
+ *  vat_conn_open. */
 int vat_listener_accept(vat_listener *l, double timeout_s, vat_conn **out);
 
 /** Gets each connection vat_listener_serve accepted: `rc` VAT_OK and the
  *  connection (opened with the listener's options, on its loop), or an
- *  error and NULL: one of vat_conn_open's (that connection was closed;
- *  serving goes on), or VAT_EIO (accepting failed: serving has stopped;
+ *  error and NULL: one of vat_conn_open's or VAT_EAGAIN (at
+ *  max_connections; that connection was closed; serving goes on), or VAT_EIO (accepting failed: serving has stopped;
  *  close the listener). Runs on the loop's thread, as a
  *  libuv callback; it may close the listener. */
 typedef void (*vat_accept_fn)(void *ctx, vat_listener *l, int rc,
@@ -385,6 +428,18 @@ typedef void (*vat_accept_fn)(void *ctx, vat_listener *l, int rc,
  *  options), VAT_ECLOSED (closed), VAT_EBUSY (served already), VAT_EIO
  *  (libuv refused the socket), VAT_ENOMEM. */
 int vat_listener_serve(vat_listener *l, vat_accept_fn fn, void *ctx);
+
+/** A listener's connections (vat_listener_inspect): a snapshot. */
+typedef struct vat_listener_info {
+  size_t open;            /* connections it accepted that hold a place */
+  size_t max_connections; /* options; 0: no cap */
+  uint64_t refused;       /* connections closed at once at the cap */
+} vat_listener_info;
+
+/** Fills *out with the listener's count of connections; after it closed,
+ *  as the connections it accepted end. Any thread. Errors: VAT_EINVAL
+ *  (NULL l or out). */
+int vat_listener_inspect(vat_listener *l, vat_listener_info *out);
 
 /** Stops listening and closes the socket (a Unix socket's path is
  *  removed). Connections already accepted go on. Host thread; a served

@@ -147,6 +147,20 @@ void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer) {
     end_with(turn, c, net_disconnected(cause), tell_peer, false);
 }
 
+void net_end_with(vat_turn *turn, net_conn *c, vat_value reason,
+                  bool tell_peer) {
+  end_with(turn, c, reason, tell_peer, false);
+}
+
+/* Once, when the socket is closed or the vat ends otherwise: a listener
+ * at its cap takes a connection again from then on. */
+static void leave_place(net_conn *c) {
+  if (c->places != NULL && !c->place_left) {
+    c->place_left = true;
+    net_places_leave(c->places);
+  }
+}
+
 /* `drop`: what is queued is dropped and the socket closed at once, for a
  * peer that does not read; else it is written first. */
 static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
@@ -181,6 +195,7 @@ static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
 void net_on_io_done(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   net_conn *c = state;
+  leave_place(c);
   if (c->closed != NULL)
     vat_resolve(turn, c->closed, c->end_reason);
   vat_stop_with(turn, vat_atom_value(vat_atom_noconnection()));
@@ -189,6 +204,7 @@ void net_on_io_done(vat_turn *turn, void *state, void *arg) {
 static void conn_stop(void *state, vat_value reason) {
   net_conn *c = state;
   (void)reason;
+  leave_place(c);
   if (c->io == NULL)
     return;
   net_io_close(c->io);
@@ -258,6 +274,8 @@ void net_on_frame(vat_turn *turn, void *state, void *arg) {
     net_io_frame_done(c->io, f->len);
   if (c->ended)
     return;
+  /* Counted before it decodes: one that does not ends the connection. */
+  net_timeouts_heard(c);
   net_slots_ctx ctx = {turn, c};
   vat_captp_slots slots = net_slots(&ctx);
   vat_captp_msg m;
@@ -305,6 +323,7 @@ static void start(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   c->self = vat_self(turn);
   net_io_run(c->io);
+  net_timeouts_start(turn, c);
   uint64_t n;
   if (net_ask(turn, c, NULL, &n) != VAT_OK ||
       (c->bootstrap_qid = net_name('q', '-', n)) == NULL) {
@@ -327,10 +346,19 @@ static const vat_entity_def conn_def = {
 
 int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
                   const vat_conn_options *opt, vat_conn **out) {
+  return net_conn_open(sys, fd, bootstrap, opt, NULL, out);
+}
+
+int net_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
+                  const vat_conn_options *opt, net_places *places,
+                  vat_conn **out) {
   size_t out_pause, out_max;
+  double handshake_s, idle_s;
   if (sys == NULL || out == NULL || fd < 0)
     return VAT_EINVAL;
   int rc = net_out_limits(opt, &out_pause, &out_max);
+  if (rc == VAT_OK)
+    rc = net_timeout_limits(opt, &handshake_s, &idle_s);
   if (rc != VAT_OK)
     return rc;
   vat_conn_options o;
@@ -344,9 +372,16 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
    * (VAT_ENOTREGISTERED), which the collector's allocations below need. */
   net_conn *c;
   vat_ref *ref;
+  if (places != NULL && !net_places_take(places))
+    return VAT_EAGAIN;
   rc = vat_host_spawn(sys, &def, &ref, (void **)&c);
-  if (rc != VAT_OK)
+  if (rc != VAT_OK) {
+    if (places != NULL)
+      net_places_leave(places);
     return rc;
+  }
+  /* From here every failure ends the vat (`abandon`), which frees it. */
+  c->places = places;
   vat_conn *h = GC_MALLOC(sizeof *h);
   vat_resolver *boot = NULL;
   if (h == NULL || vat_promise_new(&h->bootstrap, &boot) != VAT_OK) {
@@ -369,6 +404,8 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
   c->remote_bootstrap = boot;
   c->next_question = c->next_export = 1;
   c->question_timeout_s = o.question_timeout_s > 0 ? o.question_timeout_s : 0;
+  c->handshake_timeout_s = handshake_s;
+  c->idle_timeout_s = idle_s;
   c->max_questions = o.max_questions ? o.max_questions : VAT_CONN_MAX_QUESTIONS;
   c->max_exports = o.max_exports ? o.max_exports : VAT_CONN_MAX_EXPORTS;
   /* libvat's own descriptor: libuv closes it with the handle, even when

@@ -81,6 +81,8 @@ void net_io_release(net_io_owner *o);
 /* --- conn.c: the connection vat ---------------------------------------- */
 
 typedef struct net_conn net_conn; /* the connection entity's state */
+/** A listener's count of its open connections (socket.c). */
+typedef struct net_places net_places;
 
 /** Messages the I/O thread sends the connection vat. `arg` is a net_frame
  *  or, for net_on_lost, a NUL-terminated cause (collector memory). */
@@ -129,6 +131,18 @@ struct net_conn {
   const char *iface_label;      /* the label iface was made of (slots.c) */
   const char *iface;            /* "Alleged: " and that label, sanitized */
   bool ended;
+
+  /* timeouts.c */
+  double handshake_timeout_s;        /* options, checked; 0: none */
+  double idle_timeout_s;             /* options, checked; 0: none */
+  struct vat_timer *handshake_timer; /* until the first message */
+  unsigned silent_ticks;             /* idle ticks without a message */
+  bool heard_first;                  /* a message arrived: the handshake */
+  bool heard_since_tick;             /* a message since the last idle tick */
+
+  /* a listener's connection (socket.c) */
+  net_places *places; /* the listener's, or NULL */
+  bool place_left;    /* it left them */
 };
 
 /** A question this side asked: the reply ref of the request it came from
@@ -153,6 +167,15 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
 /** Ends the connection with disconnected(cause); `tell_peer` sends a
  *  CTP_DISCONNECT first. */
 void net_end(vat_turn *turn, net_conn *c, const char *cause, bool tell_peer);
+/** Ends the connection with `reason` in place of disconnected(...). */
+void net_end_with(vat_turn *turn, net_conn *c, vat_value reason,
+                  bool tell_peer);
+/** vat_conn_open, for a connection a listener accepted: it takes one of
+ *  the listener's `places` (may be NULL) and holds it until it ends;
+ *  VAT_EAGAIN when none is free. */
+int net_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
+                  const vat_conn_options *opt, net_places *places,
+                  vat_conn **out);
 /** The output limits of `opt` (NULL: the defaults), checked: VAT_OK, or
  *  VAT_EINVAL (out_max_bytes below out_pause_bytes; a line on stderr). */
 int net_out_limits(const vat_conn_options *opt, size_t *pause, size_t *max);
@@ -162,6 +185,25 @@ const char *net_name(char kind, char sign, uint64_t n);
 uint64_t net_parse(const char *s, char kind, char sign);
 /** disconnected(cause) */
 vat_value net_disconnected(const char *cause);
+
+/* --- timeouts.c: the handshake and idle timeouts ----------------------- */
+
+/** The timeouts of `opt` (NULL: the defaults), checked, in seconds (0:
+ *  none): VAT_OK, or VAT_EINVAL (a NaN; a line on stderr). */
+int net_timeout_limits(const vat_conn_options *opt, double *handshake_s,
+                       double *idle_s);
+/** Arms them: the connection vat's first turn. */
+void net_timeouts_start(vat_turn *turn, net_conn *c);
+/** A message arrived from the peer. */
+void net_timeouts_heard(net_conn *c);
+
+/* --- socket.c: a listener's places -------------------------------------- */
+
+/** Takes a place for a new connection: false when `p` is at its cap (the
+ *  refusal counted). Any thread. */
+bool net_places_take(net_places *p);
+/** A connection holding one of `p` ended: its place is free. Any thread. */
+void net_places_leave(net_places *p);
 
 /* --- slots.c: imports, exports and proxies ------------------------------ */
 

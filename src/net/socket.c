@@ -11,6 +11,7 @@
 #include <gc/gc.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -32,8 +33,18 @@ typedef struct listen_watch {
   void *ctx;
 } listen_watch;
 
+/* The listener's connections open at once (options max_connections).
+ * Shared with each connection it accepted, which leaves on a worker when
+ * it ends, so it outlives a closed listener. */
+struct net_places {
+  atomic_size_t open;
+  size_t max; /* 0: no cap */
+  atomic_uint_least64_t refused;
+};
+
 struct vat_listener {
   int fd;
+  net_places *places;
   int port;
   char *path; /* a Unix socket's, to remove on close */
   vat_system *sys;
@@ -144,6 +155,8 @@ int vat_connect(vat_system *sys, const char *address_text, vat_ref *bootstrap,
   int rc = parse_address(address_text, opt, &a);
   if (rc == VAT_OK) /* before connecting: bad options open nothing */
     rc = net_out_limits(opt, NULL, NULL);
+  if (rc == VAT_OK)
+    rc = net_timeout_limits(opt, NULL, NULL);
   if (rc != VAT_OK)
     return rc;
   int fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -170,11 +183,16 @@ int vat_listen(vat_system *sys, const char *address_text, vat_ref *bootstrap,
   int rc = parse_address(address_text, opt, &a);
   if (rc == VAT_OK) /* now, not at every connection accepted */
     rc = net_out_limits(opt, NULL, NULL);
+  if (rc == VAT_OK)
+    rc = net_timeout_limits(opt, NULL, NULL);
   if (rc != VAT_OK)
     return rc;
   vat_listener *l = GC_MALLOC(sizeof *l);
-  if (l == NULL)
+  net_places *places = GC_MALLOC(sizeof *places);
+  if (l == NULL || places == NULL)
     return VAT_ENOMEM;
+  places->max = opt != NULL ? opt->max_connections : 0;
+  l->places = places;
   int fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return VAT_EIO;
@@ -214,6 +232,30 @@ int vat_listener_port(vat_listener *l) {
   return l ? l->port : 0;
 }
 
+bool net_places_take(net_places *p) {
+  size_t n = atomic_load(&p->open);
+  do {
+    if (p->max != 0 && n >= p->max) {
+      atomic_fetch_add(&p->refused, 1);
+      return false;
+    }
+  } while (!atomic_compare_exchange_weak(&p->open, &n, n + 1));
+  return true;
+}
+
+void net_places_leave(net_places *p) {
+  atomic_fetch_sub(&p->open, 1);
+}
+
+int vat_listener_inspect(vat_listener *l, vat_listener_info *out) {
+  if (l == NULL || out == NULL)
+    return VAT_EINVAL;
+  *out = (vat_listener_info){.open = atomic_load(&l->places->open),
+                             .max_connections = l->places->max,
+                             .refused = atomic_load(&l->places->refused)};
+  return VAT_OK;
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -248,7 +290,10 @@ int vat_listener_accept(vat_listener *l, double timeout_s, vat_conn **out) {
         continue;
       return VAT_EIO;
     }
-    rc = vat_conn_open(l->sys, fd, l->bootstrap, &l->opt, out);
+    /* At the cap (VAT_EAGAIN) it is accepted all the same and closed at
+     * once: the peer reads end of stream now, rather than wait in the
+     * backlog for a place that may never come. */
+    rc = net_conn_open(l->sys, fd, l->bootstrap, &l->opt, l->places, out);
     if (rc != VAT_OK)
       close(fd);
     return rc;
@@ -287,7 +332,7 @@ static void on_acceptable(uv_poll_t *h, int status, int events) {
       return;
     }
     vat_conn *conn = NULL;
-    int rc = vat_conn_open(l->sys, fd, l->bootstrap, &l->opt, &conn);
+    int rc = net_conn_open(l->sys, fd, l->bootstrap, &l->opt, l->places, &conn);
     if (rc != VAT_OK)
       close(fd);
     w->fn(w->ctx, l, rc, conn);
