@@ -2020,8 +2020,9 @@ static bool same_msg_decode(const char *json, size_t len, const char *what) {
   int rn = vat_captp_decode(json, len, &sa, &mn, &en);
   int ro = captp_ref_decode(json, len, &sb, &mo, &eo);
   same_decode_failure(rn, &en, ro, &eo, what, json, len);
-  if (rn != ro || en.code != eo.code)
-    return false; /* a NUL the old decoder dropped */
+  if (rn != ro || en.code != eo.code ||
+      (en.code == VAT_CAPTP_ERR_JSON && nul_after_token(json, len)))
+    return false; /* a NUL the old decoder dropped: refused sooner */
   same_imports(&ta, &tb, what);
   ck_assert_msg(mn.type == mo.type && same_str(mn.type_name, mo.type_name) &&
                     same_str(mn.id, mo.id) && same_str(mn.target, mo.target) &&
