@@ -4,6 +4,7 @@
  * in the test build: the reference the streaming encoder is compared with
  * byte for byte (test_captp.c, "encoder" case). */
 #include <gc/gc.h>
+#include <jansson.h>
 #include <math.h>
 #include <string.h>
 

@@ -1887,6 +1887,609 @@ START_TEST(reals_are_spelt_as_jansson_spelt_them) {
 }
 END_TEST
 
+/* --- The one-pass decoder against the jansson-based one --------------- */
+/* Both decoders read the same text, each through a fresh table of its
+ * own: they must agree on accepting it, on the value (bit for bit: -0 is
+ * not 0 here), on the failure (code and reason; the detail too, but for
+ * JSON failures, whose text is each parser's own), on value_failed and the
+ * envelope's fields, and on what they asked the table. */
+
+static bool same_value(vat_value a, vat_value b) {
+  if (a.type != b.type)
+    return false;
+  switch (a.type) {
+  case VAT_T_FLOAT:
+    return memcmp(&a.as.f, &b.as.f, sizeof a.as.f) == 0;
+  case VAT_T_LIST: {
+    const vat__list *x = a.as.obj, *y = b.as.obj;
+    if (x->n != y->n)
+      return false;
+    for (size_t i = 0; i < x->n; i++)
+      if (!same_value(x->items[i], y->items[i]))
+        return false;
+    return true;
+  }
+  case VAT_T_RECORD: {
+    const vat__record *x = a.as.obj, *y = b.as.obj;
+    if (x->label != y->label || x->n != y->n)
+      return false;
+    for (size_t i = 0; i < x->n; i++)
+      if (!same_value(x->fields[i], y->fields[i]))
+        return false;
+    return true;
+  }
+  case VAT_T_MAP: {
+    const vat__map *x = a.as.obj, *y = b.as.obj;
+    if (x->n != y->n)
+      return false;
+    for (size_t i = 0; i < x->n; i++)
+      if (!same_value(x->entries[i].key, y->entries[i].key) ||
+          !same_value(x->entries[i].val, y->entries[i].val))
+        return false;
+    return true;
+  }
+  case VAT_T_ERROR: {
+    const vat__error *x = a.as.obj, *y = b.as.obj;
+    return x->code == y->code && same_value(x->payload, y->payload);
+  }
+  default:
+    return vat_equal(a, b);
+  }
+}
+
+static bool same_str(const char *a, const char *b) {
+  return (a == NULL && b == NULL) || (a != NULL && b != NULL && !strcmp(a, b));
+}
+
+/* What the two tables were asked, in order. */
+static void same_imports(const slot_table *a, const slot_table *b,
+                         const char *what) {
+  ck_assert_msg(a->imports == b->imports && a->n == b->n,
+                "%s: %d imports (%d slots), not %d (%d)", what, a->imports,
+                a->n, b->imports, b->n);
+  for (int i = 0; i < a->n; i++)
+    ck_assert_msg(!strcmp(a->names[i], b->names[i]) &&
+                      same_str(a->ifaces[i], b->ifaces[i]),
+                  "%s: import %d %s/%s", what, i, a->names[i], b->names[i]);
+}
+
+/* jansson drops a raw NUL byte that follows a number or a word (its
+ * reader takes the NUL it put back for "nothing buffered"), so it took
+ * "1\0" for 1; the parser refuses it (a control character outside a
+ * string). True when text may hold such a NUL, raw or as the \u0000 of a
+ * body inside a message. */
+static bool nul_after_token(const char *text, size_t len) {
+  for (size_t i = 1; i < len; i++) {
+    unsigned char c = (unsigned char)text[i - 1];
+    bool token_end = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                     (c >= 'A' && c <= 'Z');
+    if (token_end && (text[i] == '\0' ||
+                      (len - i >= 6 && memcmp(text + i, "\\u0000", 6) == 0)))
+      return true;
+  }
+  return false;
+}
+
+static void same_decode_failure(int rn, const vat_captp_error *en, int ro,
+                                const vat_captp_error *eo, const char *what,
+                                const char *text, size_t len) {
+  if (rn == VAT_EDECODE && en->code == VAT_CAPTP_ERR_JSON &&
+      eo->code != VAT_CAPTP_ERR_JSON && nul_after_token(text, len))
+    return; /* the one place the old decoder was wrong */
+  ck_assert_msg(rn == ro && en->code == eo->code &&
+                    (en->code == VAT_CAPTP_ERR_JSON ||
+                     (strcmp(en->detail, eo->detail) == 0 &&
+                      en->offset == eo->offset)),
+                "%s: %.*s\n new %s %s (%s), old %s %s (%s)", what,
+                (int)(len < 300 ? len : 300), text, vat_err_name(rn),
+                vat_captp_err_name(en->code), en->detail, vat_err_name(ro),
+                vat_captp_err_name(eo->code), eo->detail);
+}
+
+static const char *const decode_names[] = {"o-1", "p-2", "o+3", "o+01",
+                                           "p+4", "o-5", "x", "o-7"};
+
+/* A body decoded by both, with the first n_names of decode_names. Returns
+ * whether it decoded. */
+static bool same_body_decode(const char *body, size_t len, size_t n_names,
+                             const char *what) {
+  slot_table ta = {0}, tb = {0};
+  vat_captp_slots sa = table_of(&ta), sb = table_of(&tb);
+  vat_value vn = vat_null(), vo = vat_null();
+  vat_captp_error en, eo;
+  int rn =
+      vat_capdata_decode(body, len, decode_names, n_names, &sa, &vn, &en);
+  int ro =
+      captp_ref_capdata_decode(body, len, decode_names, n_names, &sb, &vo, &eo);
+  same_decode_failure(rn, &en, ro, &eo, what, body, len);
+  if (rn != ro)
+    return false; /* a NUL the old decoder dropped */
+  same_imports(&ta, &tb, what);
+  if (rn == VAT_OK)
+    ck_assert_msg(same_value(vn, vo), "%s: %.*s: the values differ", what,
+                  (int)(len < 300 ? len : 300), body);
+  return rn == VAT_OK;
+}
+
+/* A message decoded by both. Returns whether it decoded. */
+static bool same_msg_decode(const char *json, size_t len, const char *what) {
+  slot_table ta = {0}, tb = {0};
+  vat_captp_slots sa = table_of(&ta), sb = table_of(&tb);
+  vat_captp_msg mn, mo;
+  vat_captp_error en, eo;
+  int rn = vat_captp_decode(json, len, &sa, &mn, &en);
+  int ro = captp_ref_decode(json, len, &sb, &mo, &eo);
+  same_decode_failure(rn, &en, ro, &eo, what, json, len);
+  if (rn != ro || en.code != eo.code ||
+      (en.code == VAT_CAPTP_ERR_JSON && nul_after_token(json, len)))
+    return false; /* a NUL the old decoder dropped: refused sooner */
+  same_imports(&ta, &tb, what);
+  ck_assert_msg(mn.type == mo.type && same_str(mn.type_name, mo.type_name) &&
+                    same_str(mn.id, mo.id) && same_str(mn.target, mo.target) &&
+                    mn.is_reject == mo.is_reject &&
+                    mn.dec_refs == mo.dec_refs &&
+                    mn.has_epoch == mo.has_epoch && mn.epoch == mo.epoch &&
+                    same_str(mn.reason_json, mo.reason_json) &&
+                    mn.value_failed == mo.value_failed &&
+                    same_value(mn.value, mo.value),
+                "%s: %.*s: the messages differ (reason %s / %s)", what,
+                (int)(len < 300 ? len : 300), json,
+                mn.reason_json ? mn.reason_json : "-",
+                mo.reason_json ? mo.reason_json : "-");
+  return rn == VAT_OK;
+}
+
+/* A body wrapped as a RETURN's result: escaped as a JSON string (the
+ * bytes as they are but for '"', '\\' and controls, so bad UTF-8 stays
+ * bad). */
+static size_t wrap_body(const char *body, size_t len, size_t n_names,
+                        char *out, size_t cap) {
+  size_t o = (size_t)snprintf(out, cap,
+                              "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\","
+                              "\"result\":{\"body\":\"");
+  for (size_t i = 0; i < len && o + 8 < cap; i++) {
+    unsigned char c = (unsigned char)body[i];
+    if (c == '"' || c == '\\') {
+      out[o++] = '\\';
+      out[o++] = (char)c;
+    } else if (c < 0x20) {
+      o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+    } else {
+      out[o++] = (char)c;
+    }
+  }
+  o += (size_t)snprintf(out + o, cap - o, "\",\"slots\":[");
+  for (size_t i = 0; i < n_names; i++)
+    o += (size_t)snprintf(out + o, cap - o, "%s\"%s\"", i ? "," : "",
+                          decode_names[i]);
+  o += (size_t)snprintf(out + o, cap - o, "]}}");
+  return o < cap ? o : cap - 1;
+}
+
+/* A body by both decoders, bare and inside a message. */
+static void same_decodes(const char *body, size_t len, const char *what) {
+  same_body_decode(body, len, 3, what);
+  size_t cap = 6 * len + 256;
+  char *msg = malloc(cap);
+  size_t n = wrap_body(body, len, 3, msg, cap);
+  same_msg_decode(msg, n, what);
+  free(msg);
+}
+
+/* Texts at the edges of JSON and of each form, beyond the tests' own. */
+static const char *const decode_edges[] = {
+    " 1 ", "\t\n\r[1]\r\n\t", "\f1", "1 2", "[1,]", "[,1]", "{\"a\":1,}",
+    "{,}", "{\"a\" 1}", "{\"a\":}", "{1:2}", "[1 2]", "[", "]", "{", "\"",
+    "\"abc", "tru", "true", "truex", "nul", "null", "nullx", "falsey",
+    "True", "0", "-0", "-0.0", "01", "-01", "1.", ".5", "+1", "1e", "1e+",
+    "1E-2", "1e400", "-1e400", "1e-400", "4.9e-324", "2.5e-324",
+    "1.7976931348623157e308", "1.7976931348623159e308",
+    "123456789012345678901234567890", "0.1", "0.30000000000000004",
+    "9007199254740993", "1e22", "1e23", "123456789012345e-22",
+    "1000000000000000000000e-1", "0e1000000000000000000000", "-",
+    "--1", "1.5e3x", "\"\\u0000\"", "{\"\\u0000\":1}", "{\"a\\u0000\":1}",
+    "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\udc00\"", "\"\\ud800\\u0041\"",
+    "\"\\ud800x\"", "\"\\uDBFF\\uDFFF\"", "\"\\u00e9\\u00E9\"", "\"\\u12\"",
+    "\"\\u12g4\"", "\"\\x\"", "\"\\/\\b\\f\\n\\r\\t\\\"\\\\\"", "\"\\",
+    "\"\t\"", "\"\x01\"", "\"\x7f\"", "\"\xc3\xa9\"", "\"\xc3\"", "\"\xc0\x80\"",
+    "\"\xc1\xbf\"", "\"\xe0\x9f\xbf\"", "\"\xe0\xa0\x80\"", "\"\xed\x9f\xbf\"",
+    "\"\xed\xa0\x80\"", "\"\xef\xbf\xbf\"", "\"\xf0\x8f\xbf\xbf\"",
+    "\"\xf0\x90\x80\x80\"", "\"\xf4\x8f\xbf\xbf\"", "\"\xf4\x90\x80\x80\"",
+    "\"\xf5\x80\x80\x80\"", "\"\xff\"", "\"\x80\"", "\xc3\xa9", "[\"a\"]\xff",
+    "{\"a\":1,\"a\":2}", "{\"a\":1,\"b\":2,\"a\":3}",
+    "{\"@qclass\":\"bigint\",\"digits\":\"1\",\"digits\":\"2\"}",
+    "{\"@qclass\":\"nope\",\"@qclass\":\"undefined\"}",
+    "{\"@qclass\":\"undefined\",\"@qclass\":\"nope\"}",
+    "{\"@qclass\":\"slot\",\"index\":1e0}",
+    "{\"@qclass\":\"slot\",\"index\":0,\"index\":2}",
+    "{\"@qclass\":\"slot\",\"index\":-0}",
+    "{\"@qclass\":\"slot\",\"index\":0,\"iface\":null}",
+    "{\"@qclass\":\"un\\u0000defined\"}", "{\"@qclass\":\"undefined\\u0000\"}",
+    "{\"@qclass\":\"symbol\",\"name\":\"a\\u0000b\"}",
+    "{\"@qclass\":\"error\",\"name\":\"E\",\"message\":\"m\",\"x\":1,"
+    "\"name\":\"F\",\"y\":{\"@qclass\":\"nope\"}}",
+    "{\"@qclass\":\"error\",\"name\":\"E\",\"message\":\"\",\"payload\":[1]}",
+    "{\"@qclass\":\"hilbert\",\"original\":1,\"rest\":{\"a\":2,\"a\":3}}",
+    "{\"@qclass\":\"hilbert\",\"original\":1,\"rest\":{}}",
+    "{\"@qclass\":\"hilbert\",\"original\":{\"@qclass\":\"nope\"},"
+    "\"rest\":{\"b\":{\"@qclass\":\"bad\"}}}",
+    "{\"@qclass\":\"tagged\",\"tag\":\"copySet\",\"payload\":[1,2]}",
+    "{\"@qclass\":\"tagged\",\"tag\":\"copyMap\",\"payload\":{\"keys\":[1],"
+    "\"values\":[2],\"values\":[3]}}",
+    "{\"b\":{\"@qclass\":\"nope\"},\"a\":{\"@qclass\":\"bad\"}}",
+    "{\"b\":{\"@qclass\":\"nope\"},\"a\":1,\"b\":2}",
+    "[{\"@qclass\":\"slot\",\"index\":2},{\"@qclass\":\"slot\",\"index\":0,"
+    "\"iface\":\"I\"},{\"@qclass\":\"slot\",\"index\":0}]",
+    "[{\"@qclass\":\"slot\",\"index\":0},{\"@qclass\":\"nope\"},{\"@qclass\""
+    ":\"slot\",\"index\":1}]",
+    "[{\"@qclass\":\"slot\",\"index\":0}, tru]",
+    "#[\"$0.Alleged: X\",\"&1\",\"$0\",\"$2\",\"!#x\",\"%sym\",\"+12\",\"-3\"]",
+    "#{\"#tag\":\"t\",\"payload\":1,\"#tag\":\"u\"}",
+    "#{\"#tag\":\"t\",\"#tag\":\"u\"}",
+    "#{\"#tag\":\"t\",\"payload\":1,\"payload\":2,\"#tag\":\"!x\"}",
+    "#{\"#error\":\"m\",\"name\":\"E\",\"name\":\"F\",\"x\":\"!y\"}",
+    "#{\"#error\":\"m\",\"name\":\"E\",\"#x\":1}",
+    "#{\"!#a\":1,\"b\":\"#NaN\",\"b\":\"#Infinity\"}",
+    "#{\"a\":\"#what\",\"#b\":1}", "#\"$0.\"", "#\"$00\"", "#\"$\"",
+    "#\"$1234567890123456789\"", "#\"&0\"", "#\"&1\"", "#\"%\"", "#\"!\"",
+    "#\"#undefined\\u0000\"", "#[1,2", "##", "# 1", "#\"\\ud800\"",
+};
+
+START_TEST(decoder_matches_reference_on_the_tests_cases) {
+  char what[64];
+  for (size_t i = 0; i < sizeof bad_bodies / sizeof bad_bodies[0]; i++) {
+    snprintf(what, sizeof what, "bad body %zu", i);
+    same_decodes(bad_bodies[i].body, strlen(bad_bodies[i].body), what);
+  }
+  for (size_t i = 0; i < sizeof decode_edges / sizeof decode_edges[0]; i++) {
+    snprintf(what, sizeof what, "edge %zu", i);
+    same_decodes(decode_edges[i], strlen(decode_edges[i]), what);
+    for (size_t n = 0; n <= 8; n += 4)
+      same_body_decode(decode_edges[i], strlen(decode_edges[i]), n, what);
+  }
+  for (size_t i = 0; i < sizeof bad_messages / sizeof bad_messages[0]; i++) {
+    snprintf(what, sizeof what, "bad message %zu", i);
+    same_msg_decode(bad_messages[i], strlen(bad_messages[i]), what);
+  }
+  for (size_t i = 0; i < sizeof value_failures / sizeof value_failures[0];
+       i++) {
+    snprintf(what, sizeof what, "value failure %zu", i);
+    same_msg_decode(value_failures[i].json, strlen(value_failures[i].json),
+                    what);
+  }
+  static const char *const messages[] = {
+      "{\"type\":\"CTP_TRAP_ITERATE\",\"questionID\":\"q-1\"}",
+      "{\"type\":\"CTP_X\\u0000\"}",
+      "{\"type\":\"CTP_CALL\\u0000x\",\"questionID\":\"q\",\"target\":\"t\","
+      "\"method\":{\"body\":\"1\",\"slots\":[]}}",
+      "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q\\u0000\"}",
+      "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q\",\"epoch\":1.5}",
+      "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q\",\"epoch\":9.2e18}",
+      "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q\",\"epoch\":-3,"
+      "\"epoch\":4}",
+      "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\",\"decRefs\":2.0}",
+      "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\",\"decRefs\":null}",
+      "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\",\"decRefs\":1e300}",
+      "{\"type\":\"CTP_RETURN\",\"answerID\":\"q\",\"exception\":{\"body\":"
+      "\"1\",\"slots\":[]}}",
+      "{\"type\":\"CTP_RETURN\",\"answerID\":\"q\",\"exception\":{\"body\":"
+      "\"1\",\"slots\":[]},\"result\":{\"body\":\"2\",\"slots\":[]}}",
+      "{\"type\":\"CTP_RESOLVE\",\"promiseID\":\"p\",\"rej\":1}",
+      "{\"type\":\"CTP_RESOLVE\",\"promiseID\":\"p\",\"res\":{\"body\":\"1\","
+      "\"slots\":[],\"body\":\"2\"}}",
+      "{\"type\":\"CTP_RESOLVE\",\"promiseID\":\"p\",\"res\":{\"body\":\"[{"
+      "\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}]\",\"slots\":[\"o\\u0000"
+      "-1\"]}}",
+      "{\"type\":\"CTP_DISCONNECT\"}",
+      "{\"type\":\"CTP_DISCONNECT\",\"reason\":null}",
+      "{\"type\":\"CTP_DISCONNECT\",\"reason\":1}",
+      "{\"type\":\"CTP_DISCONNECT\",\"reason\":-0}",
+      "{\"type\":\"CTP_DISCONNECT\",\"reason\":[1e300,0.1,-2.5e-7,1e17,"
+      "123456789012345678]}",
+      "{\"type\":\"CTP_DISCONNECT\",\"reason\": { \"z\" : 1 , \"a\" : [ ] , "
+      "\"z\" : { } } }",
+      "{\"type\":\"CTP_DISCONNECT\",\"reason\":\"h\\u00e9\\n\\\"\\u0000\\/"
+      "\\u001f\\u007f\\ud83d\\ude00\"}",
+      "{\"type\":\"CTP_DISCONNECT\",\"reason\":{\"message\":\"closed\","
+      "\"errorId\":\"e-1\",\"name\":\"Error\"},\"epoch\":0}",
+      "{\"type\":\"CTP_DISCONNECT\",\"reason\":[1,2,]}",
+      "{\"type\":\"CTP_CALL\",\"questionID\":\"q-1\",\"target\":\"o-1\","
+      "\"method\":{\"body\":\"#[\\\"inc\\\",[\\\"+5\\\"]]\",\"slots\":[]},"
+      "\"type\":\"CTP_RETURN\"}",
+  };
+  for (size_t i = 0; i < sizeof messages / sizeof messages[0]; i++) {
+    snprintf(what, sizeof what, "message %zu", i);
+    same_msg_decode(messages[i], strlen(messages[i]), what);
+  }
+  /* Every kind, encoded; every type of message, framed. */
+  size_t n;
+  every_kind(0, &n);
+  for (size_t i = 0; i < n; i++) {
+    vat_capdata cd;
+    vat_value v = every_kind(i, &n);
+    slot_table t = {0};
+    vat_captp_slots slots = table_of(&t);
+    ck_assert_vat_ok(vat_capdata_encode(v, &slots, &cd, NULL));
+    snprintf(what, sizeof what, "every_kind %zu", i);
+    same_body_decode(cd.body, cd.body_len, 8, what);
+  }
+  const vat_captp_msg *msgs = every_type(&n);
+  for (size_t i = 0; i < n; i++) {
+    slot_table t = {0};
+    vat_captp_slots slots = table_of(&t);
+    char *json;
+    size_t len;
+    ck_assert_vat_ok(vat_captp_encode(&msgs[i], &slots, &json, &len, NULL));
+    snprintf(what, sizeof what, "every_type %zu", i);
+    same_msg_decode(json, len, what);
+  }
+  /* Nesting around both limits: the value's (128), the parser's (2048). */
+  static const int depths[] = {127, 128, 129, 2047, 2048, 2049, 5000};
+  for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
+    for (int form = 0; form < 4; form++) {
+      int d = depths[i];
+      char *body = malloc(8 * (size_t)d + 16);
+      size_t len = 0;
+      if (form == 3)
+        body[len++] = '#';
+      for (int k = 0; k < d; k++) {
+        const char *open = form == 1 ? "{\"a\":" : "[";
+        memcpy(body + len, open, strlen(open));
+        len += strlen(open);
+      }
+      if (form == 2 && len > 0)
+        body[len - 1] = '0'; /* a syntax error at the bottom */
+      for (int k = 0; k < d; k++)
+        body[len++] = form == 1 ? '}' : ']';
+      snprintf(what, sizeof what, "depth %d, form %d", d, form);
+      same_decodes(body, len, what);
+      free(body);
+    }
+  }
+}
+END_TEST
+
+/* Every recorded frame, and every smallcaps body as a RETURN's result. */
+START_TEST(decoder_matches_reference_on_endo_frames) {
+  char **paths;
+  size_t n = corpus_files("frames", &paths);
+  ck_assert_uint_ge(n, 30);
+  for (size_t i = 0; i < n; i++) {
+    blob b = read_file(paths[i]);
+    const char *json = strchr(b.data, ':') + 1;
+    size_t len = b.len - (size_t)(json - b.data) - 1;
+    ck_assert(same_msg_decode(json, len, paths[i]));
+    free(b.data);
+  }
+  free_paths(paths, n);
+  n = corpus_files("smallcaps", &paths);
+  ck_assert_uint_ge(n, 5);
+  for (size_t i = 0; i < n; i++) {
+    blob b = read_file(paths[i]);
+    char *msg = malloc(b.len + 128);
+    size_t len = (size_t)snprintf(
+        msg, b.len + 128,
+        "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":%s}",
+        b.data);
+    ck_assert(same_msg_decode(msg, len, paths[i]));
+    free(msg);
+    free(b.data);
+  }
+  free_paths(paths, n);
+}
+END_TEST
+
+/* A value (or message) encoded by this library, decoded by both. */
+START_TEST(decoder_matches_reference_on_random_values) {
+  uint64_t seed = test_seed("decoder_matches_reference_on_random_values");
+  rng r = {seed};
+  char what[96];
+  enum { VALUES = 20000, MESSAGES = 4000 };
+  size_t decoded = 0;
+  for (size_t i = 0; i < VALUES; i++) {
+    vat_value v = random_value(&r, 0);
+    tables t;
+    tables_init(&t, true);
+    vat_capdata cd;
+    if (vat_capdata_encode(v, &t.slots, &cd, NULL) != VAT_OK)
+      continue;
+    snprintf(what, sizeof what, "seed %" PRIu64 ", value %zu", seed, i);
+    /* The encoder names slots o+N/p+N from 1; these names are the
+     * decoder's own test table's. */
+    decoded += same_body_decode(cd.body, cd.body_len, 8, what);
+  }
+  ck_assert_msg(decoded > VALUES / 2, "seed %" PRIu64 ": %zu decoded", seed,
+                decoded);
+  static const char *const reasons[] = {
+      NULL, "{\"why\":\"done\"}", "[1,2.5,{\"a\":null,\"b\":[true,false]}]",
+      "1e300", "-0", "\"h\\u00e9\\n\\\"\"",
+      " { \"z\" : 1 , \"a\" : 2 , \"z\" : 3 } ", "12345678901234567890"};
+  for (size_t i = 0; i < MESSAGES; i++) {
+    char id[64], target[64];
+    random_text(&r, id, sizeof id, below(&r, 5), 20);
+    random_text(&r, target, sizeof target, below(&r, 5), 20);
+    vat_captp_msg m = {
+        .type = (vat_captp_type)(1 + below(&r, VAT_CAPTP_DISCONNECT)),
+        .id = id,
+        .target = target,
+        .value = random_value(&r, 0),
+        .is_reject = below(&r, 2),
+        .has_epoch = below(&r, 2),
+        .epoch = random_int(&r),
+        .dec_refs = random_int(&r),
+        .reason_json = reasons[below(&r, sizeof reasons / sizeof reasons[0])],
+    };
+    tables t;
+    tables_init(&t, true);
+    char *json;
+    size_t len;
+    if (vat_captp_encode(&m, &t.slots, &json, &len, NULL) != VAT_OK)
+      continue;
+    snprintf(what, sizeof what, "seed %" PRIu64 ", message %zu", seed, i);
+    same_msg_decode(json, len, what);
+  }
+}
+END_TEST
+
+/* Pieces a mutation puts into a text: JSON's own characters, escapes,
+ * numbers, forms, and bytes that are not UTF-8. */
+static const char *const splices[] = {
+    "\"", "\\", "{", "}", "[", "]", ",", ":", "0", "-", "e", ".", "1e400",
+    "-0", " ", "\t", "\n", "\f", "\x01", "\x7f", "\\u", "\\u0000",
+    "\\ud800", "\\udc00", "\\ud800\\udc00", "\\\\", "\\\"", "\\/", "\\x",
+    "\xc3\xa9", "\xc3", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xff", "\x80",
+    "null", "true", "tru", "\"@qclass\":", "\"@qclass\":\"slot\",",
+    "{\"@qclass\":\"slot\",\"index\":0}", "{\"@qclass\":\"slot\",\"index\":1}",
+    "{\"@qclass\":\"bigint\",\"digits\":\"7\"}", "\"#tag\":", "\"#error\":",
+    "\"$0\"", "\"&1\"", "\"!\"", "\"%x\"", "\"+1\"", "#", "\"a\":1,",
+    "\"index\":", "\"body\":", "\"slots\":[],", "\"type\":", "\\\\u0000",
+    "\\\\ud800", "\\\"\\\\"};
+enum { SPLICES = sizeof splices / sizeof splices[0] };
+
+/* Mutates text[0..len) in place (cap bytes of room): one to three edits,
+ * each a byte replaced, bytes cut, a piece put in, a stretch repeated, or
+ * the end cut off. */
+static size_t mutate(rng *r, char *text, size_t len, size_t cap) {
+  size_t edits = 1 + below(r, 3);
+  for (size_t e = 0; e < edits; e++) {
+    size_t at = len > 0 ? below(r, len + 1) : 0;
+    switch (below(r, 6)) {
+    case 0: /* a byte replaced */
+      if (at < len) {
+        const char *p = splices[below(r, SPLICES)];
+        text[at] = below(r, 4) == 0 ? (char)next(r) : p[0];
+      }
+      break;
+    case 1: { /* bytes cut */
+      size_t n = 1 + below(r, 4);
+      if (at + n > len)
+        n = len - at;
+      memmove(text + at, text + at + n, len - at - n);
+      len -= n;
+      break;
+    }
+    case 2:
+    case 3: { /* a piece put in */
+      const char *p = splices[below(r, SPLICES)];
+      size_t n = strlen(p);
+      if (len + n >= cap)
+        break;
+      memmove(text + at + n, text + at, len - at);
+      memcpy(text + at, p, n);
+      len += n;
+      break;
+    }
+    case 4: { /* a stretch repeated */
+      size_t n = below(r, 12);
+      if (at + n > len)
+        n = len - at;
+      if (len + n >= cap)
+        break;
+      memmove(text + at + n, text + at, len - at);
+      len += n;
+      break;
+    }
+    default: /* the end cut off */
+      len = at;
+    }
+  }
+  return len;
+}
+
+/* The old decoder's one mistake found: jansson took a raw NUL byte after
+ * a number or a word for nothing ("1\0" read as 1). A NUL outside a
+ * string is no JSON (RFC 8259 allows none): refused, in a body and in an
+ * envelope. */
+START_TEST(raw_nul_after_a_token_is_refused) {
+  static const char *const texts[] = {"1\0", "[1\0,2]", "true\0", "[null\0]",
+                                      "{\"a\":false\0}"};
+  static const size_t lens[] = {2, 6, 5, 7, 12};
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+    vat_value v;
+    vat_captp_error err;
+    ck_assert_int_eq(
+        captp_ref_capdata_decode(texts[i], lens[i], NULL, 0, NULL, &v, &err),
+        VAT_OK);
+    ck_assert_vat_err(
+        vat_capdata_decode(texts[i], lens[i], NULL, 0, NULL, &v, &err),
+        VAT_EDECODE);
+    ck_assert_int_eq(err.code, VAT_CAPTP_ERR_JSON);
+  }
+  const char msg[] = "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\","
+                     "\"epoch\":1\0}";
+  vat_captp_msg m;
+  vat_captp_error err;
+  ck_assert_int_eq(captp_ref_decode(msg, sizeof msg - 1, NULL, &m, &err),
+                   VAT_OK);
+  ck_assert_vat_err(vat_captp_decode(msg, sizeof msg - 1, NULL, &m, &err),
+                    VAT_EDECODE);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_JSON);
+}
+END_TEST
+
+/* Valid texts mutated: both decoders must agree on each. */
+START_TEST(decoder_matches_reference_on_mutations) {
+  uint64_t seed = test_seed("decoder_matches_reference_on_mutations");
+  rng r = {seed};
+  char what[128];
+  /* Seeds: the recorded frames' JSON, and bodies from random values. */
+  enum { MAX_SEEDS = 256, MUTANTS = 30000 };
+  char *seeds[MAX_SEEDS];
+  size_t seed_len[MAX_SEEDS];
+  bool is_body[MAX_SEEDS];
+  size_t n_seeds = 0;
+  char **paths;
+  size_t n = corpus_files("frames", &paths);
+  for (size_t i = 0; i < n && n_seeds < MAX_SEEDS; i++) {
+    blob b = read_file(paths[i]);
+    const char *json = strchr(b.data, ':') + 1;
+    seed_len[n_seeds] = b.len - (size_t)(json - b.data) - 1;
+    seeds[n_seeds] = malloc(seed_len[n_seeds] + 1);
+    memcpy(seeds[n_seeds], json, seed_len[n_seeds]);
+    is_body[n_seeds++] = false;
+    free(b.data);
+  }
+  free_paths(paths, n);
+  while (n_seeds < MAX_SEEDS) {
+    tables t;
+    tables_init(&t, false);
+    vat_capdata cd;
+    if (vat_capdata_encode(random_value(&r, 2), &t.slots, &cd, NULL) != VAT_OK)
+      continue;
+    seeds[n_seeds] = malloc(cd.body_len + 1);
+    memcpy(seeds[n_seeds], cd.body, cd.body_len);
+    seed_len[n_seeds] = cd.body_len;
+    is_body[n_seeds++] = true;
+  }
+  size_t accepted = 0;
+  for (size_t i = 0; i < MUTANTS; i++) {
+    size_t s = below(&r, n_seeds);
+    size_t cap = 2 * seed_len[s] + 256;
+    char *text = malloc(cap);
+    memcpy(text, seeds[s], seed_len[s]);
+    size_t len = mutate(&r, text, seed_len[s], cap);
+    snprintf(what, sizeof what, "seed %" PRIu64 ", mutant %zu of %s %zu", seed,
+             i, is_body[s] ? "body" : "frame", s);
+    if (is_body[s]) {
+      accepted += same_body_decode(text, len, 3, what);
+      size_t mcap = 6 * len + 256;
+      char *msg = malloc(mcap);
+      size_t mlen = wrap_body(text, len, 3, msg, mcap);
+      same_msg_decode(msg, mlen, what);
+      free(msg);
+    } else {
+      accepted += same_msg_decode(text, len, what);
+    }
+    free(text);
+  }
+  /* Not all refused: the mutants reach past the parser. */
+  ck_assert_msg(accepted > MUTANTS / 20, "seed %" PRIu64 ": %zu accepted",
+                seed, accepted);
+  for (size_t i = 0; i < n_seeds; i++)
+    free(seeds[i]);
+}
+END_TEST
+
 Suite *test_captp_suite(void) {
   Suite *s = suite_create("captp");
 
@@ -1938,6 +2541,14 @@ Suite *test_captp_suite(void) {
   tcase_add_test(tc, encoder_matches_reference_on_endo_frames);
   tcase_add_test(tc, encoder_matches_reference_on_random_values);
   tcase_add_test(tc, reals_are_spelt_as_jansson_spelt_them);
+  suite_add_tcase(s, tc);
+
+  tc = test_case("decoder", 300);
+  tcase_add_test(tc, decoder_matches_reference_on_the_tests_cases);
+  tcase_add_test(tc, decoder_matches_reference_on_endo_frames);
+  tcase_add_test(tc, decoder_matches_reference_on_random_values);
+  tcase_add_test(tc, decoder_matches_reference_on_mutations);
+  tcase_add_test(tc, raw_nul_after_a_token_is_refused);
   suite_add_tcase(s, tc);
   return s;
 }

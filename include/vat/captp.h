@@ -54,7 +54,7 @@
  *   ---------------------------  ------------------------------------------
  *   null, true, false            null, bool
  *   a JSON number                float (JS numbers are doubles)          [2]
- *   a JSON string                string (jansson checks the UTF-8; a lone
+ *   a JSON string                string (the UTF-8 is checked; a lone
  *                                surrogate escape is VAT_CAPTP_ERR_JSON)
  *   array                        list
  *   object without "@qclass"     map with atom keys                      [6]
@@ -202,7 +202,7 @@ typedef enum vat_captp_err {
 typedef struct vat_captp_error {
   vat_captp_err code;
   size_t offset;    /* frames: byte offset in the stream; JSON: in the text */
-  char detail[160]; /* more: jansson's message, the bad @qclass, ... */
+  char detail[160]; /* more: the parser's message, the bad @qclass, ... */
 } vat_captp_error;
 
 /** "VAT_CAPTP_ERR_LEADING_ZERO"; "VAT_CAPTP_ERR_UNKNOWN" otherwise. Static. */

@@ -1,7 +1,9 @@
-/* Capdata bodies to values: JSON as parsed by jansson (every number a
- * double), "@qclass" objects as vat/captp.h's table says. Recursion is
- * bounded by VAT_CAPTP_MAX_DEPTH, so a hostile body cannot exhaust the
- * stack; jansson's parser bounds its own nesting (2048). */
+/* Capdata bodies to values, from the parsed text (json.h: every number a
+ * double), "@qclass" objects as vat/captp.h's table says. An object's
+ * members are read as a parser that keeps one per name reads them (each
+ * name where it came first, with its last value). Recursion is bounded by
+ * VAT_CAPTP_MAX_DEPTH, so a hostile body cannot exhaust the stack; the
+ * parser bounds its own nesting (2048). */
 #include <gc/gc.h>
 #include <math.h>
 #include <string.h>
@@ -12,18 +14,29 @@
 #define FAIL(d, code, ...)                                                     \
   captp__fail((d)->err, VAT_EDECODE, VAT_CAPTP_ERR_##code, 0, __VA_ARGS__)
 
+#define NODE(d, i) captp__jat((d)->json, i)
+#define GET(d, obj, lit) CAPTP__JSON_GET((d)->json, obj, lit)
+
 static int nomem(captp__decoder *d) {
   return captp__fail(d->err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "decode");
 }
 
-int captp__decode_list(captp__decoder *d, const json_t *j, int depth,
+/* Small lists and maps are built on the stack (which the collector
+ * scans) and copied once into the value. */
+enum { INLINE_ITEMS = 16 };
+
+int captp__decode_list(captp__decoder *d, uint32_t at, int depth,
                        captp__decode_fn *item, vat_value *out) {
-  size_t n = json_array_size(j);
-  vat_value *items = n > 0 ? GC_MALLOC(n * sizeof *items) : NULL;
-  if (n > 0 && items == NULL)
+  const captp__jnode *a = NODE(d, at);
+  size_t n = a->len;
+  vat_value inline_items[INLINE_ITEMS];
+  vat_value *items =
+      n <= INLINE_ITEMS ? inline_items : GC_MALLOC(n * sizeof *items);
+  if (items == NULL)
     return nomem(d);
-  for (size_t i = 0; i < n; i++) {
-    int rc = item(d, json_array_get(j, i), depth, &items[i]);
+  uint32_t i = at + 1;
+  for (size_t k = 0; k < n; k++, i = NODE(d, i)->end) {
+    int rc = item(d, i, depth, &items[k]);
     if (rc != VAT_OK)
       return rc;
   }
@@ -31,30 +44,51 @@ int captp__decode_list(captp__decoder *d, const json_t *j, int depth,
   return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
 }
 
-int captp__decode_members(captp__decoder *d, const json_t *j, int depth,
-                          const char *skip, captp__key_fn *key_of,
-                          captp__decode_fn *item, vat_value *out) {
-  size_t n = json_object_size(j), i = 0;
-  vat_value *keys = n > 0 ? GC_MALLOC(n * sizeof *keys) : NULL;
-  vat_value *vals = n > 0 ? GC_MALLOC(n * sizeof *vals) : NULL;
-  if (n > 0 && (keys == NULL || vals == NULL))
-    return nomem(d);
-  const char *key;
-  size_t key_len;
-  json_t *val;
-  json_object_keylen_foreach((json_t *)j, key, key_len, val) {
-    if (skip != NULL && strlen(skip) == key_len &&
-        memcmp(key, skip, key_len) == 0)
+static bool skipped(const captp__jnode *key, const char *const *skip) {
+  for (; skip != NULL && *skip != NULL; skip++)
+    if (strlen(*skip) == key->len && memcmp(key->as.str, *skip, key->len) == 0)
+      return true;
+  return false;
+}
+
+static int decode_members(captp__decoder *d, const captp__jmembers *ms,
+                          int depth, const char *const *skip,
+                          captp__key_fn *key_of, captp__decode_fn *item,
+                          vat_value *keys, vat_value *vals, vat_value *out) {
+  size_t i = 0;
+  for (size_t k = 0; k < ms->n; k++) {
+    const captp__jnode *key = NODE(d, ms->m[k].key);
+    if (skipped(key, skip))
       continue;
-    int rc = key_of(d, key, key_len, &keys[i]);
+    int rc = key_of(d, key->as.str, key->len, &keys[i]);
     if (rc == VAT_OK)
-      rc = item(d, val, depth, &vals[i]);
+      rc = item(d, ms->m[k].val, depth, &vals[i]);
     if (rc != VAT_OK)
       return rc;
     i++;
   }
   *out = vat_map(keys, vals, i);
   return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
+}
+
+int captp__decode_members(captp__decoder *d, uint32_t at, int depth,
+                          const char *const *skip, captp__key_fn *key_of,
+                          captp__decode_fn *item, vat_value *out) {
+  captp__jmembers ms;
+  if (!captp__json_members(d->json, at, &ms))
+    return nomem(d);
+  vat_value inline_keys[INLINE_ITEMS], inline_vals[INLINE_ITEMS];
+  vat_value *keys = inline_keys, *vals = inline_vals;
+  if (ms.n > INLINE_ITEMS) {
+    keys = GC_MALLOC(ms.n * sizeof *keys);
+    vals = GC_MALLOC(ms.n * sizeof *vals);
+  }
+  int rc = keys == NULL || vals == NULL
+               ? nomem(d)
+               : decode_members(d, &ms, depth, skip, key_of, item, keys, vals,
+                                out);
+  captp__json_members_free(&ms);
+  return rc;
 }
 
 /* Capdata names a property by its plain text. */
@@ -67,67 +101,65 @@ static int plain_key(captp__decoder *d, const char *key, size_t len,
   return VAT_OK;
 }
 
-/* A JSON object's members, decoded, as a map with atom keys; `skip`
- * (NULL for none) names one key left out. */
-static int members(captp__decoder *d, const json_t *j, int depth,
-                   const char *skip, vat_value *out) {
-  return captp__decode_members(d, j, depth, skip, plain_key,
+/* A JSON object's members, decoded, as a map with atom keys, leaving out
+ * those named in `skip` (NULL for none). */
+static int members(captp__decoder *d, uint32_t at, int depth,
+                   const char *const *skip, vat_value *out) {
+  return captp__decode_members(d, at, depth, skip, plain_key,
                                captp__decode_capdata, out);
 }
 
 /* A string member of a @qclass object, or NULL. */
-static const char *str_field(const json_t *j, const char *name, size_t *len) {
-  json_t *f = json_object_get(j, name);
-  if (!json_is_string(f))
+static const char *str_field(captp__decoder *d, uint32_t at, const char *name,
+                             size_t *len) {
+  uint32_t f = captp__json_get(d->json, at, name, strlen(name));
+  if (f == 0 || NODE(d, f)->type != CAPTP__J_STRING)
     return NULL;
-  *len = json_string_length(f);
-  return json_string_value(f);
+  *len = NODE(d, f)->len;
+  return NODE(d, f)->as.str;
 }
 
-static int slot(captp__decoder *d, const json_t *j, vat_value *out) {
-  json_t *index = json_object_get(j, "index");
-  json_t *iface = json_object_get(j, "iface");
-  double x = json_is_number(index) ? json_number_value(index) : -1;
+static int slot(captp__decoder *d, uint32_t at, vat_value *out) {
+  uint32_t index = GET(d, at, "index");
+  uint32_t iface = GET(d, at, "iface");
+  double x = index != 0 && NODE(d, index)->type == CAPTP__J_NUMBER
+                 ? NODE(d, index)->as.num
+                 : -1;
   if (x < 0 || x != floor(x) || x >= (double)d->n_slots)
     return FAIL(d, SLOT, "slot index is not an integer below %zu", d->n_slots);
-  if (iface != NULL && !json_is_string(iface))
+  if (iface != 0 && NODE(d, iface)->type != CAPTP__J_STRING)
     return FAIL(d, SLOT, "slot iface is not a string");
-  return captp__import(d, (json_int_t)x,
-                       iface != NULL ? json_string_value(iface) : NULL, 0, out);
+  return captp__import(d, (int64_t)x,
+                       iface != 0 ? NODE(d, iface)->as.str : NULL, 0, out);
 }
 
-static int error_form(captp__decoder *d, const json_t *j, int depth,
+static int error_form(captp__decoder *d, uint32_t at, int depth,
                       vat_value *out) {
   size_t name_len = 0, msg_len = 0;
-  const char *name = str_field(j, "name", &name_len);
-  const char *msg = str_field(j, "message", &msg_len);
+  const char *name = str_field(d, at, "name", &name_len);
+  const char *msg = str_field(d, at, "message", &msg_len);
   if (name == NULL || msg == NULL)
     return FAIL(d, ERROR, "error needs string name and message");
-  /* The other fields, "@qclass", "name" and "message" aside. */
-  json_t *rest = json_deep_copy(j);
-  if (rest == NULL)
-    return nomem(d);
-  json_object_del(rest, "name");
-  json_object_del(rest, "message");
+  /* The other fields. */
+  static const char *const skip[] = {"name", "message", "@qclass", NULL};
   vat_value extra;
-  int rc = members(d, rest, depth, "@qclass", &extra);
-  json_decref(rest);
+  int rc = members(d, at, depth, skip, &extra);
   if (rc != VAT_OK)
     return rc;
   return captp__error(name, name_len, msg, msg_len, extra, out, d->err);
 }
 
 /* Endo's "hilbert hotel": a record that has its own "@qclass" key. */
-static int hilbert(captp__decoder *d, const json_t *j, int depth,
-                   vat_value *out) {
-  json_t *original = json_object_get(j, "original");
-  json_t *rest = json_object_get(j, "rest");
-  if (original == NULL ||
-      (rest != NULL && (!json_is_object(rest) || json_object_size(rest) == 0 ||
-                        json_object_get(rest, "@qclass"))))
+static int hilbert(captp__decoder *d, uint32_t at, int depth, vat_value *out) {
+  uint32_t original = GET(d, at, "original");
+  uint32_t rest = GET(d, at, "rest");
+  if (original == 0 ||
+      (rest != 0 &&
+       (NODE(d, rest)->type != CAPTP__J_OBJECT || NODE(d, rest)->len == 0 ||
+        GET(d, rest, "@qclass") != 0)))
     return FAIL(d, QCLASS, "malformed hilbert");
   vat_value base = vat_map(NULL, NULL, 0);
-  int rc = rest != NULL ? members(d, rest, depth, NULL, &base) : VAT_OK;
+  int rc = rest != 0 ? members(d, rest, depth, NULL, &base) : VAT_OK;
   vat_value orig;
   if (rc == VAT_OK)
     rc = captp__decode_capdata(d, original, depth, &orig);
@@ -149,29 +181,33 @@ static int hilbert(captp__decoder *d, const json_t *j, int depth,
   return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
 }
 
-static int qclass(captp__decoder *d, const json_t *j, const char *qc, int depth,
-                  vat_value *out) {
+static bool is(const char *s, size_t len, const char *lit) {
+  return len == strlen(lit) && memcmp(s, lit, len) == 0;
+}
+
+static int qclass(captp__decoder *d, uint32_t at, const char *qc, size_t qc_len,
+                  int depth, vat_value *out) {
   size_t len;
   const char *s;
-  if (strcmp(qc, "undefined") == 0) {
+  if (is(qc, qc_len, "undefined")) {
     *out = vat_atom_value(captp__atom_undefined());
     return VAT_OK;
   }
-  if (strcmp(qc, "NaN") == 0) {
+  if (is(qc, qc_len, "NaN")) {
     *out = vat_float(NAN);
     return VAT_OK;
   }
-  if (strcmp(qc, "Infinity") == 0 || strcmp(qc, "-Infinity") == 0) {
+  if (is(qc, qc_len, "Infinity") || is(qc, qc_len, "-Infinity")) {
     *out = vat_float(qc[0] == '-' ? -INFINITY : INFINITY);
     return VAT_OK;
   }
-  if (strcmp(qc, "bigint") == 0) {
-    if ((s = str_field(j, "digits", &len)) == NULL)
+  if (is(qc, qc_len, "bigint")) {
+    if ((s = str_field(d, at, "digits", &len)) == NULL)
       return FAIL(d, BIGINT, "bigint without string digits");
     return captp__bigint(s, len, out, d->err);
   }
-  if (strcmp(qc, "symbol") == 0) {
-    if ((s = str_field(j, "name", &len)) == NULL)
+  if (is(qc, qc_len, "symbol")) {
+    if ((s = str_field(d, at, "name", &len)) == NULL)
       return FAIL(d, QCLASS, "symbol without a string name");
     const vat_atom *a = vat_atom_intern_weak_n(s, len);
     if (a == NULL)
@@ -179,52 +215,53 @@ static int qclass(captp__decoder *d, const json_t *j, const char *qc, int depth,
     *out = vat_atom_value(a);
     return VAT_OK;
   }
-  if (strcmp(qc, "tagged") == 0) {
-    json_t *payload = json_object_get(j, "payload");
-    if ((s = str_field(j, "tag", &len)) == NULL || payload == NULL)
+  if (is(qc, qc_len, "tagged")) {
+    uint32_t payload = GET(d, at, "payload");
+    if ((s = str_field(d, at, "tag", &len)) == NULL || payload == 0)
       return FAIL(d, TAGGED, "tagged without a string tag and a payload");
     vat_value p;
     int rc = captp__decode_capdata(d, payload, depth, &p);
     return rc != VAT_OK ? rc : captp__tagged(s, len, p, out, d->err);
   }
-  if (strcmp(qc, "slot") == 0)
-    return slot(d, j, out);
-  if (strcmp(qc, "error") == 0)
-    return error_form(d, j, depth, out);
-  if (strcmp(qc, "hilbert") == 0)
-    return hilbert(d, j, depth, out);
+  if (is(qc, qc_len, "slot"))
+    return slot(d, at, out);
+  if (is(qc, qc_len, "error"))
+    return error_form(d, at, depth, out);
+  if (is(qc, qc_len, "hilbert"))
+    return hilbert(d, at, depth, out);
   return FAIL(d, QCLASS, "unknown @qclass \"%.60s\"", qc);
 }
 
-int captp__decode_capdata(captp__decoder *d, const json_t *j, int depth,
+int captp__decode_capdata(captp__decoder *d, uint32_t at, int depth,
                           vat_value *out) {
   if (++depth > VAT_CAPTP_MAX_DEPTH)
     return FAIL(d, DEPTH, "deeper than %d", VAT_CAPTP_MAX_DEPTH);
-  switch (json_typeof(j)) {
-  case JSON_NULL:
+  const captp__jnode *j = NODE(d, at);
+  switch ((captp__jtype)j->type) {
+  case CAPTP__J_NULL:
     *out = vat_null();
     return VAT_OK;
-  case JSON_TRUE:
-  case JSON_FALSE:
-    *out = vat_bool(json_is_true(j));
+  case CAPTP__J_TRUE:
+  case CAPTP__J_FALSE:
+    *out = vat_bool(j->type == CAPTP__J_TRUE);
     return VAT_OK;
-  case JSON_INTEGER: /* not with CAPTP__JSON_LOAD; kept for completeness */
-  case JSON_REAL:
-    *out = vat_float(json_number_value(j));
+  case CAPTP__J_NUMBER:
+    *out = vat_float(j->as.num);
     return VAT_OK;
-  case JSON_STRING:
-    *out = vat_string_n(json_string_value(j), json_string_length(j));
+  case CAPTP__J_STRING:
+    *out = vat_string_n(j->as.str, j->len);
     return out->type == VAT_T_NULL ? nomem(d) : VAT_OK;
-  case JSON_ARRAY:
-    return captp__decode_list(d, j, depth, captp__decode_capdata, out);
-  case JSON_OBJECT: {
-    json_t *qc = json_object_get(j, "@qclass");
-    if (qc == NULL)
-      return members(d, j, depth, NULL, out);
-    if (!json_is_string(qc) ||
-        strlen(json_string_value(qc)) != json_string_length(qc))
+  case CAPTP__J_ARRAY:
+    return captp__decode_list(d, at, depth, captp__decode_capdata, out);
+  case CAPTP__J_OBJECT: {
+    uint32_t qc = GET(d, at, "@qclass");
+    if (qc == 0)
+      return members(d, at, depth, NULL, out);
+    const captp__jnode *q = NODE(d, qc);
+    /* A name with a NUL in it is no name this table knows. */
+    if (q->type != CAPTP__J_STRING || strlen(q->as.str) != q->len)
       return FAIL(d, QCLASS, "@qclass is not a string");
-    return qclass(d, j, json_string_value(qc), depth, out);
+    return qclass(d, at, q->as.str, q->len, depth, out);
   }
   }
   return FAIL(d, JSON, "unexpected JSON type");

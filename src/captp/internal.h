@@ -5,10 +5,11 @@
 #ifndef VAT_CAPTP_INTERNAL_H
 #define VAT_CAPTP_INTERNAL_H
 
-#include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "vat/captp.h"
+#include "captp/json.h"
 #include "vat/error.h"
 
 /* Records the reason (when err is not NULL) and returns `rc`, so that a
@@ -17,9 +18,11 @@ int captp__fail(vat_captp_error *err, int rc, vat_captp_err code, size_t offset,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void captp__clear(vat_captp_error *err);
 
-/* A value's decoding: the slot names it may use and the values already
- * imported for them, so a slot used twice is imported once (identity). */
+/* A value's decoding: the body's parsed text, the slot names it may use
+ * and the values already imported for them, so a slot used twice is
+ * imported once (identity). */
 typedef struct captp__decoder {
+  const captp__json *json;
   const char *const *slot_names;
   size_t n_slots;
   vat_value *imported; /* n_slots entries, VAT_T_NULL until imported */
@@ -29,27 +32,28 @@ typedef struct captp__decoder {
 
 /* The value of slot `index`, imported on first use; `want` is 'o' or 'p'
  * when the encoding says which (smallcaps), 0 when the name decides. */
-int captp__import(captp__decoder *d, json_int_t index, const char *iface,
+int captp__import(captp__decoder *d, int64_t index, const char *iface,
                   char want, vat_value *out);
 
-/* Body decoders: capdata (decode.c) and smallcaps (smallcaps.c). */
-int captp__decode_capdata(captp__decoder *d, const json_t *j, int depth,
+/* Body decoders: capdata (decode.c) and smallcaps (smallcaps.c), from the
+ * node at index `at` of d->json. */
+int captp__decode_capdata(captp__decoder *d, uint32_t at, int depth,
                           vat_value *out);
-int captp__decode_smallcaps(captp__decoder *d, const json_t *j, int depth,
+int captp__decode_smallcaps(captp__decoder *d, uint32_t at, int depth,
                             vat_value *out);
 /* A JSON array as a list, each item decoded by `item` (decode.c): the one
  * form both body formats spell alike. */
-typedef int captp__decode_fn(captp__decoder *d, const json_t *j, int depth,
+typedef int captp__decode_fn(captp__decoder *d, uint32_t at, int depth,
                              vat_value *out);
-int captp__decode_list(captp__decoder *d, const json_t *j, int depth,
+int captp__decode_list(captp__decoder *d, uint32_t at, int depth,
                        captp__decode_fn *item, vat_value *out);
 /* A JSON object's members as a map with atom keys, each name decoded by
- * `key_of` and each value by `item`, leaving out the member `skip` (NULL:
- * none) (decode.c). */
+ * `key_of` and each value by `item`, leaving out the members named in
+ * `skip` (NULL-terminated; NULL: none) (decode.c). */
 typedef int captp__key_fn(captp__decoder *d, const char *key, size_t len,
                           vat_value *out);
-int captp__decode_members(captp__decoder *d, const json_t *j, int depth,
-                          const char *skip, captp__key_fn *key_of,
+int captp__decode_members(captp__decoder *d, uint32_t at, int depth,
+                          const char *const *skip, captp__key_fn *key_of,
                           captp__decode_fn *item, vat_value *out);
 
 /* Forms both decoders share (forms.c). */
@@ -82,21 +86,16 @@ char *captp__base64_encode(const void *data, size_t len, size_t *out_len);
 bool captp__base64_decode(const char *s, size_t len, void **out,
                           size_t *out_len);
 
-/* The JSON flags every parse uses: any value at the top, NUL allowed in
- * strings, all numbers as doubles (JS numbers are doubles; see note [2]). */
-#define CAPTP__JSON_LOAD                                                       \
-  (JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL)
-
 /* Parses a capdata or smallcaps body and decodes it (value.c). */
 int captp__decode_body(const char *body, size_t len,
                        const char *const *slot_names, size_t n_slots,
                        const vat_captp_slots *table, vat_value *out,
                        vat_captp_error *err);
-/* Decodes a CapData JSON object {body, slots} (value.c). On failure
- * *in_value tells whether the shape {body, slots} was sound and the body
- * or a slot failed (vat_captp_msg's value_failed). */
-int captp__decode_capdata_object(const json_t *cd, const vat_captp_slots *table,
-                                 vat_value *out, bool *in_value,
-                                 vat_captp_error *err);
+/* Decodes CapData, the object at node `cd` of an envelope {body, slots}
+ * (value.c). On failure *in_value tells whether the shape {body, slots}
+ * was sound and the body or a slot failed (vat_captp_msg's value_failed). */
+int captp__decode_capdata_object(const captp__json *j, uint32_t cd,
+                                 const vat_captp_slots *table, vat_value *out,
+                                 bool *in_value, vat_captp_error *err);
 
 #endif

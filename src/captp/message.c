@@ -6,6 +6,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "captp/encoder.h"
 
 static const char *const type_names[] = {
@@ -37,25 +39,29 @@ const char *vat_captp_type_name(vat_captp_type type) {
 #define FIELD_FAIL(err, ...)                                                   \
   captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_FIELD, 0, __VA_ARGS__)
 
-/* A string member copied into the collector's memory, or NULL. */
-static const char *gc_string(const json_t *o, const char *key) {
-  json_t *s = json_object_get(o, key);
-  if (!json_is_string(s) ||
-      strlen(json_string_value(s)) != json_string_length(s))
+#define NODE(j, i) captp__jat(j, i)
+
+/* A string member copied into the collector's memory, or NULL (also for
+ * one with a NUL inside, which no C string holds). */
+static const char *gc_string(const captp__json *j, uint32_t o,
+                             const char *key) {
+  uint32_t at = captp__json_get(j, o, key, strlen(key));
+  const captp__jnode *s = NODE(j, at);
+  if (at == 0 || s->type != CAPTP__J_STRING || strlen(s->as.str) != s->len)
     return NULL;
-  size_t n = json_string_length(s);
-  char *copy = GC_MALLOC_ATOMIC(n + 1);
+  char *copy = GC_MALLOC_ATOMIC(s->len + 1);
   if (copy != NULL)
-    memcpy(copy, json_string_value(s), n + 1);
+    memcpy(copy, s->as.str, s->len + 1);
   return copy;
 }
 
 /* An integral JSON number that fits int64, into *out. */
-static bool int_field(const json_t *o, const char *key, int64_t *out) {
-  json_t *n = json_object_get(o, key);
-  if (!json_is_number(n))
+static bool int_field(const captp__json *j, uint32_t o, const char *key,
+                      int64_t *out) {
+  uint32_t at = captp__json_get(j, o, key, strlen(key));
+  if (at == 0 || NODE(j, at)->type != CAPTP__J_NUMBER)
     return false;
-  double x = json_number_value(n);
+  double x = NODE(j, at)->as.num;
   if (x != floor(x) || fabs(x) >= 9.2e18)
     return false;
   *out = (int64_t)x;
@@ -69,53 +75,90 @@ static vat_captp_type type_of(const char *name) {
   return VAT_CAPTP_UNKNOWN;
 }
 
-static int decode_fields(const json_t *j, const vat_captp_slots *slots,
+/* The JSON at node `at` written compact, as jansson's dump wrote it: each
+ * name once, where it first came, with its last value; every number a
+ * real (precision 17); strings escaped as out.c escapes them. */
+static bool dump(const captp__json *j, uint32_t at, captp__out *o) {
+  const captp__jnode *n = NODE(j, at);
+  switch ((captp__jtype)n->type) {
+  case CAPTP__J_NULL:
+    return captp__out_put(o, "null", 4);
+  case CAPTP__J_FALSE:
+    return captp__out_put(o, "false", 5);
+  case CAPTP__J_TRUE:
+    return captp__out_put(o, "true", 4);
+  case CAPTP__J_NUMBER:
+    return captp__out_real(o, n->as.num);
+  case CAPTP__J_STRING:
+    return captp__out_string(o, n->as.str, n->len, false) == CAPTP__OUT_OK;
+  case CAPTP__J_ARRAY: {
+    bool ok = captp__out_put(o, "[", 1);
+    uint32_t i = at + 1;
+    for (uint32_t k = 0; ok && k < n->len; k++, i = NODE(j, i)->end)
+      ok = (k == 0 || captp__out_put(o, ",", 1)) && dump(j, i, o);
+    return ok && captp__out_put(o, "]", 1);
+  }
+  case CAPTP__J_OBJECT: {
+    captp__jmembers ms;
+    bool ok = captp__json_members(j, at, &ms) && captp__out_put(o, "{", 1);
+    for (size_t k = 0; ok && k < ms.n; k++) {
+      const captp__jnode *key = NODE(j, ms.m[k].key);
+      ok = (k == 0 || captp__out_put(o, ",", 1)) &&
+           captp__out_string(o, key->as.str, key->len, false) ==
+               CAPTP__OUT_OK &&
+           captp__out_put(o, ":", 1) && dump(j, ms.m[k].val, o);
+    }
+    captp__json_members_free(&ms);
+    return ok && captp__out_put(o, "}", 1);
+  }
+  }
+  return false;
+}
+
+static int decode_fields(const captp__json *j, const vat_captp_slots *slots,
                          vat_captp_msg *m, vat_captp_error *err) {
   /* Endo leaves epoch out of some messages and never checks it. */
-  m->has_epoch = int_field(j, "epoch", &m->epoch);
+  m->has_epoch = int_field(j, 0, "epoch", &m->epoch);
   if (m->type == VAT_CAPTP_UNKNOWN)
     return VAT_OK;
   if (m->type == VAT_CAPTP_DISCONNECT) {
-    json_t *reason = json_object_get(j, "reason");
-    if (reason != NULL) {
-      size_t len;
-      char *text = NULL;
-      size_t n = json_dumpb(reason, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
-      if (n > 0 && (text = GC_MALLOC_ATOMIC(n + 1)) != NULL &&
-          (len = json_dumpb(reason, text, n, JSON_COMPACT | JSON_ENCODE_ANY)) ==
-              n)
-        text[n] = '\0';
-      else
+    uint32_t reason = CAPTP__JSON_GET(j, 0, "reason");
+    if (reason != 0) {
+      captp__out o;
+      if (!captp__out_init(&o, 0) || !dump(j, reason, &o))
         return captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "reason");
-      m->reason_json = text;
+      o.buf[o.len] = '\0';
+      m->reason_json = o.buf;
     }
     return VAT_OK;
   }
-  if ((m->id = gc_string(j, id_field[m->type])) == NULL)
+  if ((m->id = gc_string(j, 0, id_field[m->type])) == NULL)
     return FIELD_FAIL(err, "%s needs a string %s", type_names[m->type],
                       id_field[m->type]);
   if (m->type == VAT_CAPTP_DROP) {
     m->dec_refs = 0;
-    if (json_object_get(j, "decRefs") != NULL &&
-        (!int_field(j, "decRefs", &m->dec_refs) || m->dec_refs < 0))
+    if (CAPTP__JSON_GET(j, 0, "decRefs") != 0 &&
+        (!int_field(j, 0, "decRefs", &m->dec_refs) || m->dec_refs < 0))
       return FIELD_FAIL(err, "decRefs is not a count");
     return VAT_OK;
   }
-  if (m->type == VAT_CAPTP_CALL && (m->target = gc_string(j, "target")) == NULL)
+  if (m->type == VAT_CAPTP_CALL &&
+      (m->target = gc_string(j, 0, "target")) == NULL)
     return FIELD_FAIL(err, "CTP_CALL needs a string target");
   if (m->type == VAT_CAPTP_BOOTSTRAP)
     return VAT_OK;
   const char *const *names = value_field[m->type];
-  json_t *cd = json_object_get(j, names[0]);
-  if (cd == NULL && names[1] != NULL) {
-    cd = json_object_get(j, names[1]);
+  uint32_t cd = captp__json_get(j, 0, names[0], strlen(names[0]));
+  if (cd == 0 && names[1] != NULL) {
+    cd = captp__json_get(j, 0, names[1], strlen(names[1]));
     m->is_reject = true;
   }
-  if (cd == NULL)
+  if (cd == 0)
     return FIELD_FAIL(err, "%s needs %s%s%s", type_names[m->type], names[0],
                       names[1] ? " or " : "", names[1] ? names[1] : "");
   bool in_value;
-  int rc = captp__decode_capdata_object(cd, slots, &m->value, &in_value, err);
+  int rc =
+      captp__decode_capdata_object(j, cd, slots, &m->value, &in_value, err);
   m->value_failed = rc != VAT_OK && in_value;
   if (rc != VAT_OK)
     m->value = vat_null();
@@ -128,23 +171,22 @@ int vat_captp_decode(const char *json, size_t len, const vat_captp_slots *slots,
   if (json == NULL || out == NULL)
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0, "NULL argument");
   *out = (vat_captp_msg){0};
-  json_error_t jerr;
-  json_t *j = json_loadb(json, len, CAPTP__JSON_LOAD, &jerr);
-  if (j == NULL)
-    return captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_JSON,
-                       (size_t)jerr.position, "%s", jerr.text);
-  int rc;
-  json_t *type = json_object_get(j, "type");
-  if (!json_is_object(j) || !json_is_string(type)) {
-    rc = captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_MESSAGE, 0,
-                     "no string \"type\"");
-  } else {
-    out->type = type_of(json_string_value(type));
-    if (out->type == VAT_CAPTP_UNKNOWN)
-      out->type_name = gc_string(j, "type");
-    rc = decode_fields(j, slots, out, err);
+  captp__json j;
+  int rc = captp__json_parse(&j, json, len, 0, "", err);
+  if (rc == VAT_OK) {
+    uint32_t type = CAPTP__JSON_GET(&j, 0, "type");
+    if (NODE(&j, 0)->type != CAPTP__J_OBJECT || type == 0 ||
+        NODE(&j, type)->type != CAPTP__J_STRING) {
+      rc = captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_MESSAGE, 0,
+                       "no string \"type\"");
+    } else {
+      out->type = type_of(NODE(&j, type)->as.str);
+      if (out->type == VAT_CAPTP_UNKNOWN)
+        out->type_name = gc_string(&j, 0, "type");
+      rc = decode_fields(&j, slots, out, err);
+    }
   }
-  json_decref(j);
+  captp__json_free(&j);
   return rc;
 }
 

@@ -30,12 +30,12 @@ static bool is(const char *s, size_t len, const char *lit) {
 static int slot_ref(captp__decoder *d, const char *s, size_t len,
                     vat_value *out) {
   size_t i = 1;
-  json_int_t index = 0;
+  int64_t index = 0;
   while (i < len && s[i] >= '0' && s[i] <= '9' && i < 16)
     index = index * 10 + (s[i++] - '0');
   if (i == 1 || (s[1] == '0' && i > 2) || (i < len && s[i] != '.'))
     return FAIL(d, "bad slot reference \"%.40s\"", s);
-  if (index >= (json_int_t)d->n_slots)
+  if (index >= (int64_t)d->n_slots)
     return captp__fail(d->err, VAT_EDECODE, VAT_CAPTP_ERR_SLOT, 0,
                        "slot index %lld not below %zu", (long long)index,
                        d->n_slots);
@@ -112,22 +112,41 @@ static int escaped_key(captp__decoder *d, const char *key, size_t len,
 }
 
 /* Members as a map with atom keys (names decoded: "!" escapes), leaving
- * out `skip` (NULL for none). Names starting with '#' are refused unless
- * skipped. */
-static int members(captp__decoder *d, const json_t *j, int depth,
-                   const char *skip, vat_value *out) {
-  return captp__decode_members(d, j, depth, skip, escaped_key,
+ * out those named in `skip` (NULL for none). Names starting with '#' are
+ * refused unless skipped. */
+static int members(captp__decoder *d, uint32_t at, int depth,
+                   const char *const *skip, vat_value *out) {
+  return captp__decode_members(d, at, depth, skip, escaped_key,
                                captp__decode_smallcaps, out);
 }
 
-static int tagged(captp__decoder *d, const json_t *j, int depth,
-                  vat_value *out) {
-  json_t *tag = json_object_get(j, "#tag");
-  json_t *payload = json_object_get(j, "payload");
-  if (!json_is_string(tag) || payload == NULL || json_object_size(j) != 2)
+#define NODE(d, i) captp__jat((d)->json, i)
+#define GET(d, obj, lit) CAPTP__JSON_GET((d)->json, obj, lit)
+
+/* How many names an object has, each counted once. */
+static int distinct_names(captp__decoder *d, uint32_t at, size_t *n) {
+  captp__jmembers ms;
+  if (!captp__json_members(d->json, at, &ms))
+    return nomem(d);
+  *n = ms.n;
+  captp__json_members_free(&ms);
+  return VAT_OK;
+}
+
+static int tagged(captp__decoder *d, uint32_t at, int depth, vat_value *out) {
+  uint32_t tag = GET(d, at, "#tag");
+  uint32_t payload = GET(d, at, "payload");
+  size_t n = 0;
+  int rc = NODE(d, at)->len == 2 ? VAT_OK : distinct_names(d, at, &n);
+  if (rc != VAT_OK)
+    return rc;
+  if (NODE(d, at)->len == 2)
+    n = tag != 0 && payload != 0 ? 2 : 1;
+  if (tag == 0 || NODE(d, tag)->type != CAPTP__J_STRING || payload == 0 ||
+      n != 2)
     return FAIL(d, "#tag needs a string tag and a payload, nothing else");
   vat_value t, p;
-  int rc = string(d, json_string_value(tag), json_string_length(tag), &t);
+  rc = string(d, NODE(d, tag)->as.str, NODE(d, tag)->len, &t);
   if (rc == VAT_OK && t.type != VAT_T_STRING)
     return FAIL(d, "#tag is not a string");
   if (rc == VAT_OK)
@@ -137,63 +156,58 @@ static int tagged(captp__decoder *d, const json_t *j, int depth,
   return captp__tagged(vat_string_data(t), vat_string_len(t), p, out, d->err);
 }
 
-static int error_form(captp__decoder *d, const json_t *j, int depth,
+static int error_form(captp__decoder *d, uint32_t at, int depth,
                       vat_value *out) {
-  json_t *message = json_object_get(j, "#error");
-  json_t *name = json_object_get(j, "name");
-  if (!json_is_string(message) || !json_is_string(name) ||
-      json_object_get(j, "message") != NULL)
+  uint32_t message = GET(d, at, "#error");
+  uint32_t name = GET(d, at, "name");
+  if (message == 0 || NODE(d, message)->type != CAPTP__J_STRING || name == 0 ||
+      NODE(d, name)->type != CAPTP__J_STRING || GET(d, at, "message") != 0)
     return captp__fail(d->err, VAT_EDECODE, VAT_CAPTP_ERR_ERROR, 0,
                        "#error needs a string message and name");
   vat_value m, n, extra;
-  int rc =
-      string(d, json_string_value(message), json_string_length(message), &m);
+  int rc = string(d, NODE(d, message)->as.str, NODE(d, message)->len, &m);
   if (rc == VAT_OK)
-    rc = string(d, json_string_value(name), json_string_length(name), &n);
+    rc = string(d, NODE(d, name)->as.str, NODE(d, name)->len, &n);
   if (rc == VAT_OK && (m.type != VAT_T_STRING || n.type != VAT_T_STRING))
     return captp__fail(d->err, VAT_EDECODE, VAT_CAPTP_ERR_ERROR, 0,
                        "#error's message and name must decode to strings");
-  json_t *rest = rc == VAT_OK ? json_deep_copy(j) : NULL;
-  if (rc == VAT_OK && rest == NULL)
-    return nomem(d);
   if (rc != VAT_OK)
     return rc;
-  json_object_del(rest, "name");
-  rc = members(d, rest, depth, "#error", &extra);
-  json_decref(rest);
+  static const char *const skip[] = {"name", "#error", NULL};
+  rc = members(d, at, depth, skip, &extra);
   if (rc != VAT_OK)
     return rc;
   return captp__error(vat_string_data(n), vat_string_len(n), vat_string_data(m),
                       vat_string_len(m), extra, out, d->err);
 }
 
-int captp__decode_smallcaps(captp__decoder *d, const json_t *j, int depth,
+int captp__decode_smallcaps(captp__decoder *d, uint32_t at, int depth,
                             vat_value *out) {
   if (++depth > VAT_CAPTP_MAX_DEPTH)
     return captp__fail(d->err, VAT_EDECODE, VAT_CAPTP_ERR_DEPTH, 0,
                        "deeper than %d", VAT_CAPTP_MAX_DEPTH);
-  switch (json_typeof(j)) {
-  case JSON_NULL:
+  const captp__jnode *j = NODE(d, at);
+  switch ((captp__jtype)j->type) {
+  case CAPTP__J_NULL:
     *out = vat_null();
     return VAT_OK;
-  case JSON_TRUE:
-  case JSON_FALSE:
-    *out = vat_bool(json_is_true(j));
+  case CAPTP__J_TRUE:
+  case CAPTP__J_FALSE:
+    *out = vat_bool(j->type == CAPTP__J_TRUE);
     return VAT_OK;
-  case JSON_INTEGER:
-  case JSON_REAL:
-    *out = vat_float(json_number_value(j));
+  case CAPTP__J_NUMBER:
+    *out = vat_float(j->as.num);
     return VAT_OK;
-  case JSON_STRING:
-    return string(d, json_string_value(j), json_string_length(j), out);
-  case JSON_ARRAY:
-    return captp__decode_list(d, j, depth, captp__decode_smallcaps, out);
-  case JSON_OBJECT:
-    if (json_object_get(j, "#tag") != NULL)
-      return tagged(d, j, depth, out);
-    if (json_object_get(j, "#error") != NULL)
-      return error_form(d, j, depth, out);
-    return members(d, j, depth, NULL, out);
+  case CAPTP__J_STRING:
+    return string(d, j->as.str, j->len, out);
+  case CAPTP__J_ARRAY:
+    return captp__decode_list(d, at, depth, captp__decode_smallcaps, out);
+  case CAPTP__J_OBJECT:
+    if (GET(d, at, "#tag") != 0)
+      return tagged(d, at, depth, out);
+    if (GET(d, at, "#error") != 0)
+      return error_form(d, at, depth, out);
+    return members(d, at, depth, NULL, out);
   }
   return FAIL(d, "unexpected JSON type");
 }

@@ -1,7 +1,8 @@
-/* CapData to values, the entry points: parse the body (the second JSON
- * parse of every message: the body is a string holding JSON), pick the
+/* CapData to values, the entry points: parse the body (json.c: the body
+ * is a string holding JSON, so its text is parsed on its own), pick the
  * body format, and import slots through the caller's table once each. */
 #include <gc/gc.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "captp/internal.h"
@@ -15,7 +16,7 @@ static bool slot_name_ok(const char *s) {
   return s[2] != '-' && captp__is_digits(s + 2, len - 2);
 }
 
-int captp__import(captp__decoder *d, json_int_t index, const char *iface,
+int captp__import(captp__decoder *d, int64_t index, const char *iface,
                   char want, vat_value *out) {
   if (index < 0 || (size_t)index >= d->n_slots)
     return captp__fail(d->err, VAT_EDECODE, VAT_CAPTP_ERR_SLOT, 0,
@@ -47,32 +48,42 @@ int captp__import(captp__decoder *d, json_int_t index, const char *iface,
   return VAT_OK;
 }
 
+/* Most values use a few slots: their imports live on the stack, which the
+ * collector scans. */
+enum { INLINE_SLOTS = 8 };
+
 int captp__decode_body(const char *body, size_t len,
                        const char *const *slot_names, size_t n_slots,
                        const vat_captp_slots *table, vat_value *out,
                        vat_captp_error *err) {
   bool smallcaps = len > 0 && body[0] == '#';
   size_t skip = smallcaps ? 1 : 0;
-  json_error_t jerr;
-  json_t *j = json_loadb(body + skip, len - skip, CAPTP__JSON_LOAD, &jerr);
-  if (j == NULL)
-    return captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_JSON,
-                       (size_t)jerr.position + skip, "body: %s", jerr.text);
+  captp__json j;
+  int rc = captp__json_parse(&j, body + skip, len - skip, skip, "body: ", err);
+  if (rc != VAT_OK) {
+    captp__json_free(&j);
+    return rc;
+  }
+  vat_value inline_imported[INLINE_SLOTS];
   captp__decoder d = {
+      .json = &j,
       .slot_names = slot_names,
       .n_slots = n_slots,
-      .imported = n_slots > 0 ? GC_MALLOC(n_slots * sizeof(vat_value)) : NULL,
+      .imported = n_slots <= INLINE_SLOTS
+                      ? inline_imported
+                      : GC_MALLOC(n_slots * sizeof(vat_value)),
       .table = table,
       .err = err,
   };
-  int rc;
-  if (n_slots > 0 && d.imported == NULL)
+  for (size_t i = 0; i < n_slots && i < INLINE_SLOTS; i++)
+    inline_imported[i] = vat_null();
+  if (d.imported == NULL)
     rc = captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "slots");
   else if (smallcaps)
-    rc = captp__decode_smallcaps(&d, j, 0, out);
+    rc = captp__decode_smallcaps(&d, 0, 0, out);
   else
-    rc = captp__decode_capdata(&d, j, 0, out);
-  json_decref(j);
+    rc = captp__decode_capdata(&d, 0, 0, out);
+  captp__json_free(&j);
   return rc;
 }
 
@@ -91,28 +102,43 @@ int vat_capdata_decode(const char *body, size_t body_len,
                             err);
 }
 
-int captp__decode_capdata_object(const json_t *cd, const vat_captp_slots *table,
-                                 vat_value *out, bool *in_value,
-                                 vat_captp_error *err) {
+int captp__decode_capdata_object(const captp__json *j, uint32_t cd,
+                                 const vat_captp_slots *table, vat_value *out,
+                                 bool *in_value, vat_captp_error *err) {
   *in_value = false;
-  json_t *body = json_object_get(cd, "body");
-  json_t *slots = json_object_get(cd, "slots");
-  if (!json_is_object(cd) || !json_is_string(body) || !json_is_array(slots))
+  const captp__jnode *o = captp__jat(j, cd);
+  uint32_t body = 0, slots = 0;
+  if (o->type == CAPTP__J_OBJECT) {
+    body = CAPTP__JSON_GET(j, cd, "body");
+    slots = CAPTP__JSON_GET(j, cd, "slots");
+  }
+  if (body == 0 || slots == 0 || captp__jat(j, body)->type != CAPTP__J_STRING ||
+      captp__jat(j, slots)->type != CAPTP__J_ARRAY)
     return captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_CAPDATA, 0,
                        "not {body, slots}");
-  size_t n = json_array_size(slots);
-  const char **names = n > 0 ? GC_MALLOC(n * sizeof *names) : NULL;
-  if (n > 0 && names == NULL)
+  size_t n = captp__jat(j, slots)->len;
+  const char *inline_names[INLINE_SLOTS];
+  const char **names = n <= INLINE_SLOTS ? inline_names
+                                         : malloc(n * sizeof *names);
+  if (names == NULL)
     return captp__fail(err, VAT_ENOMEM, VAT_CAPTP_ERR_NOMEM, 0, "slots");
-  for (size_t i = 0; i < n; i++) {
-    json_t *s = json_array_get(slots, i);
-    if (!json_is_string(s))
-      return captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_CAPDATA, 0,
-                         "slot %zu is not a string", i);
-    names[i] = json_string_value(s);
+  int rc = VAT_OK;
+  uint32_t at = slots + 1;
+  for (size_t i = 0; i < n; i++, at = captp__jat(j, at)->end) {
+    if (captp__jat(j, at)->type != CAPTP__J_STRING) {
+      rc = captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_CAPDATA, 0,
+                       "slot %zu is not a string", i);
+      break;
+    }
+    names[i] = captp__jat(j, at)->as.str;
   }
-  /* The shape was sound: what fails from here is the value itself. */
-  *in_value = true;
-  return captp__decode_body(json_string_value(body), json_string_length(body),
-                            names, n, table, out, err);
+  if (rc == VAT_OK) {
+    /* The shape was sound: what fails from here is the value itself. */
+    *in_value = true;
+    const captp__jnode *b = captp__jat(j, body);
+    rc = captp__decode_body(b->as.str, b->len, names, n, table, out, err);
+  }
+  if (names != inline_names)
+    free(names);
+  return rc;
 }

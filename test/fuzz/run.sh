@@ -2,7 +2,7 @@
 # Runs the libFuzzer targets for a while each, seeded from the recorded
 # Endo exchange (test/captp/corpus): frames as they crossed the socket for
 # fuzz_frames; their JSON payloads and the smallcaps bodies for
-# fuzz_decode. Usage: test/fuzz/run.sh BUILD_DIR SECONDS [OUT_DIR]
+# fuzz_decode and fuzz_decode_diff. Usage: test/fuzz/run.sh BUILD_DIR SECONDS [OUT_DIR]
 # Findings (crash-*, leak-*, timeout-*) land in OUT_DIR; the exit status
 # is non-zero when a target finds one.
 set -euo pipefail
@@ -11,7 +11,7 @@ seconds=${2:?usage: run.sh BUILD_DIR SECONDS [OUT_DIR]}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${3:-$build/fuzz-out}
 corpus=$root/test/captp/corpus
-mkdir -p "$out/frames" "$out/decode" "$out/seeds-decode"
+mkdir -p "$out/frames" "$out/decode" "$out/decode_diff" "$out/seeds-decode"
 
 # fuzz_frames' input: two control bytes, then the stream.
 for f in "$corpus"/frames/*.ns; do
@@ -19,7 +19,7 @@ for f in "$corpus"/frames/*.ns; do
 done
 mkdir -p "$out/seeds-frames"
 mv "$out"/seeds-frames-*.ns "$out/seeds-frames/"
-# fuzz_decode's input: a message, or a body.
+# fuzz_decode's (and fuzz_decode_diff's) input: a message, or a body.
 python3 - "$corpus" "$out/seeds-decode" <<'PY'
 import json, os, re, sys
 corpus, dest = sys.argv[1], sys.argv[2]
@@ -33,11 +33,11 @@ for name in sorted(os.listdir(os.path.join(corpus, 'smallcaps'))):
 PY
 
 status=0
-for target in frames decode; do
+for target in frames decode decode_diff; do
   echo "== fuzz_$target for ${seconds}s"
   # -rss_limit_mb: the collector's heap counts; -timeout: a hang is a find.
   (cd "$out" && "$build/test/fuzz/fuzz_$target" -max_total_time="$seconds" \
     -timeout=10 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
-    "$out/$target" "$out/seeds-$target") || status=1
+    "$out/$target" "$out/seeds-${target%_diff}") || status=1
 done
 exit $status
