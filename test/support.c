@@ -175,3 +175,19 @@ bool test_settled_to_idle(void) {
   }
   return false;
 }
+
+static void adder_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  (void)state;
+  vat_value args;
+  vat_ref *reply;
+  if (!vat_request_parse(value, &args, &reply) ||
+      selector != vat_atom_intern("add"))
+    return;
+  int64_t a = 0, b = 0;
+  vat_get_int(vat_at(args, 0), &a);
+  vat_get_int(vat_at(args, 1), &b);
+  expect_vat_ok(vat_reply(turn, reply, vat_int(a + b)));
+}
+
+const vat_entity_def test_adder_def = {.receive = adder_receive};

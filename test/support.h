@@ -138,4 +138,8 @@ void test_sleep(double seconds);
  *  passes; returns whether it did. For host threads waiting on vats. */
 bool test_wait_u64(_Atomic uint64_t *flag, uint64_t value, double timeout_s);
 
+/* An entity answering the request add(a, b) with a + b: the served object
+ * of the connection tests. */
+extern const vat_entity_def test_adder_def;
+
 #endif

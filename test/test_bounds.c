@@ -30,20 +30,6 @@ static const vat_atom *sel(const char *name) {
   return vat_atom_intern(name);
 }
 
-static void adder_receive(vat_turn *turn, void *state, const vat_atom *selector,
-                          vat_value value) {
-  (void)state;
-  vat_value args;
-  vat_ref *reply;
-  if (!vat_request_parse(value, &args, &reply) || selector != sel("add"))
-    return;
-  int64_t a = 0, b = 0;
-  vat_get_int(vat_at(args, 0), &a);
-  vat_get_int(vat_at(args, 1), &b);
-  expect_vat_ok(vat_reply(turn, reply, vat_int(a + b)));
-}
-
-static const vat_entity_def adder_def = {.receive = adder_receive};
 
 static vat_conn_options timeouts(double handshake_s, double idle_s) {
   vat_conn_options opt;
@@ -152,7 +138,7 @@ static void open_pair(vat_system *sys, const vat_conn_options *opt, pair *p) {
   int sv[2];
   ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   vat_ref *adder;
-  ck_assert_vat_ok(vat_host_spawn(sys, &adder_def, &adder, NULL));
+  ck_assert_vat_ok(vat_host_spawn(sys, &test_adder_def, &adder, NULL));
   ck_assert_vat_ok(vat_conn_open(sys, sv[0], adder, opt, &p->a));
   ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, opt, &p->b));
   vat_value v;

@@ -24,20 +24,6 @@ static const vat_atom *sel(const char *name) {
   return vat_atom_intern(name);
 }
 
-static void adder_receive(vat_turn *turn, void *state, const vat_atom *selector,
-                          vat_value value) {
-  (void)state;
-  vat_value args;
-  vat_ref *reply;
-  if (!vat_request_parse(value, &args, &reply) || selector != sel("add"))
-    return;
-  int64_t a = 0, b = 0;
-  vat_get_int(vat_at(args, 0), &a);
-  vat_get_int(vat_at(args, 1), &b);
-  expect_vat_ok(vat_reply(turn, reply, vat_int(a + b)));
-}
-
-static const vat_entity_def adder_def = {.receive = adder_receive};
 
 /* The process's thread count, from /proc. */
 static unsigned threads_now(void) {
@@ -100,7 +86,7 @@ START_TEST(ten_thousand_connections_answer_on_one_loop) {
   ck_assert_uint_ge(n, 40);
   vat_system *sys = test_system(2);
   vat_ref *adder;
-  ck_assert_vat_ok(vat_host_spawn(sys, &adder_def, &adder, NULL));
+  ck_assert_vat_ok(vat_host_spawn(sys, &test_adder_def, &adder, NULL));
   vat_conn **conns = GC_MALLOC(2 * n * sizeof *conns);
   vat_promise **answers = GC_MALLOC(n * sizeof *answers);
   ck_assert_ptr_nonnull(conns);
@@ -190,7 +176,7 @@ START_TEST(connections_that_came_and_went_leave_the_heap_flat) {
   int per_round = (test_quick() ? 100 : 1000) / TEST_SCALE;
   vat_system *sys = test_system(2);
   vat_ref *adder;
-  ck_assert_vat_ok(vat_host_spawn(sys, &adder_def, &adder, NULL));
+  ck_assert_vat_ok(vat_host_spawn(sys, &test_adder_def, &adder, NULL));
   size_t live[ROUNDS];
   for (int r = 0; r < ROUNDS; r++) {
     for (int i = 0; i < per_round; i++)
