@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "support.h"
+#include "vat/captp.h" /* the netstring reader, for a raw peer */
 #include "vat/caps.h"
 #include "vat/net.h"
 
@@ -1659,8 +1660,10 @@ END_TEST
  * A peer that hangs up may do so while this side's write is about to go
  * out: the write then fails (EPIPE, or ECONNRESET when the peer had left
  * some of our bytes unread), and what the peer sent last, already here,
- * says why it went. The pause point holds the I/O thread just before the
- * write while the peer sends and closes, so the write fails every run. */
+ * says why it went. The pause point holds the connection vat's turn
+ * about to write (every frame passes there; a lone one it sends itself,
+ * the others the loop writes after it) while the peer sends and closes,
+ * so the write fails every run. */
 
 typedef struct hang_up_case {
   const char *name;
@@ -1724,6 +1727,100 @@ START_TEST(a_hang_up_is_told_by_what_the_peer_sent_last) {
           strcmp(vat_string_data(vat_error_payload(reason)), hc->cause) == 0,
       "%s: %s, expected %s", hc->name, text, hc->cause);
   test_quiesce(sys);
+}
+END_TEST
+
+/* --- Frames sent straight to the socket ----------------------------------
+ * A lone frame goes from the connection vat's turn straight to the socket;
+ * what the socket does not take, and what follows frames the loop has not
+ * written yet, is queued behind them. The loop is held with a frame's tail
+ * taken and unwritten, the peer makes room in the socket, and one more
+ * frame is sent: it must wait its turn, and both arrive whole. */
+
+enum { STRAIGHT_BIG = 256 << 10 };
+
+/* Reads from the non-blocking `fd` until it would block (or, waiting up to
+ * WAIT_S, until `want` frames are complete), feeding `r`; returns the
+ * frames' first bytes in `heads` (each 64 bytes, NUL-terminated). */
+static int read_frames(int fd, vat_netstring_reader *r, int want,
+                       char heads[][64], int have, bool wait) {
+  static char chunk[64 << 10];
+  double end = test_wall_seconds() + WAIT_S;
+  while (have < want) {
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (!wait || test_wall_seconds() > end)
+        break;
+      struct pollfd pf = {.fd = fd, .events = POLLIN};
+      poll(&pf, 1, 100);
+      continue;
+    }
+    ck_assert_msg(n > 0, "the stream ended after %d frames", have);
+    const char *p = chunk;
+    size_t left = (size_t)n;
+    while (left > 0) {
+      size_t used = 0, len = 0;
+      const char *frame = NULL;
+      vat_captp_error err;
+      int rc = vat_netstring_read(r, p, left, &used, &frame, &len, &err);
+      ck_assert_msg(rc >= 0, "frame %d broken: %s at byte %zu", have,
+                    vat_captp_err_text(err.code), err.offset);
+      p += used;
+      left -= used;
+      if (rc == 1) {
+        ck_assert_int_lt(have, want);
+        snprintf(heads[have++], 64, "%.*s", (int)(len < 63 ? len : 63), frame);
+      }
+    }
+  }
+  return have;
+}
+
+START_TEST(a_lone_frame_waits_behind_frames_the_loop_has_not_written) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  int small = 8 << 10;
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  ck_assert_int_eq(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  vat_netstring_reader *r = vat_netstring_reader_new(1 << 20);
+  char heads[3][64];
+  int have = read_frames(sv[1], r, 1, heads, 0, true); /* CTP_BOOTSTRAP */
+  ck_assert_int_eq(have, 1);
+  vat_ref *boot = vat_conn_bootstrap_ref(c);
+  /* The first call is too big for the socket: its tail is queued, and the
+   * loop stops with it taken, before writing it. */
+  char *big = malloc(STRAIGHT_BIG + 1);
+  memset(big, 'a', STRAIGHT_BIG);
+  big[STRAIGHT_BIG] = '\0';
+  vat__test_point_arm("net.loop.before_write");
+  vat_value first[2] = {vat_int(1), vat_string(big)};
+  ck_assert_vat_ok(vat_host_send_msg(boot, sel("m"), vat_list(first, 2)));
+  ck_assert_msg(vat__test_point_wait(WAIT_S), "the loop wrote nothing");
+  free(big);
+  /* Room in the socket, and one more call while the tail waits. */
+  have = read_frames(sv[1], r, 3, heads, have, false);
+  ck_assert_int_eq(have, 1);
+  vat_value second[2] = {vat_int(2), vat_string("b")};
+  ck_assert_vat_ok(vat_host_send_msg(boot, sel("m"), vat_list(second, 2)));
+  vat_conn_info info;
+  double end = test_wall_seconds() + WAIT_S;
+  do { /* the call's frame is queued behind the tail */
+    ck_assert_vat_ok(vat_conn_inspect(c, &info));
+    ck_assert_msg(test_wall_seconds() < end, "the second call was not queued");
+    test_sleep(0.001);
+  } while (info.out_queued < STRAIGHT_BIG / 2 + 40);
+  test_sleep(0.05); /* a frame sent straight out would be in the socket */
+  vat__test_point_release();
+  have = read_frames(sv[1], r, 3, heads, have, true);
+  ck_assert_int_eq(have, 3);
+  ck_assert_msg(strstr(heads[1], "CTP_CALL") != NULL, "%s", heads[1]);
+  ck_assert_msg(strstr(heads[2], "CTP_CALL") != NULL, "%s", heads[2]);
+  vat_netstring_reader_free(r);
+  fcntl(sv[1], F_SETFL, 0);
+  raw_hang_up(sv[1], c, sys);
 }
 END_TEST
 
@@ -2044,6 +2141,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, pipelining_on_an_answer_ref_sends_plain_calls);
   tcase_add_test(tc, a_bad_argument_fails_only_its_call);
   tcase_add_test(tc, a_bad_result_breaks_only_its_question);
+  tcase_add_test(tc, a_lone_frame_waits_behind_frames_the_loop_has_not_written);
   tcase_add_loop_test(tc, a_hang_up_is_told_by_what_the_peer_sent_last, 0,
                       sizeof hang_up_cases / sizeof hang_up_cases[0]);
   tcase_add_test(tc, a_peer_that_does_not_read_is_paused_then_cut_off);

@@ -31,8 +31,12 @@
  * no connection is open), or on the host's own loop (options `loop`, see
  * "The host's loop" below). Threads do not grow with connections: an
  * idle connection costs about 7 KiB. Frames become turns of the
- * connection vat, and what its turns send is queued for the loop, so no
- * worker ever blocks on the network.
+ * connection vat. A frame its turn sends goes straight to the socket
+ * when nothing is queued before it and no more messages wait for the
+ * vat (a call at a time costs no wake-up of the loop); otherwise, or
+ * what the socket does not take at once, is queued for the loop, which
+ * writes what queued in runs. The send never waits, so no worker ever
+ * blocks on the network.
  *
  * A call from the peer whose message is well formed but whose method and
  * arguments do not decode fails alone: it is answered with the exception

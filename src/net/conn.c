@@ -100,7 +100,11 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
   int rc = vat_captp_encode_frame(msg, &slots, &frame, &len, err);
   if (rc != VAT_OK)
     return rc;
-  switch (net_io_write(c->io, frame, len, &queued)) {
+  /* More messages waiting for this vat (beyond the one it handles) are
+   * likely more frames: those queue for the loop, which writes them in
+   * runs, one system call each; a lone frame goes straight out. */
+  bool more = vat_ref_queue_len(c->self) > 1;
+  switch (net_io_write(c->io, frame, len, more, &queued)) {
   case NET_WRITE_OK:
     return VAT_OK;
   case NET_WRITE_NOMEM:

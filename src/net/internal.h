@@ -50,7 +50,8 @@ void net_io_run(net_io *io);
  *  was left for the copy (NET_WRITE_NOMEM), or more than out_max bytes
  *  are queued already (NET_WRITE_FULL: the peer does not read). */
 enum { NET_WRITE_OK, NET_WRITE_NOMEM, NET_WRITE_FULL };
-int net_io_write(net_io *io, const char *data, size_t len, size_t *queued);
+int net_io_write(net_io *io, const char *data, size_t len, bool more,
+                 size_t *queued);
 /** Closes the socket at once, dropping what is queued (for a peer that
  *  does not read it). Any thread. */
 void net_io_abort(net_io *io);

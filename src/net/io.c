@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -77,6 +78,13 @@ struct net_io {
   vat_netstring_reader *reader;
   pthread_mutex_t mu; /* guards head, tail, close_asked, abort_asked, closed */
   out_buf *head, *tail;
+  /* Frames the loop took off the queue and has not written or dropped
+   * yet: a frame the vat sends straight to the socket would pass them. */
+  size_t frames_out;
+  /* The socket, for the vat's sends straight to it (net_io_write); -1
+   * if opening it failed (once closing, `closed` stops them). Guarded by
+   * mu. */
+  int sock;
   bool close_asked; /* the vat asked for a close after the queued writes */
   bool abort_asked; /* ...or at once, dropping them (net_io_abort) */
   bool closed;      /* the handles are closing: do not wake the loop */
@@ -183,6 +191,17 @@ static void free_queue(net_io *io, out_buf *b) {
     b = next;
   }
   atomic_fetch_sub_explicit(&io->out_queued, bytes, memory_order_relaxed);
+}
+
+/* Frees frames the loop took off the queue (on_wake), written or dropped. */
+static void done_out(net_io *io, out_buf *b) {
+  size_t n = 0;
+  for (out_buf *f = b; f != NULL; f = f->next)
+    n++;
+  pthread_mutex_lock(&io->mu);
+  io->frames_out -= n;
+  pthread_mutex_unlock(&io->mu);
+  free_queue(io, b);
 }
 
 /* The last handle closed lets go. */
@@ -442,7 +461,7 @@ static void *write_now(void *arg) {
   write_done *w = arg;
   out_buf *b = w->req->data;
   net_io *io = w->req->handle->data;
-  free_queue(io, b);
+  done_out(io, b);
   if (w->status < 0 && w->status != UV_ECANCELED)
     write_failed(io, w->status);
   else
@@ -474,14 +493,14 @@ static out_buf *write_run(net_io *io, out_buf *b) {
   b->req.data = b;
   /* libuv copies `bufs`; the frames stay ours until on_write. */
   if (io->finishing) {
-    free_queue(io, b);
+    done_out(io, b);
     return rest;
   }
-  /* A test stops here to let the peer hang up before the write. */
-  VAT__TEST_POINT("net.write.before_send");
+  /* A test stops the loop here, with frames taken and not yet written. */
+  VAT__TEST_POINT("net.loop.before_write");
   int rc = uv_write(&b->req, &io->s.stream, bufs, n, on_write);
   if (rc != 0) { /* the frames cannot go: the connection is lost */
-    free_queue(io, b);
+    done_out(io, b);
     write_failed(io, rc);
   }
   return rest;
@@ -492,9 +511,11 @@ static void on_wake(net_io *io) {
   out_buf *b = io->head;
   bool close = io->close_asked, abort = io->abort_asked;
   io->head = io->tail = NULL;
+  for (out_buf *f = b; f != NULL; f = f->next)
+    io->frames_out++;
   pthread_mutex_unlock(&io->mu);
   if (abort) { /* writes already handed to libuv are cancelled */
-    free_queue(io, b);
+    done_out(io, b);
     finish(io);
     return;
   }
@@ -509,12 +530,37 @@ static void on_wake(net_io *io) {
   }
 }
 
-int net_io_write(net_io *io, const char *data, size_t len, size_t *queued) {
+int net_io_write(net_io *io, const char *data, size_t len, bool more,
+                 size_t *queued) {
   /* Past the hard limit nothing more goes: the queue stays under it plus
    * the one frame that passed it. The loop only takes off. */
   *queued = atomic_load_explicit(&io->out_queued, memory_order_relaxed);
   if (*queued > io->out_max)
     return NET_WRITE_FULL;
+  /* A test stops here to let the peer hang up before the write. */
+  VAT__TEST_POINT("net.write.before_send");
+  /* Nothing queued or on its way: the frame goes straight to the socket,
+   * from the vat's turn, without waking the loop. What the socket does
+   * not take now is queued for the loop, as is a frame whose send fails:
+   * the loop's write then fails the same way and tells why (write_failed,
+   * which reads what the peer sent first). */
+  pthread_mutex_lock(&io->mu);
+  if (io->closed || io->close_asked) {
+    pthread_mutex_unlock(&io->mu);
+    return NET_WRITE_OK; /* the connection ended: nothing more goes out */
+  }
+  if (!more && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {
+    ssize_t n = send(io->sock, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == (ssize_t)len) {
+      pthread_mutex_unlock(&io->mu);
+      return NET_WRITE_OK;
+    }
+    if (n > 0) {
+      data += n;
+      len -= (size_t)n;
+    }
+  }
+  pthread_mutex_unlock(&io->mu);
   out_buf *b = malloc(sizeof *b + len);
   if (b == NULL)
     return NET_WRITE_NOMEM;
@@ -618,8 +664,12 @@ void net_io_posted(net_posted *p) {
     io->s.stream.data = io;
     int rc = open_stream(io, io->fd);
     io->open_handles = 1; /* made, even when opening failed: closed too */
-    if (rc != 0)
+    if (rc != 0) {
+      pthread_mutex_lock(&io->mu);
+      io->sock = -1; /* no send may reach a number reused after this */
+      pthread_mutex_unlock(&io->mu);
       close(io->fd); /* not the handle's: libuv took it only on success */
+    }
     else
       rc = uv_read_start(&io->s.stream, on_alloc, on_read);
     io->fd = -1;
@@ -683,6 +733,7 @@ net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame, size_t out_pause,
   memset(io, 0, sizeof *io);
   io->conn = conn;
   io->fd = -1;
+  io->sock = fd;
   /* A stream socket only: the shared loop opens the handle later, where
    * a refusal could no longer fail the call, and epoll refuses a regular
    * file by aborting the loop's thread. */
