@@ -198,9 +198,9 @@ loop-first-post-wakes-nobody|src/net/loop.c|net|if (first)|if (0)
 loop-taken-stays-queued|src/net/loop.c|net|p->queued = false;|(void)0;
 write-later-frames-wake-only|src/net/io.c|net|if (first)|if (!first)
 posted-share-kept|src/net/io.c|conns|release(io); /* the post's share */|(void)0;
-direct-send-passes-taken-frames|src/net/io.c|net|if (!more && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!more && io->head == NULL && io->sock >= 0) {
-direct-send-passes-queued-frames|src/net/io.c|net|if (!more && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!more && io->frames_out == 0 && io->sock >= 0) {
-direct-send-remainder-from-the-start|src/net/io.c|net|data += n;|(void)0;
+direct-send-passes-taken-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->head == NULL && io->sock >= 0) {
+direct-send-passes-queued-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->frames_out == 0 && io->sock >= 0) {
+direct-send-remainder-from-the-start|src/net/io.c|net|*data += n;|(void)0;
 not-a-stream-accepted|src/net/io.c|net|bool stream = kind == UV_TCP \|\| kind == UV_NAMED_PIPE;|bool stream = true;
 out-overload-end-keeps-queue|src/net/conn.c|net|net_io_abort(c->io);|(void)c;
 # The simulation harness (src/sim/): what makes its campaigns find bugs.

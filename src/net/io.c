@@ -530,6 +530,29 @@ static void on_wake(net_io *io) {
   }
 }
 
+/* Nothing queued or on its way: the frame goes straight to the socket,
+ * from the vat's turn, without waking the loop. True when nothing is left
+ * to queue: it all went, or the connection ended (nothing more goes out).
+ * What the socket does not take now is left in *data and *len for the
+ * loop, as is a frame whose send fails: the loop's write then fails the
+ * same way and tells why (write_failed, which reads what the peer sent
+ * first). Only the vat's turns call it, one at a time. */
+static bool send_straight(net_io *io, const char **data, size_t *len) {
+  pthread_mutex_lock(&io->mu);
+  bool done = io->closed || io->close_asked;
+  if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {
+    ssize_t n = send(io->sock, *data, *len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == (ssize_t)*len) {
+      done = true;
+    } else if (n > 0) {
+      *data += n;
+      *len -= (size_t)n;
+    }
+  }
+  pthread_mutex_unlock(&io->mu);
+  return done;
+}
+
 int net_io_write(net_io *io, const char *data, size_t len, bool more,
                  size_t *queued) {
   /* Past the hard limit nothing more goes: the queue stays under it plus
@@ -539,28 +562,8 @@ int net_io_write(net_io *io, const char *data, size_t len, bool more,
     return NET_WRITE_FULL;
   /* A test stops here to let the peer hang up before the write. */
   VAT__TEST_POINT("net.write.before_send");
-  /* Nothing queued or on its way: the frame goes straight to the socket,
-   * from the vat's turn, without waking the loop. What the socket does
-   * not take now is queued for the loop, as is a frame whose send fails:
-   * the loop's write then fails the same way and tells why (write_failed,
-   * which reads what the peer sent first). */
-  pthread_mutex_lock(&io->mu);
-  if (io->closed || io->close_asked) {
-    pthread_mutex_unlock(&io->mu);
-    return NET_WRITE_OK; /* the connection ended: nothing more goes out */
-  }
-  if (!more && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {
-    ssize_t n = send(io->sock, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n == (ssize_t)len) {
-      pthread_mutex_unlock(&io->mu);
-      return NET_WRITE_OK;
-    }
-    if (n > 0) {
-      data += n;
-      len -= (size_t)n;
-    }
-  }
-  pthread_mutex_unlock(&io->mu);
+  if (!more && send_straight(io, &data, &len))
+    return NET_WRITE_OK;
   out_buf *b = malloc(sizeof *b + len);
   if (b == NULL)
     return NET_WRITE_NOMEM;
