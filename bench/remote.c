@@ -194,6 +194,12 @@ static void casts_counted(vat_turn *turn, void *state, void *ctx, bool resolved,
   (void)turn;
   (void)ctx;
   c->ok = resolved && vat_get_int(value, &v) == VAT_OK && v == c->want;
+  if (!c->ok) {
+    char why[256];
+    vat_format(value, why, sizeof why);
+    fprintf(stderr, "remote: the one-way phase's call: %s %s\n",
+            resolved ? "answered" : "broken", why);
+  }
   c->finished_at = bench_now();
   sem_post(c->done);
 }
@@ -269,8 +275,15 @@ static int call(const bench_args *args, int port, uint64_t n, uint64_t p) {
   printf("remote: %" PRIu64 " one-way sends, then a call, in %.3f s:"
          " %.0f sends/s\n",
          p, cast.seconds, (double)p / cast.seconds);
-  if (!seq.ok || !pipe.ok || !cast.ok)
+  if (!seq.ok || !pipe.ok || !cast.ok) {
     printf("verification failed\n");
+    vat_value why;
+    if (vat_promise_wait(vat_conn_closed(conn), 0, &why) == VAT_OK) {
+      char text[256];
+      vat_format(why, text, sizeof text);
+      printf("the connection ended: %s\n", text);
+    }
+  }
   report("remote_seq", args, n, &seq);
   report("remote_pipe", args, p, &pipe);
   report("remote_cast", args, p, &cast);

@@ -192,7 +192,7 @@ hang-up-rest-eof-ignored|src/net/io.c|net|} else if (n == 0) {|} else if (n == 0
 out-hard-limit-ignored|src/net/io.c|net|if (*queued > io->out_max)|if (0)
 out-never-pauses|src/net/io.c|net|bool pause = io->paused ? h > io->out_resume : h > io->out_pause;|bool pause = false;
 out-never-resumes|src/net/io.c|net|bool pause = io->paused ? h > io->out_resume : h > io->out_pause;|bool pause = io->paused \|\| h > io->out_pause;
-out-pending-input-uncounted|src/net/io.c|net|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued);
+out-pending-input-uncounted|src/net/io.c|net|return atomic_load(&io->out_answers) + atomic_load(&io->in_pending);|return atomic_load(&io->out_answers);
 out-taken-frames-wake-nobody|src/net/io.c|net|wake_loop(io); /* on_wake paces the reading */|;
 loop-first-post-wakes-nobody|src/net/loop.c|net|if (first)|if (0)
 loop-taken-stays-queued|src/net/loop.c|net|p->queued = false;|(void)0;
@@ -203,6 +203,11 @@ direct-send-passes-queued-frames|src/net/io.c|net|if (!done && io->head == NULL 
 direct-send-remainder-from-the-start|src/net/io.c|net|*data += n;|(void)0;
 not-a-stream-accepted|src/net/io.c|net|bool stream = kind == UV_TCP \|\| kind == UV_NAMED_PIPE;|bool stream = true;
 out-overload-end-keeps-queue|src/net/conn.c|net|net_io_abort(c->io);|(void)c;
+flow-own-calls-pause-reading|src/net/io.c|bounds|return atomic_load(&io->out_answers) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);
+flow-answers-not-counted|src/net/conn.c|net bounds|flags \|= NET_WRITE_ANSWER;|(void)0;
+flow-answers-never-taken-off|src/net/io.c|net bounds|atomic_fetch_sub(&io->out_answers, answers);|(void)answers;
+flow-frames-past-the-limit-taken|src/net/conn.c|bounds|(c->waiting != NULL \|\| c->open_answers >= c->max_questions)) {|(false)) {
+flow-waiting-frames-not-resumed|src/net/calls.c|bounds|net_take_waiting_frames(turn, c);|(void)c;
 # The simulation harness (src/sim/): what makes its campaigns find bugs.
 sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
 sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(splitmix(&w->pick_rng) % n);|: 0;

@@ -1,6 +1,7 @@
 /* Bounds against a peer that says nothing (vat/net.h): the handshake and
- * idle timeouts, and a listener's cap on its connections. A raw peer, the
- * test's own end of a socket, writes what a case asks, or nothing. */
+ * idle timeouts, and a listener's cap on its connections; and against one
+ * that asks more than max_questions at once. A raw peer, the test's own
+ * end of a socket, writes what a case asks, or nothing. */
 #define GC_THREADS 1
 #include <gc/gc.h>
 
@@ -369,6 +370,261 @@ START_TEST(a_peer_waiting_on_an_answer_is_not_idle) {
 }
 END_TEST
 
+/* --- A peer that asks more than max_questions at once ------------------ */
+
+/* Holds the replies of its "hold" calls until the host releases them;
+ * answers "count" at once with how many "hold" calls it has had. */
+enum { GATE_MAX = 64 };
+typedef struct gate {
+  vat_ref *held[GATE_MAX];
+  size_t nheld;
+  int64_t holds;
+  _Atomic uint64_t holding; /* nheld, for the test's thread */
+} gate;
+
+static void gate_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                         vat_value value) {
+  gate *g = state;
+  vat_value args;
+  vat_ref *reply;
+  if (!vat_request_parse(value, &args, &reply))
+    return;
+  if (selector == sel("count")) {
+    expect_vat_ok(vat_reply(turn, reply, vat_int(g->holds)));
+    return;
+  }
+  g->holds++;
+  if (g->nheld == GATE_MAX) {
+    expect_vat_ok(vat_reply_error(turn, reply, vat_atom_value(sel("full"))));
+    return;
+  }
+  g->held[g->nheld++] = reply;
+  atomic_store(&g->holding, g->nheld);
+}
+
+static void gate_release(vat_turn *turn, void *state, void *arg) {
+  gate *g = state;
+  (void)arg;
+  for (size_t i = 0; i < g->nheld; i++)
+    expect_vat_ok(vat_reply(turn, g->held[i], vat_int((int64_t)i)));
+  g->nheld = 0;
+  atomic_store(&g->holding, 0);
+}
+
+static const vat_entity_def gate_def = {.state_size = sizeof(gate),
+                                        .receive = gate_receive};
+
+/* The peer's questions past max_questions wait for answers to go back:
+ * they are not taken, and nothing ends. A libvat client streaming one-way
+ * messages (each a question on the wire) to a slow server ended its
+ * connection once it was max_questions ahead. */
+START_TEST(a_peer_past_max_questions_waits_for_answers) {
+  enum { MAX = 4, ROUNDS = 10 };
+  vat_system *sys = test_system(2);
+  gate *g;
+  vat_ref *gate_ref;
+  ck_assert_vat_ok(vat_host_spawn(sys, &gate_def, &gate_ref, (void **)&g));
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = MAX;
+  vat_conn *served, *client;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], gate_ref, &opt, &served));
+  ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, NULL, &client));
+  vat_value v;
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_bootstrap(client), WAIT_S, &v));
+  vat_ref *remote = vat_value_ref(v);
+  for (int i = 0; i < MAX * ROUNDS; i++)
+    ck_assert_vat_ok(vat_host_send_msg(remote, sel("hold"), vat_list(NULL, 0)));
+  vat_promise *count;
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("count"), vat_list(NULL, 0), 0, &count));
+  for (int round = 0; round < ROUNDS; round++) {
+    ck_assert_msg(test_wait_u64(&g->holding, MAX, WAIT_S),
+                  "round %d: %d held", round, (int)atomic_load(&g->holding));
+    test_sleep(0.02); /* a question past the limit would show meanwhile */
+    ck_assert_uint_eq(atomic_load(&g->holding), MAX);
+    ck_assert(still_open(served, 0));
+    ck_assert_vat_ok(vat_host_send(gate_ref, gate_release, NULL));
+  }
+  ck_assert_vat_ok(vat_promise_wait(count, WAIT_S, &v));
+  ck_assert(vat_equal(v, vat_int(MAX * ROUNDS)));
+  vat_conn_close(client);
+  wait_closed(client);
+  wait_closed(served);
+  test_quiesce(sys);
+}
+END_TEST
+
+static vat_conn_info conn_info(vat_conn *c) {
+  vat_conn_info info;
+  ck_assert_vat_ok(vat_conn_inspect(c, &info));
+  return info;
+}
+
+/* Counts its "bump" calls, answering each at once; "count" answers how
+ * many it has had. */
+static void tally_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  int64_t *bumps = state;
+  vat_value args;
+  vat_ref *reply;
+  if (!vat_request_parse(value, &args, &reply))
+    return;
+  if (selector == sel("bump"))
+    ++*bumps;
+  expect_vat_ok(vat_reply(turn, reply, vat_int(*bumps)));
+}
+
+static const vat_entity_def tally_def = {.state_size = sizeof(int64_t),
+                                         .receive = tally_receive};
+
+static void small_buffers(int fd) {
+  int size = 4096;
+  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size), 0);
+  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size), 0);
+}
+
+/* A client streaming one-way messages, far past out_pause_bytes, to a
+ * server that takes them max_questions at a time: the client's own
+ * queued calls must not stop it reading the answers, or the server's
+ * answers queue, it stops reading too, and both wait for ever. */
+START_TEST(a_side_streaming_calls_still_reads_the_answers) {
+  enum { SENDS = 3000, PAUSE = 4096 };
+  vat_system *sys = test_system(2);
+  vat_ref *tally;
+  ck_assert_vat_ok(vat_host_spawn(sys, &tally_def, &tally, NULL));
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  small_buffers(sv[0]);
+  small_buffers(sv[1]);
+  vat_conn_options server_opt, client_opt;
+  vat_conn_options_default(&server_opt);
+  server_opt.max_questions = 4;
+  server_opt.out_pause_bytes = PAUSE;
+  vat_conn_options_default(&client_opt);
+  client_opt.out_pause_bytes = PAUSE;
+  vat_conn *served, *client;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], tally, &server_opt, &served));
+  ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, &client_opt, &client));
+  vat_value v;
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_bootstrap(client), WAIT_S, &v));
+  vat_ref *remote = vat_value_ref(v);
+  for (int i = 0; i < SENDS; i++)
+    ck_assert_vat_ok(vat_host_send_msg(remote, sel("bump"), vat_list(NULL, 0)));
+  vat_promise *count;
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("count"), vat_list(NULL, 0), 0, &count));
+  int rc = vat_promise_wait(count, WAIT_S, &v);
+  vat_conn_info mine = conn_info(client), theirs = conn_info(served);
+  ck_assert_msg(rc == VAT_OK,
+                "no count (%d): client %zu queued, %zu pending, paused %d; "
+                "server %zu queued, %zu pending, paused %d",
+                rc, mine.out_queued, mine.in_pending, (int)mine.reading_paused,
+                theirs.out_queued, theirs.in_pending,
+                (int)theirs.reading_paused);
+  ck_assert(vat_equal(v, vat_int(SENDS)));
+  vat_conn_close(client);
+  wait_closed(client);
+  wait_closed(served);
+  test_quiesce(sys);
+}
+END_TEST
+
+/* Reads until `want` has arrived, into buf (asserted, within WAIT_S). */
+static void raw_collect(int fd, char *buf, size_t size, const char *want) {
+  size_t got = 0;
+  double deadline = test_wall_seconds() + WAIT_S;
+  buf[0] = '\0';
+  while (strstr(buf, want) == NULL) {
+    double left = deadline - test_wall_seconds();
+    ck_assert_msg(left > 0 && got + 1 < size, "no %s in %.300s", want, buf);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, (int)(left * 1000) + 1) <= 0)
+      continue;
+    ssize_t r = read(fd, buf + got, size - 1 - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    ck_assert_msg(r > 0, "end of stream before %s", want);
+    got += (size_t)r;
+    buf[got] = '\0';
+  }
+}
+
+/* Frames read while the peer is at the limit wait in order, and count as
+ * held for it: past out_pause_bytes of them reading pauses, so a peer
+ * that goes on asking waits in its own socket. */
+START_TEST(frames_past_max_questions_wait_in_order_and_pause_reading) {
+  enum { HELD = 2, CALLS = 200, PAUSE = 4096 };
+  vat_system *sys = test_system(2);
+  gate *g;
+  vat_ref *gate_ref;
+  ck_assert_vat_ok(vat_host_spawn(sys, &gate_def, &gate_ref, (void **)&g));
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = HELD;
+  opt.out_pause_bytes = PAUSE;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], gate_ref, &opt, &c));
+  raw_answer_bootstrap(sv[1]);
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], "o+1");
+  /* In one write: reading pauses, and frame by frame the raw peer would
+   * block on its full socket. */
+  static char calls[(2 + HELD + CALLS) * 160];
+  size_t used = 0;
+  for (int q = 2; q < 2 + HELD + CALLS; q++) {
+    char call[256];
+    int n = snprintf(call, sizeof call,
+                     "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\","
+                     "\"target\":\"o-1\",\"method\":{\"body\":"
+                     "\"[\\\"%s\\\",[]]\",\"slots\":[]}}",
+                     q, q < 2 + HELD ? "hold" : "count");
+    used += (size_t)snprintf(calls + used, sizeof calls - used, "%d:%s,", n,
+                             call);
+  }
+  ck_assert_uint_lt(used, sizeof calls);
+  raw_write(sv[1], calls);
+  ck_assert(test_wait_u64(&g->holding, HELD, WAIT_S));
+  double deadline = test_wall_seconds() + WAIT_S;
+  while (!conn_info(c).reading_paused && test_wall_seconds() < deadline)
+    test_sleep(0.001);
+  vat_conn_info info = conn_info(c);
+  ck_assert_msg(info.reading_paused, "%zu bytes held", info.in_pending);
+  ck_assert_uint_gt(info.in_pending, PAUSE);
+  ck_assert(still_open(c, 0));
+  ck_assert_uint_eq(atomic_load(&g->holding), HELD);
+  ck_assert_vat_ok(vat_host_send(gate_ref, gate_release, NULL));
+  static char buf[1 << 16];
+  char last[32];
+  snprintf(last, sizeof last, "\"answerID\":\"q-%d\"", 1 + HELD + CALLS);
+  raw_collect(sv[1], buf, sizeof buf, last);
+  const char *at = buf;
+  for (int q = 2; q < 2 + HELD + CALLS; q++) {
+    char want[32];
+    snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", q);
+    const char *found = strstr(at, want);
+    ck_assert_msg(found != NULL, "q-%d answered out of order", q);
+    at = found;
+  }
+  /* Every "count" was taken after both holds were answered: it saw 2. */
+  int twos = 0;
+  for (const char *p = buf; (p = strstr(p, "\\\"digits\\\":\\\"2\\\"")); p++)
+    twos++;
+  ck_assert_int_eq(twos, CALLS);
+  while (conn_info(c).reading_paused && test_wall_seconds() < deadline)
+    test_sleep(0.001);
+  ck_assert(!conn_info(c).reading_paused);
+  vat_conn_close(c);
+  wait_closed(c);
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 /* --- Bad options -------------------------------------------------------- */
 
 START_TEST(bad_timeouts_are_refused) {
@@ -529,6 +785,9 @@ Suite *test_bounds_suite(void) {
   tcase_add_loop_test(tc, a_quiet_peer_is_ended_by_the_idle_timeout_when_set, 0,
                       2);
   tcase_add_test(tc, a_peer_waiting_on_an_answer_is_not_idle);
+  tcase_add_test(tc, a_peer_past_max_questions_waits_for_answers);
+  tcase_add_test(tc, frames_past_max_questions_wait_in_order_and_pause_reading);
+  tcase_add_test(tc, a_side_streaming_calls_still_reads_the_answers);
   tcase_add_test(tc, bad_timeouts_are_refused);
   tcase_add_test(tc, a_listener_takes_at_most_its_cap);
   tcase_add_test(tc, a_served_listener_is_told_of_a_refusal);

@@ -951,27 +951,6 @@ START_TEST(question_and_export_limits) {
 }
 END_TEST
 
-START_TEST(a_peer_asking_too_much_is_cut_off) {
-  int sv[2];
-  vat_system *sys;
-  vat_conn *c;
-  char buf[4096];
-  open_raw_served(3, sv, &sys, &c, buf, sizeof buf);
-  for (int i = 2; i <= 5; i++) {
-    char call[256];
-    snprintf(call, sizeof call,
-             "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
-             "\"o-1\",\"method\":{\"body\":\"[\\\"hang\\\",[]]\","
-             "\"slots\":[]}}",
-             i);
-    raw_frame(sv[1], call);
-  }
-  wait_closed(c, "limit exceeded: too many questions");
-  close(sv[1]);
-  test_quiesce(sys);
-}
-END_TEST
-
 /* --- Listen and connect ----------------------------------------------------
  */
 
@@ -2115,7 +2094,6 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, end_of_stream_breaks_pending_questions);
   tcase_add_test(tc, questions_time_out);
   tcase_add_test(tc, question_and_export_limits);
-  tcase_add_test(tc, a_peer_asking_too_much_is_cut_off);
   tcase_add_loop_test(tc, a_bad_peer_ends_only_its_connection, 0,
                       (int)(sizeof raw_cases / sizeof raw_cases[0]));
   tcase_add_test(tc, frames_over_the_limit_end_the_connection);

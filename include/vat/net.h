@@ -204,10 +204,17 @@ typedef struct vat_conn_options {
    *  limit but the request's own timeout and the connection's end. */
   double question_timeout_s;
   /** Questions waiting at once, each way (0: VAT_CONN_MAX_QUESTIONS). One
-   *  more request from this side breaks with the error limit(...); one
-   *  more from the peer ends the connection. A one-way message from this
-   *  side (vat_send_msg to a proxy) waits for nothing and does not count
-   *  here, but the peer counts it until it has answered it. */
+   *  more request from this side breaks with the error limit(...). While
+   *  the peer has this many waiting on this side, what it sends next waits,
+   *  in order and not yet taken, until one of them is answered: so a peer
+   *  that streams calls to a slower server is held back, not cut off. What
+   *  waits counts as held for the peer (out_pause_bytes): past that,
+   *  reading pauses and its further frames wait in its own socket. (Calls
+   *  of the peer's whose answers wait on this side's questions to it wait,
+   *  when the peer's answers to those came after the limit, until this
+   *  side's question timeout breaks them.) A one-way message
+   *  from this side (vat_send_msg to a proxy) waits for nothing and does
+   *  not count here, but the peer counts it until it has answered it. */
   size_t max_questions;
   /** Refs exported, and proxies imported (0: VAT_CONN_MAX_EXPORTS). A
    *  value that would export one more fails to go (its call breaks with
@@ -219,13 +226,16 @@ typedef struct vat_conn_options {
    *  shared by every connection. See "The host's loop" above. For a listener: where
    *  the connections it accepts live, and where vat_listener_serve waits. */
   struct uv_loop_s *loop;
-  /** What the connection holds for the peer, in bytes, past which it
-   *  stops reading from the peer: the output queued (frames this side
-   *  wrote that the socket has not taken yet) plus the frames read that
-   *  the connection vat has not taken yet (whose answers are to come). A
-   *  peer that does not read its answers then waits with its further
-   *  calls in its own socket, not in this process. Reading resumes once
-   *  that is down to half of this. Two sides that each hold more than
+  /** What the connection holds for the peer's calls, in bytes, past
+   *  which it stops reading from the peer: the answers queued (frames
+   *  owed to the peer that the socket has not taken yet) plus the frames
+   *  read that the connection vat has not taken yet (whose answers are to
+   *  come). A peer that does not read its answers then waits with its
+   *  further calls in its own socket, not in this process. This side's
+   *  own calls queued do not count (out_max_bytes bounds them): a side
+   *  streaming calls at a slower peer goes on reading its answers, so the
+   *  peer's answers drain and it reads on. Reading resumes once that is
+   *  down to half of this. Two sides that each hold more than
    *  this for the other at once (large answers both ways) stop reading
    *  each other and wait for each other for ever (each side's question
    *  timeout still breaks its questions): keep it above what both ways

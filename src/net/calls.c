@@ -56,6 +56,7 @@ static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,
   answer_ctx *a = ctx;
   c->open_answers--;
   send_return(turn, c, a, resolved, value);
+  net_take_waiting_frames(turn, c);
 }
 
 /* Keeps the answer for calls the peer pipelines on it: the last
@@ -159,26 +160,14 @@ static bool parse_method(vat_value method, const vat_atom **name,
   return *name != NULL;
 }
 
-/* Counts the peer's question, or ends the connection past the limit. */
-static bool admit_question(vat_turn *turn, net_conn *c) {
-  if (c->open_answers < c->max_questions)
-    return true;
-  net_end(turn, c, "limit exceeded: too many questions from the peer", true);
-  return false;
-}
-
 void net_handle_bad_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m,
                          const char *why) {
-  if (!admit_question(turn, c))
-    return;
   char text[256];
   snprintf(text, sizeof text, "bad argument: %s", why);
   answer_now(turn, c, m->id, false, error_text("TypeError", text));
 }
 
 void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
-  if (!admit_question(turn, c))
-    return;
   const vat_atom *name;
   vat_value args;
   if (!parse_method(m->value, &name, &args)) {

@@ -103,8 +103,12 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
   /* More messages waiting for this vat (beyond the one it handles) are
    * likely more frames: those queue for the loop, which writes them in
    * runs, one system call each; a lone frame goes straight out. */
-  bool more = vat_ref_queue_len(c->self) > 1;
-  switch (net_io_write(c->io, frame, len, more, &queued)) {
+  unsigned flags = vat_ref_queue_len(c->self) > 1 ? NET_WRITE_MORE : 0;
+  /* What this side asks on its own account does not pause its reading
+   * (see held() in io.c); all else answers the peer. */
+  if (msg->type != VAT_CAPTP_CALL && msg->type != VAT_CAPTP_BOOTSTRAP)
+    flags |= NET_WRITE_ANSWER;
+  switch (net_io_write(c->io, frame, len, flags, &queued)) {
   case NET_WRITE_OK:
     return VAT_OK;
   case NET_WRITE_NOMEM:
@@ -271,9 +275,7 @@ static void handle(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   }
 }
 
-void net_on_frame(vat_turn *turn, void *state, void *arg) {
-  net_conn *c = state;
-  net_frame *f = arg;
+static void take_frame(vat_turn *turn, net_conn *c, net_frame *f) {
   if (c->io != NULL)
     net_io_frame_done(c->io, f->len);
   if (c->ended)
@@ -319,6 +321,41 @@ void net_on_frame(vat_turn *turn, void *state, void *arg) {
     return;
   }
   handle(turn, c, &m);
+}
+
+/* While the peer has max_questions waiting on this side its frames wait,
+ * in order, and stay counted as held for it (net_io_frame_done not yet
+ * called), so that past out_pause_bytes of them reading pauses and its
+ * further frames wait in its own socket. Ending the connection at the
+ * limit instead cut off a client that streams one-way messages (each a
+ * question on the wire) to a server slower than it. Every frame waits,
+ * not only calls: CapTP's messages take effect in the order sent. */
+void net_on_frame(vat_turn *turn, void *state, void *arg) {
+  net_conn *c = state;
+  net_frame *f = arg;
+  if (!c->ended &&
+      (c->waiting != NULL || c->open_answers >= c->max_questions)) {
+    net_waiting_frame *w = GC_MALLOC(sizeof *w);
+    if (w != NULL) {
+      w->frame = f;
+      if (c->waiting == NULL)
+        c->waiting = w;
+      else
+        c->waiting_tail->next = w;
+      c->waiting_tail = w;
+      return;
+    }
+    net_end(turn, c, "out of memory", true);
+  }
+  take_frame(turn, c, f);
+}
+
+void net_take_waiting_frames(vat_turn *turn, net_conn *c) {
+  while (c->waiting != NULL && c->open_answers < c->max_questions) {
+    net_waiting_frame *w = c->waiting;
+    c->waiting = w->next;
+    take_frame(turn, c, w->frame);
+  }
 }
 
 /* The first turn: ask for the peer's bootstrap. */

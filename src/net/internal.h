@@ -45,12 +45,16 @@ net_io *net_io_new(int fd, vat_ref *conn, size_t max_frame, size_t out_pause,
  *  do: the host runs it). */
 void net_io_run(net_io *io);
 /** Queues bytes (copied) for writing; dropped once the socket closed.
- *  Never blocks for I/O. The connection vat's turns. *queued: the bytes
- *  queued before these. NET_WRITE_OK, or nothing was queued: no memory
- *  was left for the copy (NET_WRITE_NOMEM), or more than out_max bytes
- *  are queued already (NET_WRITE_FULL: the peer does not read). */
+ *  Never blocks for I/O. The connection vat's turns. flags:
+ *  NET_WRITE_MORE, more frames follow at once (they queue for the loop,
+ *  not straight to the socket); NET_WRITE_ANSWER, the frame is owed to
+ *  the peer's calls, and counts towards the reading's pause. *queued: the
+ *  bytes queued before these. NET_WRITE_OK, or nothing was queued: no
+ *  memory was left for the copy (NET_WRITE_NOMEM), or more than out_max
+ *  bytes are queued already (NET_WRITE_FULL: the peer does not read). */
 enum { NET_WRITE_OK, NET_WRITE_NOMEM, NET_WRITE_FULL };
-int net_io_write(net_io *io, const char *data, size_t len, bool more,
+enum { NET_WRITE_MORE = 1, NET_WRITE_ANSWER = 2 };
+int net_io_write(net_io *io, const char *data, size_t len, unsigned flags,
                  size_t *queued);
 /** Closes the socket at once, dropping what is queued (for a peer that
  *  does not read it). Any thread. */
@@ -94,6 +98,15 @@ typedef struct net_frame {
 void net_on_frame(vat_turn *turn, void *state, void *arg);
 void net_on_lost(vat_turn *turn, void *state, void *arg);
 void net_on_io_done(vat_turn *turn, void *state, void *arg);
+/** Takes the frames that waited while the peer had max_questions waiting
+ *  on this side, as long as it has fewer: an answer went back. */
+void net_take_waiting_frames(vat_turn *turn, net_conn *c);
+
+/** Frames of the peer's waiting to be taken, oldest first (conn.c). */
+typedef struct net_waiting_frame {
+  struct net_waiting_frame *next;
+  net_frame *frame;
+} net_waiting_frame;
 
 /** The numbers of the answers kept for pipelining, oldest first. */
 typedef struct net_answer_ring {
@@ -116,6 +129,8 @@ struct net_conn {
   size_t max_questions;           /* options: each way */
   size_t max_exports;             /* options: each way */
   size_t open_answers;            /* the peer's questions not answered yet */
+  net_waiting_frame *waiting;     /* read while open_answers was at max */
+  net_waiting_frame *waiting_tail;
   uint64_t next_question, next_export;
   net_table questions;          /* our question number -> net_question */
   net_table answers;            /* their question number -> vat_promise */

@@ -23,10 +23,10 @@
  * A close request shuts the stream down after the queued writes; an
  * abort (a peer that does not read) closes at once, dropping them.
  *
- * Pacing: the output queued and the frames the vat has not taken yet are
+ * Pacing: the answers queued and the frames the vat has not taken yet are
  * counted; past out_pause bytes reading stops until they are down to
- * out_resume, and past out_max bytes queued no frame goes (pace_reading,
- * net_io_write).
+ * out_resume, and past out_max bytes queued, answers or not, no frame goes
+ * (pace_reading, net_io_write).
  *
  * Lifetime: the struct is uncollectable collector memory (scanned, so the
  * conn ref in it keeps the vat reachable while the loop side runs) with
@@ -58,6 +58,7 @@ typedef struct out_buf {
   struct out_buf *next;
   uv_write_t req;
   size_t len;
+  bool answer; /* owed to the peer's calls (NET_WRITE_ANSWER) */
   char data[];
 } out_buf;
 
@@ -100,6 +101,8 @@ struct net_io {
    * added by the vat's turns, taken off by the loop. The limits are set
    * before the loop starts. */
   atomic_size_t out_queued, out_peak;
+  /* ...of which frames owed to the peer's calls: its answers. */
+  atomic_size_t out_answers;
   /* Input: bytes of the frames sent to the vat that it has not taken yet
    * (net_io_frame_done): the calls whose answers are still to come. */
   atomic_size_t in_pending;
@@ -183,14 +186,18 @@ void net_io_release(net_io_owner *o) {
 
 /* Frees frames written or dropped, and takes them off the output count. */
 static void free_queue(net_io *io, out_buf *b) {
-  size_t bytes = 0;
+  size_t bytes = 0, answers = 0;
   while (b != NULL) {
     out_buf *next = b->next;
     bytes += b->len;
+    if (b->answer)
+      answers += b->len;
     free(b);
     b = next;
   }
   atomic_fetch_sub_explicit(&io->out_queued, bytes, memory_order_relaxed);
+  if (answers > 0)
+    atomic_fetch_sub(&io->out_answers, answers);
 }
 
 /* Frees frames the loop took off the queue (on_wake), written or dropped. */
@@ -274,13 +281,16 @@ static void lost(net_io *io, const char *what, const char *detail) {
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
 
-/* What the connection holds for its peer: the output queued, and the
- * frames read that the vat has not taken yet, whose answers are to come
- * (the loop reads far faster than the vat answers: counting the output
- * alone, a flood of calls was read whole before the first answers
- * queued). */
+/* What the connection holds for its peer's calls: the answers queued,
+ * and the frames read that the vat has not taken yet, whose answers are
+ * to come (the loop reads far faster than the vat answers: counting the
+ * output alone, a flood of calls was read whole before the first answers
+ * queued). Not this side's own calls queued: a side streaming calls to
+ * a peer slower than it must still read the peer's answers, or the
+ * peer's answers queue, it stops reading too, and the two wait on each
+ * other for ever. out_max bounds those. */
 static size_t held(net_io *io) {
-  return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);
+  return atomic_load(&io->out_answers) + atomic_load(&io->in_pending);
 }
 
 /* Reading follows what the connection holds for the peer: a peer that
@@ -553,7 +563,7 @@ static bool send_straight(net_io *io, const char **data, size_t *len) {
   return done;
 }
 
-int net_io_write(net_io *io, const char *data, size_t len, bool more,
+int net_io_write(net_io *io, const char *data, size_t len, unsigned flags,
                  size_t *queued) {
   /* Past the hard limit nothing more goes: the queue stays under it plus
    * the one frame that passed it. The loop only takes off. */
@@ -562,13 +572,14 @@ int net_io_write(net_io *io, const char *data, size_t len, bool more,
     return NET_WRITE_FULL;
   /* A test stops here to let the peer hang up before the write. */
   VAT__TEST_POINT("net.write.before_send");
-  if (!more && send_straight(io, &data, &len))
+  if (!(flags & NET_WRITE_MORE) && send_straight(io, &data, &len))
     return NET_WRITE_OK;
   out_buf *b = malloc(sizeof *b + len);
   if (b == NULL)
     return NET_WRITE_NOMEM;
   b->next = NULL;
   b->len = len;
+  b->answer = flags & NET_WRITE_ANSWER;
   memcpy(b->data, data, len);
   pthread_mutex_lock(&io->mu);
   if (io->closed || io->close_asked) {
@@ -579,6 +590,9 @@ int net_io_write(net_io *io, const char *data, size_t len, bool more,
   size_t now =
       atomic_fetch_add_explicit(&io->out_queued, len, memory_order_relaxed) +
       len;
+  /* Before the loop can write it and take it off (on_wake, under mu). */
+  if (b->answer)
+    atomic_fetch_add(&io->out_answers, len);
   /* The vat's turns are the only writer of the peak. */
   if (now > atomic_load_explicit(&io->out_peak, memory_order_relaxed))
     atomic_store_explicit(&io->out_peak, now, memory_order_relaxed);
