@@ -18,7 +18,7 @@ START_TEST(config_defaults) {
   vat_config_default(&cfg);
   ck_assert_uint_eq(cfg.workers, (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
   ck_assert_uint_eq(cfg.batch, 64);
-  ck_assert_uint_eq(cfg.spin, 64);
+  ck_assert_uint_eq(cfg.spin, 512);
   ck_assert(cfg.on_dead_letter == NULL);
 }
 END_TEST

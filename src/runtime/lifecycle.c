@@ -24,7 +24,7 @@ void vat_config_default(vat_config *cfg) {
   *cfg = (vat_config){
       .workers = cpus > 0 ? (unsigned)cpus : 1,
       .batch = 64,
-      .spin = 64,
+      .spin = 512,
       .on_crash = vat_crash_print,
   };
 }
