@@ -220,6 +220,22 @@ START_TEST(bootstrap_and_calls) {
 }
 END_TEST
 
+/* The shared loop's thread and the workers poll a while after each call
+ * rather than sleep at once (vat_config.spin; the loop in loop.c): an open
+ * connection left quiet still settles to no CPU at all. */
+START_TEST(a_quiet_connection_settles_to_no_cpu) {
+  pair p;
+  open_pair(&p);
+  vat_value args[2] = {vat_int(1), vat_int(2)}, v;
+  for (int i = 0; i < 100; i++)
+    ck_assert_vat_ok(ask(p.remote, "add", args, 2, &v));
+  ck_assert_msg(test_settled_to_idle(), "still busy after 10 s");
+  ck_assert_vat_ok(ask(p.remote, "add", args, 2, &v));
+  ck_assert(vat_equal(v, vat_int(3)));
+  close_pair(&p);
+}
+END_TEST
+
 START_TEST(every_value_kind_through_a_call) {
   pair p;
   open_pair(&p);
@@ -2083,6 +2099,7 @@ Suite *test_net_suite(void) {
   Suite *s = suite_create("net");
   TCase *tc = test_case("net", 120);
   tcase_add_test(tc, bootstrap_and_calls);
+  tcase_add_test(tc, a_quiet_connection_settles_to_no_cpu);
   tcase_add_test(tc, every_value_kind_through_a_call);
   tcase_add_test(tc, refs_keep_their_identity);
   tcase_add_test(tc, promises_cross_and_settle_later);

@@ -4,8 +4,11 @@
 #define GC_THREADS 1
 #include <gc/gc.h> /* pthread_create registers the thread: it sends */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <uv.h>
 
 #include "loop.h"
@@ -21,6 +24,9 @@ static struct {
 } shared = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 static _Thread_local bool on_loop_thread;
+/* Callbacks the loop's thread has run (net_loop_active), so its poll
+ * knows whether it found anything. */
+static _Thread_local uint64_t callbacks;
 
 /* Takes the connections posted so far, in the order they were posted.
  * Each comes off the list (its flag down, under the lock) before it is
@@ -61,12 +67,42 @@ static void take_posted(uv_async_t *h) {
  * the callback's own frames while it runs. Between callbacks libuv holds
  * only the loop's memory and the connections' (uncollectable) structs. */
 void *net_loop_active(void *(*fn)(void *), void *arg) {
-  return on_loop_thread ? GC_call_with_gc_active(fn, arg) : fn(arg);
+  if (!on_loop_thread)
+    return fn(arg);
+  callbacks++;
+  return GC_call_with_gc_active(fn, arg);
 }
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* After it found something, the loop polls without sleeping for this
+ * long before it blocks in the kernel again: one call at a time, the next
+ * frame comes back within a round trip to the peer (tens of µs), and a
+ * thread woken from epoll_wait takes several µs more to run, on each
+ * side of every call. The workers spin as long before they park
+ * (vat_config.spin). */
+#define POLL_SPIN_NS 40000u
 
 static void *run(void *arg) {
   (void)arg;
-  uv_run(&shared.uv, UV_RUN_DEFAULT);
+  uint64_t active_at = 0;
+  bool polling = false;
+  for (;;) {
+    uint64_t before = callbacks;
+    if (uv_run(&shared.uv, polling ? UV_RUN_NOWAIT : UV_RUN_ONCE) == 0 &&
+        !uv_loop_alive(&shared.uv))
+      break; /* no handle left: the wake-up handle failed to start */
+    uint64_t t = now_ns();
+    if (callbacks != before)
+      active_at = t;
+    polling = t - active_at < POLL_SPIN_NS;
+    if (polling)
+      sched_yield();
+  }
   return NULL;
 }
 
