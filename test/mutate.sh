@@ -208,6 +208,8 @@ flow-answers-not-counted|src/net/conn.c|net bounds|flags \|= NET_WRITE_ANSWER;|(
 flow-answers-never-taken-off|src/net/io.c|net bounds|atomic_fetch_sub(&io->out_answers, answers);|(void)answers;
 flow-frames-past-the-limit-taken|src/net/conn.c|bounds|(c->waiting != NULL \|\| c->open_answers >= c->max_questions)) {|(false)) {
 flow-waiting-frames-not-resumed|src/net/calls.c|bounds|net_take_waiting_frames(turn, c);|(void)c;
+loop-polls-for-ever|src/net/loop.c|net|polling = t - active_at < POLL_SPIN_NS;|polling = true;
+spin-default-short|src/runtime/lifecycle.c|system|.spin = 512,|.spin = 64,
 # The simulation harness (src/sim/): what makes its campaigns find bugs.
 sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
 sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(splitmix(&w->pick_rng) % n);|: 0;
