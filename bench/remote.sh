@@ -9,7 +9,7 @@
 # gen_server:cast; then one call that checks the count), with libvat's
 # ratio to the best peer and its fraction of the floor: bench/floor.c, two
 # processes exchanging 64-byte records over the same loopback with one
-# blocking thread each and no runtime, in the same three patterns.
+# thread each polling its socket and no runtime, in the same three patterns.
 #
 #   bash bench/remote.sh                    # 5 runs each, default sizes
 #   bash bench/remote.sh -r 3 -s 0.2 libvat erlang
