@@ -46,6 +46,7 @@
   X(overload)                                                                  \
   X(observe)                                                                   \
   X(sim)                                                                       \
+  X(sim_bugs)                                                                  \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)
 

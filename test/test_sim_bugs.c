@@ -1,0 +1,236 @@
+/* Simulation testing (vat/sim.h): more programs with classic bugs that a
+ * short campaign must find under both strategies, each with a fixed
+ * version that must pass the same campaign. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gc/gc.h>
+
+#include "support.h"
+#include "vat/exits.h"
+#include "vat/host.h"
+#include "vat/sim.h"
+
+/* Seeds the fixed programs must pass: 500, or 10000 with VAT_SIM_LONG=1. */
+static uint64_t fixed_seeds(void) {
+  const char *e = getenv("VAT_SIM_LONG");
+  return e != NULL && strcmp(e, "1") == 0 ? 10000 : 500;
+}
+
+static vat_sim_options options(vat_sim_strategy s, double fault_rate) {
+  vat_sim_options o;
+  vat_sim_options_default(&o);
+  o.strategy = s;
+  o.fault_rate = fault_rate;
+  o.pct_steps = 50; /* these programs run a few dozen steps */
+  return o;
+}
+
+static const char *strategy_name(vat_sim_strategy s) {
+  return s == VAT_SIM_PCT ? "pct" : "random";
+}
+
+/* The campaign finds the bug within `bound` seeds; its replay fails the
+ * same way; the fixed version passes fixed_seeds() seeds. */
+static void find_replay_and_pass(const vat_sim_scenario *buggy,
+                                 const vat_sim_scenario *fixed,
+                                 vat_sim_strategy s, double fault_rate,
+                                 uint64_t bound, const char *expect) {
+  vat_sim_options o = options(s, fault_rate);
+  vat_sim_result r, again;
+  ck_assert_vat_ok(vat_sim_run(buggy, &o, 1, bound, &r));
+  ck_assert_msg(r.failed, "%s/%s: no failure in %llu seeds", buggy->name,
+                strategy_name(s), (unsigned long long)bound);
+  ck_assert_msg(strstr(r.message, expect) != NULL, "%s", r.message);
+  fprintf(stderr, "sim: %s/%s: first failure at seed %llu: %s; faults: %s\n",
+          buggy->name, strategy_name(s), (unsigned long long)r.seed, r.message,
+          r.plan);
+  ck_assert_vat_ok(vat_sim_replay(buggy, &o, r.seed, &again));
+  ck_assert(again.failed);
+  ck_assert_str_eq(again.message, r.message);
+  ck_assert_str_eq(again.plan, r.plan);
+  ck_assert_uint_eq(again.turns, r.turns);
+  ck_assert_uint_eq(again.digest, r.digest);
+  uint64_t n = fixed_seeds();
+  ck_assert_vat_ok(vat_sim_run(fixed, &o, 1, n, &r));
+  ck_assert_msg(!r.failed, "%s/%s: seed %llu: %s; faults: %s; %s", fixed->name,
+                strategy_name(s), (unsigned long long)r.seed, r.message, r.plan,
+                r.replay);
+  ck_assert_uint_eq(r.seeds_run, n);
+  if (fault_rate > 0) /* the fixed version passed because it survived some */
+    ck_assert_uint_ge(r.total_faults, n / 4);
+}
+
+/* --- Two-phase commit that blocks when its coordinator dies ---------------
+ * The coordinator asks every participant to prepare; each votes yes and
+ * waits, prepared, for the decision. If the coordinator dies between the
+ * votes and the decision, the participants wait forever (the world goes
+ * quiet with some prepared and undecided). The fixed version monitors:
+ * a participant whose coordinator is down reads the coordinator's log (its
+ * durable state, kept when the vat dies) and commits if a commit was
+ * logged, else aborts; the coordinator aborts when a participant dies
+ * before its vote. Atomicity (never one committed and one aborted) must
+ * hold in both. */
+
+enum { P_INIT, P_PREPARED, P_COMMITTED, P_ABORTED };
+enum { D_NONE, D_COMMIT, D_ABORT };
+enum { PARTICIPANTS = 3 };
+
+typedef struct tpc_world {
+  bool fixed;
+  vat_ref *coord;
+  vat_ref *part[PARTICIPANTS];
+  int pstate[PARTICIPANTS];
+  int log; /* the coordinator's decision, logged before it is sent */
+} tpc_world;
+
+typedef struct tpc_vat {
+  tpc_world *world;
+  unsigned index;
+  unsigned votes;
+} tpc_vat;
+
+static void decide(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  tpc_vat *p = state;
+  tpc_world *w = arg;
+  int *s = &w->pstate[p->index];
+  if (*s == P_PREPARED || *s == P_INIT)
+    *s = w->log == D_COMMIT ? P_COMMITTED : P_ABORTED;
+}
+
+static void coord_decide(vat_turn *turn, tpc_world *w, int decision) {
+  if (w->log != D_NONE)
+    return;
+  w->log = decision;
+  for (unsigned i = 0; i < PARTICIPANTS; i++)
+    expect_vat_ok(vat_send(turn, w->part[i], decide, w));
+}
+
+static void vote_yes(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  tpc_vat *c = state;
+  if (++c->votes == PARTICIPANTS)
+    coord_decide(turn, c->world, D_COMMIT);
+}
+
+static void participant_down(vat_turn *turn, void *state, uint64_t id,
+                             vat_ref *who, vat_value reason) {
+  (void)turn, (void)id, (void)who, (void)reason;
+  tpc_vat *c = state;
+  coord_decide(turn, c->world, D_ABORT);
+}
+
+static void coordinator_down(vat_turn *turn, void *state, uint64_t id,
+                             vat_ref *who, vat_value reason) {
+  (void)turn, (void)id, (void)who, (void)reason;
+  tpc_vat *p = state;
+  tpc_world *w = p->world;
+  int *s = &w->pstate[p->index];
+  if (*s == P_PREPARED || *s == P_INIT)
+    *s = w->log == D_COMMIT ? P_COMMITTED : P_ABORTED;
+}
+
+static void prepare(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  tpc_vat *p = state;
+  tpc_world *w = p->world;
+  if (w->fixed) {
+    uint64_t id;
+    expect_vat_ok(vat_monitor(turn, w->coord, coordinator_down, &id));
+  }
+  if (w->pstate[p->index] != P_INIT)
+    return;
+  w->pstate[p->index] = P_PREPARED;
+  expect_vat_ok(vat_send(turn, w->coord, vote_yes, NULL));
+}
+
+static void begin(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  tpc_vat *c = state;
+  tpc_world *w = c->world;
+  for (unsigned i = 0; i < PARTICIPANTS; i++) {
+    if (w->fixed) {
+      uint64_t id;
+      expect_vat_ok(vat_monitor(turn, w->part[i], participant_down, &id));
+    }
+    expect_vat_ok(vat_send(turn, w->part[i], prepare, NULL));
+  }
+}
+
+static void *tpc_setup(vat_system *sys, void *ctx) {
+  tpc_world *w = GC_MALLOC(sizeof *w);
+  w->fixed = ctx != NULL;
+  tpc_vat *c;
+  vat_entity_def cdef = {.state_size = sizeof *c, .label = "coord"};
+  if (vat_host_spawn(sys, &cdef, &w->coord, (void **)&c) != VAT_OK)
+    return NULL;
+  c->world = w;
+  static const char *labels[PARTICIPANTS] = {"p1", "p2", "p3"};
+  for (unsigned i = 0; i < PARTICIPANTS; i++) {
+    tpc_vat *p;
+    vat_entity_def def = {.state_size = sizeof *p, .label = labels[i]};
+    if (vat_host_spawn(sys, &def, &w->part[i], (void **)&p) != VAT_OK)
+      return NULL;
+    p->world = w;
+    p->index = i;
+  }
+  vat_host_send(w->coord, begin, NULL);
+  return w;
+}
+
+static bool tpc_check(void *world, bool quiescent, char *why, size_t n) {
+  (void)quiescent;
+  tpc_world *w = world;
+  unsigned committed = 0, aborted = 0;
+  for (unsigned i = 0; i < PARTICIPANTS; i++) {
+    committed += w->pstate[i] == P_COMMITTED;
+    aborted += w->pstate[i] == P_ABORTED;
+  }
+  if (committed > 0 && aborted > 0) {
+    snprintf(why, n, "not atomic: %u committed, %u aborted", committed,
+             aborted);
+    return false;
+  }
+  return true;
+}
+
+/* No live participant is left prepared and undecided. */
+static bool tpc_done(void *world) {
+  tpc_world *w = world;
+  for (unsigned i = 0; i < PARTICIPANTS; i++)
+    if (w->pstate[i] == P_PREPARED && !vat_ref_is_dead(w->part[i]))
+      return false;
+  return true;
+}
+
+static int fixed_marker;
+static const vat_sim_scenario tpc_buggy = {
+    .name = "2pc", .setup = tpc_setup, .check = tpc_check, .done = tpc_done};
+static const vat_sim_scenario tpc_fixed = {.name = "2pc-monitored",
+                                           .setup = tpc_setup,
+                                           .check = tpc_check,
+                                           .done = tpc_done,
+                                           .ctx = &fixed_marker};
+
+START_TEST(two_phase_commit_blocks_random) {
+  find_replay_and_pass(&tpc_buggy, &tpc_fixed, VAT_SIM_RANDOM, 0.05, 300,
+                       "liveness: quiescent");
+}
+END_TEST
+
+START_TEST(two_phase_commit_blocks_pct) {
+  find_replay_and_pass(&tpc_buggy, &tpc_fixed, VAT_SIM_PCT, 0.05, 300,
+                       "liveness: quiescent");
+}
+END_TEST
+
+Suite *test_sim_bugs_suite(void) {
+  Suite *s = suite_create("sim_bugs");
+  TCase *bugs = test_case("bugs", 300);
+  tcase_add_test(bugs, two_phase_commit_blocks_random);
+  tcase_add_test(bugs, two_phase_commit_blocks_pct);
+  suite_add_tcase(s, bugs);
+  return s;
+}
