@@ -11,6 +11,7 @@
 #include "vat/exits.h"
 #include "vat/host.h"
 #include "vat/sim.h"
+#include "vat/timer.h"
 
 /* Seeds the fixed programs must pass: 500, or 10000 with VAT_SIM_LONG=1. */
 static uint64_t fixed_seeds(void) {
@@ -226,11 +227,176 @@ START_TEST(two_phase_commit_blocks_pct) {
 }
 END_TEST
 
+/* --- Leader election that elects two leaders across a partition ----------
+ * Five nodes in two groups, {n0 n1 n2} and {n3 n4}; what goes from one
+ * group to the other goes through a relay vat, so a fault that kills the
+ * relay partitions them (what it holds or is sent becomes dead letters).
+ * Buggy: each node says hello to all, and one virtual second later a node
+ * that heard from no higher id declares itself leader: across a partition
+ * each group elects its own. Fixed: a majority quorum: each node asks all
+ * for their vote, a node grants its one vote to the first that asks, and
+ * a node with votes from a majority is leader; two majorities share a
+ * voter, so there is at most one. The invariant: at most one leader in the
+ * term (there is one term here). */
+
+enum { NODES = 5, GROUP_A = 3, MAJORITY = NODES / 2 + 1 };
+enum { M_HELLO, M_REQUEST, M_GRANT };
+
+typedef struct elect_world {
+  bool quorum;
+  vat_ref *relay;
+  vat_ref *node[NODES];
+  struct elect_node *state[NODES];
+  unsigned leaders;
+} elect_world;
+
+typedef struct elect_node {
+  elect_world *world;
+  int index;
+  int heard_max;
+  int voted; /* -1: not yet */
+  unsigned votes;
+  bool leader;
+} elect_node;
+
+typedef struct envelope {
+  int kind, from, to;
+} envelope;
+
+static void node_msg(vat_turn *turn, void *state, void *arg);
+
+static bool same_group(int a, int b) {
+  return (a < GROUP_A) == (b < GROUP_A);
+}
+
+static void relay_forward(vat_turn *turn, void *state, void *arg) {
+  elect_world *w = *(elect_world **)state;
+  envelope *e = arg;
+  expect_vat_ok(vat_send(turn, w->node[e->to], node_msg, e));
+}
+
+static void post(vat_turn *turn, elect_world *w, int kind, int from, int to) {
+  envelope *e = GC_MALLOC(sizeof *e);
+  *e = (envelope){.kind = kind, .from = from, .to = to};
+  if (same_group(from, to))
+    expect_vat_ok(vat_send(turn, w->node[to], node_msg, e));
+  else
+    expect_vat_ok(vat_send(turn, w->relay, relay_forward, e));
+}
+
+static void become_leader(elect_node *n) {
+  if (!n->leader) {
+    n->leader = true;
+    n->world->leaders++;
+  }
+}
+
+static void node_msg(vat_turn *turn, void *state, void *arg) {
+  elect_node *n = state;
+  envelope *e = arg;
+  switch (e->kind) {
+  case M_HELLO:
+    if (e->from > n->heard_max)
+      n->heard_max = e->from;
+    break;
+  case M_REQUEST:
+    if (n->voted < 0) {
+      n->voted = e->from;
+      post(turn, n->world, M_GRANT, n->index, e->from);
+    }
+    break;
+  case M_GRANT:
+    if (++n->votes >= MAJORITY)
+      become_leader(n);
+    break;
+  }
+}
+
+static void election_timeout(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)arg;
+  elect_node *n = state;
+  if (n->heard_max < n->index) /* heard from nobody above it */
+    become_leader(n);
+}
+
+static void node_start(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  elect_node *n = state;
+  elect_world *w = n->world;
+  for (int j = 0; j < NODES; j++) {
+    if (w->quorum)
+      post(turn, w, M_REQUEST, n->index, j); /* itself too */
+    else if (j != n->index)
+      post(turn, w, M_HELLO, n->index, j);
+  }
+  if (!w->quorum)
+    expect_vat_ok(
+        vat_later(turn, 1.0, vat_self(turn), election_timeout, NULL, NULL));
+}
+
+static void *elect_setup(vat_system *sys, void *ctx) {
+  elect_world *w = GC_MALLOC(sizeof *w);
+  w->quorum = ctx != NULL;
+  elect_world **r;
+  vat_entity_def rdef = {.state_size = sizeof *r, .label = "relay"};
+  if (vat_host_spawn(sys, &rdef, &w->relay, (void **)&r) != VAT_OK)
+    return NULL;
+  *r = w;
+  static const char *labels[NODES] = {"n0", "n1", "n2", "n3", "n4"};
+  for (int i = 0; i < NODES; i++) {
+    vat_entity_def def = {.state_size = sizeof(elect_node), .label = labels[i]};
+    if (vat_host_spawn(sys, &def, &w->node[i], (void **)&w->state[i]) !=
+        VAT_OK)
+      return NULL;
+    *w->state[i] =
+        (elect_node){.world = w, .index = i, .heard_max = -1, .voted = -1};
+  }
+  for (int i = 0; i < NODES; i++)
+    vat_host_send(w->node[i], node_start, NULL);
+  return w;
+}
+
+static bool elect_check(void *world, bool quiescent, char *why, size_t n) {
+  (void)quiescent;
+  elect_world *w = world;
+  if (w->leaders > 1) {
+    char names[32] = "";
+    for (int i = 0; i < NODES; i++)
+      if (w->state[i]->leader)
+        snprintf(names + strlen(names), sizeof names - strlen(names), " n%d",
+                 i);
+    snprintf(why, n, "%u leaders in term 1:%s", w->leaders, names);
+    return false;
+  }
+  return true;
+}
+
+static const vat_sim_scenario elect_buggy = {
+    .name = "election", .setup = elect_setup, .check = elect_check};
+static const vat_sim_scenario elect_fixed = {.name = "election-quorum",
+                                             .setup = elect_setup,
+                                             .check = elect_check,
+                                             .ctx = &fixed_marker};
+
+START_TEST(election_splits_random) {
+  find_replay_and_pass(&elect_buggy, &elect_fixed, VAT_SIM_RANDOM, 0.1, 300,
+                       "leaders in term 1");
+}
+END_TEST
+
+START_TEST(election_splits_pct) {
+  find_replay_and_pass(&elect_buggy, &elect_fixed, VAT_SIM_PCT, 0.1, 300,
+                       "leaders in term 1");
+}
+END_TEST
+
 Suite *test_sim_bugs_suite(void) {
   Suite *s = suite_create("sim_bugs");
   TCase *bugs = test_case("bugs", 300);
   tcase_add_test(bugs, two_phase_commit_blocks_random);
   tcase_add_test(bugs, two_phase_commit_blocks_pct);
+  tcase_add_test(bugs, election_splits_random);
+  tcase_add_test(bugs, election_splits_pct);
   suite_add_tcase(s, bugs);
   return s;
 }
