@@ -390,6 +390,138 @@ START_TEST(election_splits_pct) {
 }
 END_TEST
 
+/* --- A cache left stale by two writers' interleaved updates ---------------
+ * Two writers each write to the store, and on the store's ack write the
+ * value through to a cache vat. The store applies the writes in one order;
+ * the two writers' updates reach the cache in either order (they come
+ * from different senders), so the cache may end with the older value and
+ * serve it forever. Fixed: the store numbers its writes, the ack carries
+ * the number, and the cache keeps an update only when its number is above
+ * the one it holds. At quiescence the cache must serve what the store
+ * holds. */
+
+enum { WRITERS = 2, WRITES_EACH = 2 };
+
+typedef struct cache_world {
+  bool versioned;
+  vat_ref *store, *cache;
+  vat_ref *writer[WRITERS];
+  int64_t store_value, cache_value;
+  uint64_t store_version, cache_version;
+  unsigned acked;
+} cache_world;
+
+typedef struct cache_write {
+  vat_ref *from;
+  int64_t value;
+  uint64_t version; /* the store's number for it, set when applied */
+} cache_write;
+
+typedef struct writer_vat {
+  cache_world *world;
+  unsigned index, written;
+} writer_vat;
+
+static void cache_update(vat_turn *turn, void *state, void *arg) {
+  (void)turn;
+  cache_world *w = *(cache_world **)state;
+  cache_write *c = arg;
+  if (w->versioned && c->version <= w->cache_version)
+    return; /* older than what it holds */
+  w->cache_value = c->value;
+  w->cache_version = c->version;
+}
+
+static void write_next(vat_turn *turn, writer_vat *k);
+
+static void write_acked(vat_turn *turn, void *state, void *arg) {
+  writer_vat *k = state;
+  k->world->acked++;
+  expect_vat_ok(vat_send(turn, k->world->cache, cache_update, arg));
+  write_next(turn, k);
+}
+
+static void store_write(vat_turn *turn, void *state, void *arg) {
+  cache_world *w = *(cache_world **)state;
+  cache_write *c = arg;
+  w->store_value = c->value;
+  c->version = ++w->store_version;
+  expect_vat_ok(vat_send(turn, c->from, write_acked, c));
+}
+
+static void write_next(vat_turn *turn, writer_vat *k) {
+  if (k->written == WRITES_EACH)
+    return;
+  cache_write *c = GC_MALLOC(sizeof *c);
+  *c = (cache_write){.from = vat_self(turn),
+                     .value = 10 * (k->index + 1) + k->written++};
+  expect_vat_ok(vat_send(turn, k->world->store, store_write, c));
+}
+
+static void writer_start(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  write_next(turn, state);
+}
+
+static void *cache_setup(vat_system *sys, void *ctx) {
+  cache_world *w = GC_MALLOC(sizeof *w);
+  w->versioned = ctx != NULL;
+  cache_world **st;
+  vat_entity_def sdef = {.state_size = sizeof *st, .label = "store"};
+  if (vat_host_spawn(sys, &sdef, &w->store, (void **)&st) != VAT_OK)
+    return NULL;
+  *st = w;
+  vat_entity_def cdef = {.state_size = sizeof *st, .label = "cache"};
+  if (vat_host_spawn(sys, &cdef, &w->cache, (void **)&st) != VAT_OK)
+    return NULL;
+  *st = w;
+  for (unsigned i = 0; i < WRITERS; i++) {
+    writer_vat *k;
+    vat_entity_def def = {.state_size = sizeof *k, .label = i ? "w2" : "w1"};
+    if (vat_host_spawn(sys, &def, &w->writer[i], (void **)&k) != VAT_OK)
+      return NULL;
+    *k = (writer_vat){.world = w, .index = i};
+    vat_host_send(w->writer[i], writer_start, NULL);
+  }
+  return w;
+}
+
+static bool cache_check(void *world, bool quiescent, char *why, size_t n) {
+  cache_world *w = world;
+  if (quiescent && w->cache_value != w->store_value) {
+    snprintf(why, n, "stale cache: serves %lld, the store holds %lld",
+             (long long)w->cache_value, (long long)w->store_value);
+    return false;
+  }
+  return true;
+}
+
+static bool cache_done(void *world) {
+  return ((cache_world *)world)->acked == WRITERS * WRITES_EACH;
+}
+
+static const vat_sim_scenario cache_buggy = {.name = "cache",
+                                             .setup = cache_setup,
+                                             .check = cache_check,
+                                             .done = cache_done};
+static const vat_sim_scenario cache_fixed = {.name = "cache-versioned",
+                                             .setup = cache_setup,
+                                             .check = cache_check,
+                                             .done = cache_done,
+                                             .ctx = &fixed_marker};
+
+START_TEST(cache_goes_stale_random) {
+  find_replay_and_pass(&cache_buggy, &cache_fixed, VAT_SIM_RANDOM, 0, 300,
+                       "stale cache");
+}
+END_TEST
+
+START_TEST(cache_goes_stale_pct) {
+  find_replay_and_pass(&cache_buggy, &cache_fixed, VAT_SIM_PCT, 0, 300,
+                       "stale cache");
+}
+END_TEST
+
 Suite *test_sim_bugs_suite(void) {
   Suite *s = suite_create("sim_bugs");
   TCase *bugs = test_case("bugs", 300);
@@ -397,6 +529,8 @@ Suite *test_sim_bugs_suite(void) {
   tcase_add_test(bugs, two_phase_commit_blocks_pct);
   tcase_add_test(bugs, election_splits_random);
   tcase_add_test(bugs, election_splits_pct);
+  tcase_add_test(bugs, cache_goes_stale_random);
+  tcase_add_test(bugs, cache_goes_stale_pct);
   suite_add_tcase(s, bugs);
   return s;
 }
