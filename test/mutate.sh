@@ -218,6 +218,11 @@ sim-stuck-counts-as-done|src/sim/harness.c|sim|if (sc->done && !sc->done(world))
 sim-fail-fault-noop|src/sim/choose.c|sim|vat__msg_set_fn(m, fail_turn);|(void)fail_turn;
 sim-chooser-ignored|src/sched/pick.c|sim|if (s->det_choose == NULL)|if (1)
 sim-dead-vat-victim|src/sim/choose.c|sim|if (atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD)|if (0)
+# The fixed programs of test/test_sim_bugs.c: each fix undone must fail its campaign.
+sim-bugs-2pc-no-monitor|test/test_sim_bugs.c|sim_bugs|expect_vat_ok(vat_monitor(turn, w->coord, coordinator_down, &id));|(void)coordinator_down, (void)id;
+sim-bugs-election-no-quorum|test/test_sim_bugs.c|sim_bugs|if (++n->votes >= MAJORITY)|if (++n->votes >= 1)
+sim-bugs-election-votes-twice|test/test_sim_bugs.c|sim_bugs|if (n->voted < 0) {|if (1) {
+sim-bugs-cache-ignores-version|test/test_sim_bugs.c|sim_bugs|if (w->versioned && c->version <= w->cache_version)|if (0)
 net-handshake-not-armed|src/net/timeouts.c|bounds|if (c->handshake_timeout_s > 0)|if (c->handshake_timeout_s < 0)
 net-idle-while-peer-waits|src/net/timeouts.c|bounds|if (c->heard_since_tick \|\| c->open_answers > 0 \|\| io.reading_paused \|\||if (c->heard_since_tick \|\| io.reading_paused \|\|
 net-place-never-left|src/net/conn.c|bounds|net_places_leave(c->places);|(void)c->places;
