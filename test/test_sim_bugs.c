@@ -522,6 +522,58 @@ START_TEST(cache_goes_stale_pct) {
 }
 END_TEST
 
+/* --- How fast the campaigns find them -------------------------------------
+ * With VAT_SIM_SEEDS=1: for each buggy program and strategy, 20 campaigns
+ * from different base seeds; prints the median seeds to the first failure
+ * and the campaigns' turns and seeds per second (wall clock). Without it,
+ * does nothing: a measurement, not a check. */
+
+typedef struct bug_program {
+  const vat_sim_scenario *sc;
+  double fault_rate;
+} bug_program;
+
+static int compare_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+enum { CAMPAIGNS = 20 };
+
+START_TEST(seeds_to_first_failure) {
+  const char *e = getenv("VAT_SIM_SEEDS");
+  if (e == NULL || strcmp(e, "1") != 0)
+    return;
+  static const bug_program programs[] = {
+      {&tpc_buggy, 0.05}, {&elect_buggy, 0.1}, {&cache_buggy, 0}};
+  for (size_t p = 0; p < sizeof programs / sizeof programs[0]; p++) {
+    for (int s = VAT_SIM_RANDOM; s <= VAT_SIM_PCT; s++) {
+      vat_sim_options o = options(s, programs[p].fault_rate);
+      uint64_t found[CAMPAIGNS], seeds = 0, turns = 0;
+      double t0 = test_wall_seconds();
+      for (unsigned c = 0; c < CAMPAIGNS; c++) {
+        vat_sim_result r;
+        ck_assert_vat_ok(
+            vat_sim_run(programs[p].sc, &o, 1 + c * 1000000ull, 100000, &r));
+        ck_assert(r.failed);
+        found[c] = r.seeds_run;
+        seeds += r.seeds_run;
+        turns += r.total_turns;
+      }
+      double secs = test_wall_seconds() - t0;
+      qsort(found, CAMPAIGNS, sizeof found[0], compare_u64);
+      printf("sim-seeds: %-9s %-6s median %3llu seeds to first failure "
+             "(min %llu, max %llu); %.0f seeds/s, %.0f turns/s\n",
+             programs[p].sc->name, strategy_name(s),
+             (unsigned long long)((found[9] + found[10]) / 2),
+             (unsigned long long)found[0],
+             (unsigned long long)found[CAMPAIGNS - 1], seeds / secs,
+             turns / secs);
+    }
+  }
+}
+END_TEST
+
 Suite *test_sim_bugs_suite(void) {
   Suite *s = suite_create("sim_bugs");
   TCase *bugs = test_case("bugs", 300);
@@ -531,6 +583,7 @@ Suite *test_sim_bugs_suite(void) {
   tcase_add_test(bugs, election_splits_pct);
   tcase_add_test(bugs, cache_goes_stale_random);
   tcase_add_test(bugs, cache_goes_stale_pct);
+  tcase_add_test(bugs, seeds_to_first_failure);
   suite_add_tcase(s, bugs);
   return s;
 }
