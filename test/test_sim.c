@@ -8,31 +8,13 @@
 
 #include <gc/gc.h>
 
+#include "sim_programs.h"
 #include "support.h"
 #include "vat/exits.h"
 #include "vat/host.h"
 #include "vat/observe.h"
 #include "vat/sim.h"
 #include "vat/timer.h"
-
-/* Seeds the fixed programs must pass: 500, or 2000 with VAT_SIM_LONG=1. */
-static uint64_t fixed_seeds(void) {
-  const char *e = getenv("VAT_SIM_LONG");
-  return e != NULL && strcmp(e, "1") == 0 ? 2000 : 500;
-}
-
-static vat_sim_options options(vat_sim_strategy s, double fault_rate) {
-  vat_sim_options o;
-  vat_sim_options_default(&o);
-  o.strategy = s;
-  o.fault_rate = fault_rate;
-  o.pct_steps = 50; /* these programs run a few dozen steps */
-  return o;
-}
-
-static const char *strategy_name(vat_sim_strategy s) {
-  return s == VAT_SIM_PCT ? "pct" : "random";
-}
 
 /* --- A ring: vats pass a token around, and log who had it ----------------- */
 
@@ -102,10 +84,10 @@ static const vat_sim_scenario ring = {.name = "ring",
 
 START_TEST(a_program_that_holds_passes_every_seed) {
   for (int s = VAT_SIM_RANDOM; s <= VAT_SIM_PCT; s++) {
-    vat_sim_options o = options(s, 0);
+    vat_sim_options o = sim_options(s, 0);
     vat_sim_result r;
     ck_assert_vat_ok(vat_sim_run(&ring, &o, 1, 300, &r));
-    ck_assert_msg(!r.failed, "%s: seed %llu: %s", strategy_name(s),
+    ck_assert_msg(!r.failed, "%s: seed %llu: %s", sim_strategy_name(s),
                   (unsigned long long)r.seed, r.message);
     ck_assert_uint_eq(r.seeds_run, 300);
     ck_assert_uint_eq(r.seed, 300);
@@ -140,7 +122,7 @@ START_TEST(a_failure_is_reported_with_its_seed_and_replay) {
                          .check = fifth_fails_check,
                          .done = ring_done,
                          .ctx = &setups};
-  vat_sim_options o = options(VAT_SIM_RANDOM, 0);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
   vat_sim_result r;
   ck_assert_vat_ok(vat_sim_run(&sc, &o, 10, 100, &r));
   ck_assert(r.failed);
@@ -157,7 +139,7 @@ END_TEST
 
 START_TEST(vat_sim_seed_runs_that_seed_alone) {
   setenv("VAT_SIM_SEED", "42", 1);
-  vat_sim_options o = options(VAT_SIM_PCT, 0);
+  vat_sim_options o = sim_options(VAT_SIM_PCT, 0);
   vat_sim_result r, again;
   ck_assert_vat_ok(vat_sim_run(&ring, &o, 1, 100, &r));
   ck_assert_uint_eq(r.seeds_run, 1);
@@ -188,7 +170,7 @@ START_TEST(replay_is_exact) {
       .name = "log", .setup = logging_setup, .done = logging_done};
   for (int run = 0; run < 4; run++) {
     vat_sim_strategy s = run % 2 ? VAT_SIM_PCT : VAT_SIM_RANDOM;
-    vat_sim_options o = options(s, run < 2 ? 0 : 0.02);
+    vat_sim_options o = sim_options(s, run < 2 ? 0 : 0.02);
     uint64_t distinct = 0, prev = 0;
     for (uint64_t seed = 1; seed <= 40; seed++) {
       vat_sim_result a, b;
@@ -210,7 +192,7 @@ END_TEST
 
 START_TEST(bad_arguments_are_refused) {
   vat_sim_result r;
-  vat_sim_options o = options(VAT_SIM_RANDOM, 0);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
   vat_sim_scenario no_setup = {.name = "x"};
   ck_assert_vat_err(vat_sim_run(NULL, &o, 1, 1, &r), VAT_EINVAL);
   ck_assert_vat_err(vat_sim_run(&no_setup, &o, 1, 1, &r), VAT_EINVAL);
@@ -218,10 +200,10 @@ START_TEST(bad_arguments_are_refused) {
   ck_assert_vat_err(vat_sim_run(&ring, &o, 1, 0, &r), VAT_EINVAL);
   o.fault_rate = 1.5;
   ck_assert_vat_err(vat_sim_run(&ring, &o, 1, 1, &r), VAT_EINVAL);
-  o = options(VAT_SIM_PCT, 0);
+  o = sim_options(VAT_SIM_PCT, 0);
   o.pct_depth = 0;
   ck_assert_vat_err(vat_sim_run(&ring, &o, 1, 1, &r), VAT_EINVAL);
-  o = options((vat_sim_strategy)7, 0);
+  o = sim_options((vat_sim_strategy)7, 0);
   ck_assert_vat_err(vat_sim_replay(&ring, &o, 1, &r), VAT_EINVAL);
   ck_assert_vat_ok(vat_sim_run(&ring, NULL, 1, 2, &r)); /* defaults */
   ck_assert(!r.failed);
@@ -276,10 +258,10 @@ static bool burst_done(void *world) {
 START_TEST(pct_runs_the_highest_priority_vat) {
   vat_sim_scenario sc = {
       .name = "burst", .setup = burst_setup, .done = burst_done};
-  vat_sim_options pct = options(VAT_SIM_PCT, 0);
+  vat_sim_options pct = sim_options(VAT_SIM_PCT, 0);
   pct.pct_depth = 1;
-  vat_sim_options uniform = options(VAT_SIM_RANDOM, 0);
-  vat_sim_options pct2 = options(VAT_SIM_PCT, 0);
+  vat_sim_options uniform = sim_options(VAT_SIM_RANDOM, 0);
+  vat_sim_options pct2 = sim_options(VAT_SIM_PCT, 0);
   pct2.pct_depth = 2;
   pct2.pct_steps = 40;
   unsigned interleaved = 0, changed = 0, a_first = 0;
@@ -319,7 +301,7 @@ START_TEST(faults_strike_as_planned) {
       .name = "faults", .setup = logging_setup, .done = ring_record_done};
   unsigned kills = 0, fails = 0;
   for (uint64_t seed = 1; seed <= 40; seed++) {
-    vat_sim_options o = options(seed % 2 ? VAT_SIM_RANDOM : VAT_SIM_PCT, 1);
+    vat_sim_options o = sim_options(seed % 2 ? VAT_SIM_RANDOM : VAT_SIM_PCT, 1);
     vat_sim_result r;
     ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
     ck_assert(!r.failed);
@@ -350,7 +332,7 @@ START_TEST(faults_strike_as_planned) {
   /* Two faults strike two vats: a dead one, still dropping what it was
    * sent, is no victim. */
   for (uint64_t seed = 1; seed <= 40; seed++) {
-    vat_sim_options o = options(seed % 2 ? VAT_SIM_RANDOM : VAT_SIM_PCT, 1);
+    vat_sim_options o = sim_options(seed % 2 ? VAT_SIM_RANDOM : VAT_SIM_PCT, 1);
     o.max_faults = 2;
     vat_sim_result r;
     ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
@@ -360,7 +342,7 @@ START_TEST(faults_strike_as_planned) {
     ck_assert_uint_eq(r.nfaults, 2);
     ck_assert_msg(dead == 2, "seed %llu: %s", (unsigned long long)seed, r.plan);
   }
-  vat_sim_options none = options(VAT_SIM_RANDOM, 0);
+  vat_sim_options none = sim_options(VAT_SIM_RANDOM, 0);
   vat_sim_result r;
   ck_assert_vat_ok(vat_sim_run(&sc, &none, 1, 20, &r));
   ck_assert_uint_eq(r.nfaults, 0);
@@ -391,7 +373,7 @@ static void *forever_setup(vat_system *sys, void *ctx) {
 
 START_TEST(the_deadline_and_the_turn_limit_fire) {
   vat_sim_scenario ticking = {.name = "ticking", .setup = forever_setup};
-  vat_sim_options o = options(VAT_SIM_RANDOM, 0);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
   o.deadline_ns = 10 * 1000000000ull;
   vat_sim_result r;
   ck_assert_vat_ok(vat_sim_run(&ticking, &o, 1, 3, &r));
@@ -558,65 +540,14 @@ static const vat_sim_scenario bank_fixed = {.name = "bank-fixed",
                                             .done = bank_done,
                                             .ctx = &fixed_marker};
 
-/* The campaign finds the bug within `bound` seeds; its replay fails the
- * same way; the fixed version passes fixed_seeds() seeds. */
-static void find_replay_and_pass(const vat_sim_scenario *buggy,
-                                 const vat_sim_scenario *fixed,
-                                 vat_sim_strategy s, double fault_rate,
-                                 uint64_t bound, const char *expect) {
-  vat_sim_options o = options(s, fault_rate);
-  vat_sim_result r, again;
-  ck_assert_vat_ok(vat_sim_run(buggy, &o, 1, bound, &r));
-  ck_assert_msg(r.failed, "%s/%s: no failure in %llu seeds", buggy->name,
-                strategy_name(s), (unsigned long long)bound);
-  ck_assert_msg(strstr(r.message, expect) != NULL, "%s", r.message);
-  fprintf(stderr,
-          "sim: %s/%s: first failure at seed %llu (%llu seeds): %s;"
-          " faults: %s; %s\n",
-          buggy->name, strategy_name(s), (unsigned long long)r.seed,
-          (unsigned long long)r.seeds_run, r.message, r.plan, r.replay);
-  /* How often it fails: the campaign restarted after each failing seed. */
-  unsigned failing = 0;
-  for (uint64_t next = 1; next <= bound;) {
-    vat_sim_result f;
-    ck_assert_vat_ok(vat_sim_run(buggy, &o, next, bound - next + 1, &f));
-    failing += f.failed;
-    next = f.seed + 1;
-  }
-  fprintf(stderr, "sim: %s/%s: %u of seeds 1..%llu fail\n", buggy->name,
-          strategy_name(s), failing, (unsigned long long)bound);
-  ck_assert_vat_ok(vat_sim_replay(buggy, &o, r.seed, &again));
-  ck_assert(again.failed);
-  ck_assert_str_eq(again.message, r.message);
-  ck_assert_str_eq(again.plan, r.plan);
-  ck_assert_uint_eq(again.turns, r.turns);
-  ck_assert_uint_eq(again.digest, r.digest);
-  uint64_t n = fixed_seeds();
-  double t0 = test_wall_seconds();
-  ck_assert_vat_ok(vat_sim_run(fixed, &o, 1, n, &r));
-  double secs = test_wall_seconds() - t0;
-  ck_assert_msg(!r.failed, "%s/%s: seed %llu: %s; faults: %s; %s", fixed->name,
-                strategy_name(s), (unsigned long long)r.seed, r.message, r.plan,
-                r.replay);
-  ck_assert_uint_eq(r.seeds_run, n);
-  if (fault_rate > 0) /* the fixed version passed because it survived some */
-    ck_assert_uint_ge(r.total_faults, n / 4);
-  fprintf(stderr,
-          "sim: %s/%s: %llu seeds pass, %llu turns, %llu faults; %.0f seeds/s,"
-          " %.0f turns/s\n",
-          fixed->name, strategy_name(s), (unsigned long long)n,
-          (unsigned long long)r.total_turns, (unsigned long long)r.total_faults,
-          n / secs, r.total_turns / secs);
-}
-
 START_TEST(bank_loses_money_random) {
-  find_replay_and_pass(&bank_buggy, &bank_fixed, VAT_SIM_RANDOM, 0.05, 200,
+  sim_find_replay_and_pass(&bank_buggy, &bank_fixed, VAT_SIM_RANDOM, 0.05, 200,
                        "money not conserved");
 }
 END_TEST
 
 START_TEST(bank_loses_money_pct) {
-  find_replay_and_pass(&bank_buggy, &bank_fixed, VAT_SIM_PCT, 0.05, 200,
+  sim_find_replay_and_pass(&bank_buggy, &bank_fixed, VAT_SIM_PCT, 0.05, 200,
                        "money not conserved");
 }
 END_TEST
@@ -730,13 +661,13 @@ static const vat_sim_scenario locks_fixed = {.name = "locks-ordered",
                                              .ctx = &fixed_marker};
 
 START_TEST(locks_deadlock_random) {
-  find_replay_and_pass(&locks_buggy, &locks_fixed, VAT_SIM_RANDOM, 0, 200,
+  sim_find_replay_and_pass(&locks_buggy, &locks_fixed, VAT_SIM_RANDOM, 0, 200,
                        "liveness: quiescent");
 }
 END_TEST
 
 START_TEST(locks_deadlock_pct) {
-  find_replay_and_pass(&locks_buggy, &locks_fixed, VAT_SIM_PCT, 0, 200,
+  sim_find_replay_and_pass(&locks_buggy, &locks_fixed, VAT_SIM_PCT, 0, 200,
                        "liveness: quiescent");
 }
 END_TEST

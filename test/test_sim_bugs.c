@@ -7,61 +7,12 @@
 
 #include <gc/gc.h>
 
+#include "sim_programs.h"
 #include "support.h"
 #include "vat/exits.h"
 #include "vat/host.h"
 #include "vat/sim.h"
 #include "vat/timer.h"
-
-/* Seeds the fixed programs must pass: 500, or 10000 with VAT_SIM_LONG=1. */
-static uint64_t fixed_seeds(void) {
-  const char *e = getenv("VAT_SIM_LONG");
-  return e != NULL && strcmp(e, "1") == 0 ? 10000 : 500;
-}
-
-static vat_sim_options options(vat_sim_strategy s, double fault_rate) {
-  vat_sim_options o;
-  vat_sim_options_default(&o);
-  o.strategy = s;
-  o.fault_rate = fault_rate;
-  o.pct_steps = 50; /* these programs run a few dozen steps */
-  return o;
-}
-
-static const char *strategy_name(vat_sim_strategy s) {
-  return s == VAT_SIM_PCT ? "pct" : "random";
-}
-
-/* The campaign finds the bug within `bound` seeds; its replay fails the
- * same way; the fixed version passes fixed_seeds() seeds. */
-static void find_replay_and_pass(const vat_sim_scenario *buggy,
-                                 const vat_sim_scenario *fixed,
-                                 vat_sim_strategy s, double fault_rate,
-                                 uint64_t bound, const char *expect) {
-  vat_sim_options o = options(s, fault_rate);
-  vat_sim_result r, again;
-  ck_assert_vat_ok(vat_sim_run(buggy, &o, 1, bound, &r));
-  ck_assert_msg(r.failed, "%s/%s: no failure in %llu seeds", buggy->name,
-                strategy_name(s), (unsigned long long)bound);
-  ck_assert_msg(strstr(r.message, expect) != NULL, "%s", r.message);
-  fprintf(stderr, "sim: %s/%s: first failure at seed %llu: %s; faults: %s\n",
-          buggy->name, strategy_name(s), (unsigned long long)r.seed, r.message,
-          r.plan);
-  ck_assert_vat_ok(vat_sim_replay(buggy, &o, r.seed, &again));
-  ck_assert(again.failed);
-  ck_assert_str_eq(again.message, r.message);
-  ck_assert_str_eq(again.plan, r.plan);
-  ck_assert_uint_eq(again.turns, r.turns);
-  ck_assert_uint_eq(again.digest, r.digest);
-  uint64_t n = fixed_seeds();
-  ck_assert_vat_ok(vat_sim_run(fixed, &o, 1, n, &r));
-  ck_assert_msg(!r.failed, "%s/%s: seed %llu: %s; faults: %s; %s", fixed->name,
-                strategy_name(s), (unsigned long long)r.seed, r.message, r.plan,
-                r.replay);
-  ck_assert_uint_eq(r.seeds_run, n);
-  if (fault_rate > 0) /* the fixed version passed because it survived some */
-    ck_assert_uint_ge(r.total_faults, n / 4);
-}
 
 /* --- Two-phase commit that blocks when its coordinator dies ---------------
  * The coordinator asks every participant to prepare; each votes yes and
@@ -216,13 +167,13 @@ static const vat_sim_scenario tpc_fixed = {.name = "2pc-monitored",
                                            .ctx = &fixed_marker};
 
 START_TEST(two_phase_commit_blocks_random) {
-  find_replay_and_pass(&tpc_buggy, &tpc_fixed, VAT_SIM_RANDOM, 0.05, 300,
+  sim_find_replay_and_pass(&tpc_buggy, &tpc_fixed, VAT_SIM_RANDOM, 0.05, 300,
                        "liveness: quiescent");
 }
 END_TEST
 
 START_TEST(two_phase_commit_blocks_pct) {
-  find_replay_and_pass(&tpc_buggy, &tpc_fixed, VAT_SIM_PCT, 0.05, 300,
+  sim_find_replay_and_pass(&tpc_buggy, &tpc_fixed, VAT_SIM_PCT, 0.05, 300,
                        "liveness: quiescent");
 }
 END_TEST
@@ -379,13 +330,13 @@ static const vat_sim_scenario elect_fixed = {.name = "election-quorum",
                                              .ctx = &fixed_marker};
 
 START_TEST(election_splits_random) {
-  find_replay_and_pass(&elect_buggy, &elect_fixed, VAT_SIM_RANDOM, 0.1, 300,
+  sim_find_replay_and_pass(&elect_buggy, &elect_fixed, VAT_SIM_RANDOM, 0.1, 300,
                        "leaders in term 1");
 }
 END_TEST
 
 START_TEST(election_splits_pct) {
-  find_replay_and_pass(&elect_buggy, &elect_fixed, VAT_SIM_PCT, 0.1, 300,
+  sim_find_replay_and_pass(&elect_buggy, &elect_fixed, VAT_SIM_PCT, 0.1, 300,
                        "leaders in term 1");
 }
 END_TEST
@@ -511,13 +462,13 @@ static const vat_sim_scenario cache_fixed = {.name = "cache-versioned",
                                              .ctx = &fixed_marker};
 
 START_TEST(cache_goes_stale_random) {
-  find_replay_and_pass(&cache_buggy, &cache_fixed, VAT_SIM_RANDOM, 0, 300,
+  sim_find_replay_and_pass(&cache_buggy, &cache_fixed, VAT_SIM_RANDOM, 0, 300,
                        "stale cache");
 }
 END_TEST
 
 START_TEST(cache_goes_stale_pct) {
-  find_replay_and_pass(&cache_buggy, &cache_fixed, VAT_SIM_PCT, 0, 300,
+  sim_find_replay_and_pass(&cache_buggy, &cache_fixed, VAT_SIM_PCT, 0, 300,
                        "stale cache");
 }
 END_TEST
@@ -548,7 +499,7 @@ START_TEST(seeds_to_first_failure) {
       {&tpc_buggy, 0.05}, {&elect_buggy, 0.1}, {&cache_buggy, 0}};
   for (size_t p = 0; p < sizeof programs / sizeof programs[0]; p++) {
     for (int s = VAT_SIM_RANDOM; s <= VAT_SIM_PCT; s++) {
-      vat_sim_options o = options(s, programs[p].fault_rate);
+      vat_sim_options o = sim_options(s, programs[p].fault_rate);
       uint64_t found[CAMPAIGNS], seeds = 0, turns = 0;
       double t0 = test_wall_seconds();
       for (unsigned c = 0; c < CAMPAIGNS; c++) {
@@ -564,7 +515,7 @@ START_TEST(seeds_to_first_failure) {
       qsort(found, CAMPAIGNS, sizeof found[0], compare_u64);
       printf("sim-seeds: %-9s %-6s median %3llu seeds to first failure "
              "(min %llu, max %llu); %.0f seeds/s, %.0f turns/s\n",
-             programs[p].sc->name, strategy_name(s),
+             programs[p].sc->name, sim_strategy_name(s),
              (unsigned long long)((found[9] + found[10]) / 2),
              (unsigned long long)found[0],
              (unsigned long long)found[CAMPAIGNS - 1], seeds / secs,
