@@ -189,7 +189,9 @@ typedef struct vat_sim_result {
  *  not run.
  *  Host thread. Errors: VAT_EINVAL (NULL sc, sc->setup or out, count 0,
  *  fault_rate outside [0, 1], pct_depth 0, VAT_SIM_SEED not a number),
- *  and those of vat_system_new. */
+ *  and those of vat_system_new: then the campaign stops at the seed whose
+ *  world could not be made, and out->seed is that seed, out->message says
+ *  why, out->failed is false and its other figures are zero. */
 int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
                 uint64_t first, uint64_t count, vat_sim_result *out);
 

@@ -70,7 +70,23 @@ static void describe(const vat__sim_world *w, uint64_t seed,
            o->max_faults, seed);
 }
 
-/* Runs one seed's world to its end; false when it failed (r->message). */
+/* The seed's figures when its world's system could not be made: none
+ * but the seed, and why. */
+static void no_world(const vat__sim_world *w, uint64_t seed,
+                     const vat_sim_scenario *sc, int err, vat_sim_result *r) {
+  r->seed = seed;
+  r->turns = r->steps = r->digest = r->now_ns = 0;
+  r->nfaults = 0;
+  memset(r->faults, 0, sizeof r->faults);
+  snprintf(r->message, sizeof r->message,
+           "the world's system could not be made: vat_system_new returned "
+           "%s (%s)",
+           vat_err_name(err), vat_strerror(err));
+  describe(w, seed, sc, r);
+}
+
+/* Runs one seed's world to its end; false when it failed (r->message) or
+ * could not run (*err). */
 static bool run_seed(const vat_sim_scenario *sc, const vat_sim_options *o,
                      uint64_t seed, vat_sim_result *r, int *err) {
   vat__sim_world *w = vat__gc_alloc(sizeof *w);
@@ -82,8 +98,10 @@ static bool run_seed(const vat_sim_scenario *sc, const vat_sim_options *o,
   cfg.seed = seed;
   cfg.on_crash = NULL;
   vat_system *sys;
-  if ((*err = vat_system_new(&cfg, &sys)) != VAT_OK)
-    return true;
+  if ((*err = vat_system_new(&cfg, &sys)) != VAT_OK) {
+    no_world(w, seed, sc, *err, r);
+    return false;
+  }
   sys->sched.det_choose = vat__sim_choose;
   sys->sched.det_choose_ctx = w;
   uint64_t start = vat_system_now(sys), turns = 0;
