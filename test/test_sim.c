@@ -320,6 +320,35 @@ START_TEST(pct_runs_the_highest_priority_vat) {
 }
 END_TEST
 
+/* The digest tells faults apart by their vat, not only their kind: two
+ * plans failing a different vat's turn at the same step, in a world where
+ * either leaves the same vats ready at every step (a dead vat still takes
+ * a step per message it drops), so that the choices are the same. */
+static bool always_done(void *world) {
+  (void)world;
+  return true;
+}
+
+START_TEST(the_digest_tells_the_victims_apart) {
+  vat_sim_scenario sc = {
+      .name = "burst", .setup = burst_setup, .done = always_done};
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    vat_sim_options o = sim_options(seed % 2 ? VAT_SIM_RANDOM : VAT_SIM_PCT, 0);
+    vat_sim_result a, b;
+    o.plan = "step 1: fail vat#0";
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &a));
+    o.plan = "step 1: fail vat#1";
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &b));
+    ck_assert_str_eq(a.plan, "step 1: fail vat#0");
+    ck_assert_str_eq(b.plan, "step 1: fail vat#1");
+    ck_assert_uint_eq(a.steps, b.steps); /* 40: the same choices */
+    ck_assert_uint_eq(a.steps, 40);
+    ck_assert_msg(a.digest != b.digest, "seed %llu: both %llx",
+                  (unsigned long long)seed, (unsigned long long)a.digest);
+  }
+}
+END_TEST
+
 /* Faults: rate 1, at most one: the first step's vat is struck, killed or
  * failed (each kind on some seed), and nothing else is; rate 0: none. */
 static vat_value struck_reason[RING_VATS];
@@ -576,13 +605,13 @@ static const vat_sim_scenario bank_fixed = {.name = "bank-fixed",
 
 START_TEST(bank_loses_money_random) {
   sim_find_replay_and_pass(&bank_buggy, &bank_fixed, VAT_SIM_RANDOM, 0.05, 200,
-                       "money not conserved");
+                           "money not conserved");
 }
 END_TEST
 
 START_TEST(bank_loses_money_pct) {
   sim_find_replay_and_pass(&bank_buggy, &bank_fixed, VAT_SIM_PCT, 0.05, 200,
-                       "money not conserved");
+                           "money not conserved");
 }
 END_TEST
 
@@ -696,13 +725,13 @@ static const vat_sim_scenario locks_fixed = {.name = "locks-ordered",
 
 START_TEST(locks_deadlock_random) {
   sim_find_replay_and_pass(&locks_buggy, &locks_fixed, VAT_SIM_RANDOM, 0, 200,
-                       "liveness: quiescent");
+                           "liveness: quiescent");
 }
 END_TEST
 
 START_TEST(locks_deadlock_pct) {
   sim_find_replay_and_pass(&locks_buggy, &locks_fixed, VAT_SIM_PCT, 0, 200,
-                       "liveness: quiescent");
+                           "liveness: quiescent");
 }
 END_TEST
 
@@ -717,6 +746,7 @@ Suite *test_sim_suite(void) {
   tcase_add_test(tc, bad_arguments_are_refused);
   tcase_add_test(tc, pct_runs_the_highest_priority_vat);
   tcase_add_test(tc, faults_strike_as_planned);
+  tcase_add_test(tc, the_digest_tells_the_victims_apart);
   tcase_add_test(tc, the_deadline_and_the_turn_limit_fire);
   suite_add_tcase(s, tc);
   TCase *bugs = test_case("bugs", 300);
