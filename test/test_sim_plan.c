@@ -13,6 +13,7 @@
 #include "sim/world.h"
 #include "sim_programs.h"
 #include "support.h"
+#include "trace_check.h"
 #include "vat/exits.h"
 #include "vat/host.h"
 #include "vat/sim.h"
@@ -455,16 +456,21 @@ static const char *track_name(const json *ev, double tid) {
   return NULL;
 }
 
-/* Checks the trace at `path` against the plan it ran: each fault is an
- * instant named by its kind on its vat's track (named as the plan names
- * the vat, and holding that vat's turns), with its step and its text. */
+/* Checks the trace at `path`: a sound trace (trace_check.h: named tracks,
+ * slices in order, flows within turns), and, against the plan it ran,
+ * each fault an instant named by its kind on its vat's track (named as
+ * the plan names the vat, and holding that vat's turns), with its step
+ * and its text. */
 static void check_fault_markers(const char *path, const char *plan,
                                 unsigned nfaults) {
   char err[256];
   json *doc = json_parse_file(path, err, sizeof err);
   ck_assert_msg(doc != NULL, "%s", err);
+  trace_summary sum;
+  ck_assert_msg(trace_check(doc, &sum, err, sizeof err), "%s: %s", path, err);
+  ck_assert_uint_ge(sum.tracks, 3); /* the host's, and the vats' */
+  ck_assert_uint_ge(sum.slices, 1);
   const json *ev = json_get(doc, "traceEvents");
-  ck_assert_ptr_nonnull(ev);
   unsigned markers = 0;
   for (size_t i = 0; i < ev->len; i++) {
     const json *e = &ev->items[i];
