@@ -732,6 +732,35 @@ START_TEST(only_recent_answers_are_kept) {
 }
 END_TEST
 
+/* An answer already sent is kept for pipelining as what it settled to,
+ * not as its promise: calls on it still get a ref's answer, a broken
+ * answer's reason, or not_a_ref for any other value. */
+START_TEST(settled_answers_still_take_pipelined_calls) {
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char buf[4096];
+  open_raw_served(0, sv, &sys, &c, buf, sizeof buf);
+  raw_call(sv[1], 2, "o-1", "fail", buf, sizeof buf);
+  raw_call(sv[1], 3, "q-2", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"exception\"") != NULL &&
+                    strstr(buf, "too big") != NULL,
+                "%s", buf);
+  raw_call(sv[1], 4, "o-1", "add", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
+  raw_call(sv[1], 5, "q-4", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"exception\"") != NULL &&
+                    strstr(buf, "not_a_ref") != NULL,
+                "%s", buf);
+  raw_call(sv[1], 6, "o-1", "self", buf, sizeof buf);
+  raw_call(sv[1], 7, "q-6", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"result\"") != NULL &&
+                    strstr(buf, "\"slots\":[\"o+1\"]") != NULL,
+                "%s", buf);
+  raw_hang_up(sv[1], c, sys);
+}
+END_TEST
+
 /* Live bytes: the collector's heap in use, and malloc's. */
 static size_t live_bytes_after_collecting(void) {
   for (int i = 0; i < 3; i++)
@@ -2118,6 +2147,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, peer_promises_settle_by_resolve);
   tcase_add_test(tc, drops_release_exports);
   tcase_add_test(tc, only_recent_answers_are_kept);
+  tcase_add_test(tc, settled_answers_still_take_pipelined_calls);
 #if !VAT_GC_NO_COLLECT /* nothing is reclaimed in a build that never collects  \
                         */
   tcase_add_test(tc, unique_method_names_leave_the_live_heap_flat);
