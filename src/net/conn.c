@@ -9,6 +9,7 @@
  * I/O says the socket is closed (net_on_io_done). */
 #define GC_THREADS 1
 #include <gc/gc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,41 @@ uint64_t net_parse(const char *s, char kind, char sign) {
 static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
                      bool tell_peer, bool drop);
 
+/* Each thread that runs connection turns encodes into a buffer of its
+ * own, reused frame after frame (the socket or the output queue copies
+ * the frame before the next is encoded): a fresh collector block per
+ * frame was an allocation, and its share of the collections, per call on
+ * both sides. Freed when the thread exits; NULL (no key, no memory) falls
+ * back to the collector's. */
+static pthread_key_t encode_key;
+static pthread_once_t encode_once = PTHREAD_ONCE_INIT;
+static bool encode_key_made;
+
+static void encode_buf_free(void *b) {
+  vat_captp_frame_buf_free(b);
+  free(b);
+}
+
+static void make_encode_key(void) {
+  encode_key_made = pthread_key_create(&encode_key, encode_buf_free) == 0;
+}
+
+static vat_captp_frame_buf *encode_buf(void) {
+  pthread_once(&encode_once, make_encode_key);
+  if (!encode_key_made)
+    return NULL;
+  vat_captp_frame_buf *b = pthread_getspecific(encode_key);
+  if (b == NULL && (b = calloc(1, sizeof *b)) != NULL &&
+      pthread_setspecific(encode_key, b) != 0) {
+    free(b);
+    b = NULL;
+  }
+  return b;
+}
+
+/* A buffer a large frame grew is not kept past it. */
+enum { ENCODE_KEEP = 64 * 1024 };
+
 int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
              vat_captp_error *err) {
   if (c->ended || c->io == NULL)
@@ -107,7 +143,10 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
   vat_captp_slots slots = net_slots(&ctx);
   char *frame;
   size_t len, queued;
-  int rc = vat_captp_encode_frame(msg, &slots, &frame, &len, err);
+  vat_captp_frame_buf *buf = encode_buf();
+  int rc =
+      buf ? vat_captp_encode_frame_into(buf, msg, &slots, &frame, &len, err)
+          : vat_captp_encode_frame(msg, &slots, &frame, &len, err);
   if (rc != VAT_OK)
     return rc;
   /* More messages waiting for this vat (beyond the one it handles) are
@@ -118,7 +157,10 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
    * (see held() in io.c); all else answers the peer. */
   if (msg->type != VAT_CAPTP_CALL && msg->type != VAT_CAPTP_BOOTSTRAP)
     flags |= NET_WRITE_ANSWER;
-  switch (net_io_write(c->io, frame, len, flags, &queued)) {
+  int wrote = net_io_write(c->io, frame, len, flags, &queued);
+  if (buf != NULL && buf->cap > ENCODE_KEEP) /* the write copied the frame */
+    vat_captp_frame_buf_free(buf);
+  switch (wrote) {
   case NET_WRITE_OK:
     return VAT_OK;
   case NET_WRITE_NOMEM:
