@@ -19,8 +19,8 @@
 #include <uv.h>
 
 #include "support.h"
-#include "vat/captp.h" /* the netstring reader, for a raw peer */
 #include "vat/caps.h"
+#include "vat/captp.h" /* the netstring reader, for a raw peer */
 #include "vat/net.h"
 
 #define WAIT_S 20.0
@@ -758,6 +758,86 @@ START_TEST(settled_answers_still_take_pipelined_calls) {
                     strstr(buf, "\"slots\":[\"o+1\"]") != NULL,
                 "%s", buf);
   raw_hang_up(sv[1], c, sys);
+}
+END_TEST
+
+/* `text` framed as a netstring, appended at out + *at. */
+static void append_frame(char *out, size_t *at, const char *text) {
+  *at += (size_t)sprintf(out + *at, "%zu:%s,", strlen(text), text);
+}
+
+/* The CTP_CALL q-<q> of echo(<arg>) on o-1. */
+static void echo_call(char *out, int q, const char *arg) {
+  sprintf(out,
+          "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
+          "\"o-1\",\"method\":{\"body\":\"[\\\"echo\\\",[\\\"%s\\\"]]\","
+          "\"slots\":[]}}",
+          q, arg);
+}
+
+/* The frames of one read go to the connection vat together, in runs
+ * (io.c), and are taken in order: a frame larger than a read, gathered
+ * across reads in the reader's buffer, is handed over before the reader
+ * gathers the next split frame of the same read into that buffer; and a
+ * read of more frames than one run holds goes in several. */
+START_TEST(frames_read_together_are_taken_in_order) {
+  enum { BIG = 100000, SMALL = 300, SIZE = 1 << 20 };
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char *buf = malloc(SIZE), *out = malloc(SIZE), *call = malloc(BIG + 256);
+  char *big = malloc(BIG + 1);
+  ck_assert(buf && out && call && big);
+  memset(big, 'x', BIG);
+  big[BIG] = '\0';
+  open_raw_served(0, sv, &sys, &c, buf, SIZE);
+  /* q-2 is larger than a read; q-3 whole; q-4 split after its head. */
+  size_t at = 0;
+  echo_call(call, 2, big);
+  append_frame(out, &at, call);
+  echo_call(call, 3, "b");
+  append_frame(out, &at, call);
+  size_t head = at + 10;
+  echo_call(call, 4, "c");
+  append_frame(out, &at, call);
+  char rest = out[head];
+  out[head] = '\0';
+  raw_write(sv[1], out);
+  out[head] = rest;
+  raw_write(sv[1], out + head);
+  /* Then many small ones at once: more than a run takes. */
+  at = 0;
+  for (int q = 5; q < 5 + SMALL; q++) {
+    char arg[16];
+    snprintf(arg, sizeof arg, "s%d", q);
+    echo_call(call, q, arg);
+    append_frame(out, &at, call);
+  }
+  raw_write(sv[1], out);
+  char last[32];
+  snprintf(last, sizeof last, "\"answerID\":\"q-%d\"", 4 + SMALL);
+  raw_read_until(sv[1], buf, SIZE, last, WAIT_S);
+  /* Every answer, in the order asked, each with its own argument. */
+  const char *p = buf;
+  for (int q = 2; q < 5 + SMALL; q++) {
+    char want[32], arg[16];
+    snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", q);
+    const char *found = strstr(p, want);
+    ck_assert_msg(found != NULL, "no answer to q-%d after the earlier ones", q);
+    snprintf(arg, sizeof arg, "\\\"%s\\\"", q == 3 ? "b" : q == 4 ? "c" : "");
+    if (q >= 5)
+      snprintf(arg, sizeof arg, "\\\"s%d\\\"", q);
+    if (q != 2)
+      ck_assert_msg(strstr(found, arg) != NULL, "q-%d answered: %.200s", q,
+                    found);
+    p = found + strlen(want);
+  }
+  ck_assert_msg(strstr(buf, big) != NULL, "the large echo came back whole");
+  raw_hang_up(sv[1], c, sys);
+  free(buf);
+  free(out);
+  free(call);
+  free(big);
 }
 END_TEST
 
@@ -2148,6 +2228,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, drops_release_exports);
   tcase_add_test(tc, only_recent_answers_are_kept);
   tcase_add_test(tc, settled_answers_still_take_pipelined_calls);
+  tcase_add_test(tc, frames_read_together_are_taken_in_order);
 #if !VAT_GC_NO_COLLECT /* nothing is reclaimed in a build that never collects  \
                         */
   tcase_add_test(tc, unique_method_names_leave_the_live_heap_flat);

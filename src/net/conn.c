@@ -402,6 +402,13 @@ void net_on_frame(vat_turn *turn, void *state, void *arg) {
   take_frame(turn, c, f);
 }
 
+void net_on_frames(vat_turn *turn, void *state, void *arg) {
+  net_frames *run = arg;
+  net_frame *f = net_frames_first(run);
+  for (size_t i = 0; i < run->count; i++, f = net_frames_next(f))
+    net_on_frame(turn, state, f);
+}
+
 void net_take_waiting_frames(vat_turn *turn, net_conn *c) {
   while (c->waiting != NULL && c->open_answers < c->max_questions) {
     net_waiting_frame *w = c->waiting;
