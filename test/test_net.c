@@ -841,6 +841,51 @@ START_TEST(frames_read_together_are_taken_in_order) {
 }
 END_TEST
 
+/* Counts what it receives, for a test thread to watch. */
+static atomic_int counted_calls;
+
+static void count_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  (void)turn;
+  (void)state;
+  (void)selector;
+  (void)value;
+  atomic_fetch_add(&counted_calls, 1);
+}
+
+/* A bad frame ends the connection, but the frames read before it in the
+ * same read are taken first, in order, as they would have been alone. */
+START_TEST(frames_before_a_bad_frame_are_taken) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *counter;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.receive = count_receive}, &counter, NULL));
+  atomic_store(&counted_calls, 0);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], counter, NULL, &c));
+  char buf[4096], call[512], out[2048];
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  /* Two calls and a bad length, in one write. */
+  size_t at = 0;
+  echo_call(call, 2, "a");
+  append_frame(out, &at, call);
+  echo_call(call, 3, "b");
+  append_frame(out, &at, call);
+  strcpy(out + at, "x:");
+  raw_write(sv[1], out);
+  wait_closed(c, "bad frame");
+  double end = test_wall_seconds() + WAIT_S;
+  while (atomic_load(&counted_calls) < 2 && test_wall_seconds() < end)
+    test_sleep(0.001);
+  ck_assert_int_eq(atomic_load(&counted_calls), 2);
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 /* Live bytes: the collector's heap in use, and malloc's. */
 static size_t live_bytes_after_collecting(void) {
   for (int i = 0; i < 3; i++)
@@ -2229,6 +2274,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, only_recent_answers_are_kept);
   tcase_add_test(tc, settled_answers_still_take_pipelined_calls);
   tcase_add_test(tc, frames_read_together_are_taken_in_order);
+  tcase_add_test(tc, frames_before_a_bad_frame_are_taken);
 #if !VAT_GC_NO_COLLECT /* nothing is reclaimed in a build that never collects  \
                         */
   tcase_add_test(tc, unique_method_names_leave_the_live_heap_flat);
