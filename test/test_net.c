@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
@@ -2513,6 +2514,105 @@ enum { LOOP_CALLS = 300 };
 
 /* Iteration i: even, a system with two workers; odd, a host-driven
  * system run by the same loop as the sockets. */
+/* Runs the host's loop until the socket `fd` (the connection's) holds no
+ * unread byte: the loop has read, and framed, all that was sent. */
+static void run_until_read(host_loop *h, int fd) {
+  double deadline = test_wall_seconds() + WAIT_S;
+  int unread = 1;
+  while (test_wall_seconds() < deadline) {
+    uv_run(&h->loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(ioctl(fd, FIONREAD, &unread), 0);
+    if (unread == 0)
+      return;
+  }
+  ck_abort_msg("%d bytes still unread after %.0f s", unread, WAIT_S);
+}
+
+/* Runs the host's loop, reading from the raw peer's socket `fd`, until
+ * `want` arrived; what arrived is in buf. */
+static void run_until_raw(host_loop *h, int fd, char *buf, size_t size,
+                          const char *want) {
+  size_t got = 0;
+  buf[0] = '\0';
+  double deadline = test_wall_seconds() + WAIT_S;
+  while (strstr(buf, want) == NULL && test_wall_seconds() < deadline) {
+    uv_run(&h->loop, UV_RUN_NOWAIT);
+    ssize_t r = recv(fd, buf + got, size - 1 - got, MSG_DONTWAIT);
+    if (r > 0) {
+      got += (size_t)r;
+      buf[got] = '\0';
+    }
+  }
+  ck_assert_msg(strstr(buf, want) != NULL, "no %s: %.300s", want, buf);
+}
+
+/* On the host's loop the test decides what each read holds: a frame
+ * larger than a read is gathered in the netstring reader's buffer; the
+ * read that completes it also holds a whole frame and the head of a third,
+ * which the reader gathers into that same buffer. The gathered frame must
+ * have gone to the vat before (io.c's runs): else the third's head,
+ * written over it, answers q-2 as q-4. */
+START_TEST(a_frame_gathered_across_reads_goes_before_the_next_is_gathered) {
+  enum { BIG = 100000, FIRST = 70000 };
+  host_loop h;
+  host_loop_start(&h, false);
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(h.sys, &server_def, &served, NULL));
+  vat_conn_options opt = on_loop(&h);
+  vat_conn *c;
+  int watch = dup(sv[0]); /* the connection closes sv[0], its own */
+  ck_assert_int_ge(watch, 0);
+  ck_assert_vat_ok(vat_conn_open(h.sys, sv[0], served, &opt, &c));
+  char *buf = malloc(4 * BIG), *out = malloc(2 * BIG),
+       *call = malloc(BIG + 256);
+  char *big = malloc(BIG + 1);
+  ck_assert(buf && out && call && big);
+  memset(big, 'x', BIG);
+  big[BIG] = '\0';
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  run_until_raw(&h, sv[1], buf, 4 * BIG, "o+1");
+  size_t at = 0;
+  echo_call(call, 2, big);
+  append_frame(out, &at, call);
+  echo_call(call, 3, "b");
+  append_frame(out, &at, call);
+  size_t head = at + 60; /* past q-4's questionID */
+  echo_call(call, 4, "c");
+  append_frame(out, &at, call);
+  /* Read 1 (and 2): q-2's first bytes. */
+  char keep = out[FIRST];
+  out[FIRST] = '\0';
+  raw_write(sv[1], out);
+  out[FIRST] = keep;
+  run_until_read(&h, watch);
+  /* The next read: q-2's rest, q-3 whole, q-4's head. */
+  keep = out[head];
+  out[head] = '\0';
+  raw_write(sv[1], out + FIRST);
+  out[head] = keep;
+  run_until_read(&h, watch);
+  raw_write(sv[1], out + head);
+  run_until_raw(&h, sv[1], buf, 4 * BIG, "\"answerID\":\"q-4\"");
+  const char *q2 = strstr(buf, "\"answerID\":\"q-2\"");
+  const char *q3 = strstr(buf, "\"answerID\":\"q-3\"");
+  const char *q4 = strstr(buf, "\"answerID\":\"q-4\"");
+  ck_assert_msg(q2 && q3 && q4 && q2 < q3 && q3 < q4, "answers: %.300s", buf);
+  ck_assert_msg(strstr(q2, big) != NULL, "q-2's echo came back whole");
+  shutdown(sv[1], SHUT_WR);
+  run_until_closed(&h, c, "end of stream|read");
+  close(sv[1]);
+  close(watch);
+  test_quiesce(h.sys);
+  host_loop_close(&h);
+  free(buf);
+  free(out);
+  free(call);
+  free(big);
+}
+END_TEST
+
 START_TEST(calls_over_a_socketpair_on_the_hosts_loop) {
   host_loop h;
   host_loop_start(&h, _i % 2 == 1);
@@ -2699,6 +2799,8 @@ static void add_host_loop_tests(Suite *s) {
   TCase *tc = test_case("hostloop", 120);
   /* Even iterations: workers; odd: host-driven, on the same loop. */
   tcase_add_loop_test(tc, calls_over_a_socketpair_on_the_hosts_loop, 0, 8);
+  tcase_add_test(
+      tc, a_frame_gathered_across_reads_goes_before_the_next_is_gathered);
   tcase_add_loop_test(tc, tcp_served_and_connected_on_the_hosts_loop, 0, 4);
   tcase_add_loop_test(tc, a_lost_peer_on_the_hosts_loop, 0, 4);
   tcase_add_loop_test(tc, shutdown_with_a_connection_on_the_hosts_loop, 0, 2);
