@@ -3,8 +3,9 @@
  * The peer's questions (CTP_BOOTSTRAP, CTP_CALL) become requests in message
  * form to the local ref, and each answer goes back as CTP_RETURN once its
  * promise settled: a promise that follows another is followed, never sent.
- * Each answer's promise is kept under the question's number, so a call the
- * peer pipelines on it (target "q-N") is delivered to what it resolves to.
+ * Each answer is kept under the question's number (its promise, then,
+ * once sent, what it settled to), so a call the peer pipelines on it
+ * (target "q-N") is delivered to what it resolves to.
  *
  * Our questions (made by proxies, slots.c, and the bootstrap question) are
  * settled here by the peer's CTP_RETURN. */
