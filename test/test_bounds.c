@@ -31,7 +31,6 @@ static const vat_atom *sel(const char *name) {
   return vat_atom_intern(name);
 }
 
-
 static vat_conn_options timeouts(double handshake_s, double idle_s) {
   vat_conn_options opt;
   vat_conn_options_default(&opt);
@@ -379,7 +378,8 @@ typedef struct gate {
   vat_ref *held[GATE_MAX];
   size_t nheld;
   int64_t holds;
-  _Atomic uint64_t holding; /* nheld, for the test's thread */
+  _Atomic uint64_t holding;  /* nheld, for the test's thread */
+  _Atomic uint64_t releases; /* gate_release's turns so far */
 } gate;
 
 static void gate_receive(vat_turn *turn, void *state, const vat_atom *selector,
@@ -409,6 +409,7 @@ static void gate_release(vat_turn *turn, void *state, void *arg) {
     expect_vat_ok(vat_reply(turn, g->held[i], vat_int((int64_t)i)));
   g->nheld = 0;
   atomic_store(&g->holding, 0);
+  atomic_fetch_add(&g->releases, 1);
 }
 
 static const vat_entity_def gate_def = {.state_size = sizeof(gate),
@@ -441,12 +442,15 @@ START_TEST(a_peer_past_max_questions_waits_for_answers) {
   ck_assert_vat_ok(
       vat_host_request(remote, sel("count"), vat_list(NULL, 0), 0, &count));
   for (int round = 0; round < ROUNDS; round++) {
-    ck_assert_msg(test_wait_u64(&g->holding, MAX, WAIT_S),
-                  "round %d: %d held", round, (int)atomic_load(&g->holding));
+    ck_assert_msg(test_wait_u64(&g->holding, MAX, WAIT_S), "round %d: %d held",
+                  round, (int)atomic_load(&g->holding));
     test_sleep(0.02); /* a question past the limit would show meanwhile */
     ck_assert_uint_eq(atomic_load(&g->holding), MAX);
     ck_assert(still_open(served, 0));
     ck_assert_vat_ok(vat_host_send(gate_ref, gate_release, NULL));
+    /* Released before the next round looks: else it could see this
+     * round's MAX still held, and the release land in its pause. */
+    ck_assert(test_wait_u64(&g->releases, (uint64_t)round + 1, WAIT_S));
   }
   ck_assert_vat_ok(vat_promise_wait(count, WAIT_S, &v));
   ck_assert(vat_equal(v, vat_int(MAX * ROUNDS)));
@@ -482,8 +486,10 @@ static const vat_entity_def tally_def = {.state_size = sizeof(int64_t),
 
 static void small_buffers(int fd) {
   int size = 4096;
-  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size), 0);
-  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size), 0);
+  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size),
+                   0);
+  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size),
+                   0);
 }
 
 /* A client streaming one-way messages, far past out_pause_bytes, to a
@@ -583,8 +589,8 @@ START_TEST(frames_past_max_questions_wait_in_order_and_pause_reading) {
                      "\"target\":\"o-1\",\"method\":{\"body\":"
                      "\"[\\\"%s\\\",[]]\",\"slots\":[]}}",
                      q, q < 2 + HELD ? "hold" : "count");
-    used += (size_t)snprintf(calls + used, sizeof calls - used, "%d:%s,", n,
-                             call);
+    used +=
+        (size_t)snprintf(calls + used, sizeof calls - used, "%d:%s,", n, call);
   }
   ck_assert_uint_lt(used, sizeof calls);
   raw_write(sv[1], calls);
