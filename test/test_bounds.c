@@ -31,6 +31,7 @@ static const vat_atom *sel(const char *name) {
   return vat_atom_intern(name);
 }
 
+
 static vat_conn_options timeouts(double handshake_s, double idle_s) {
   vat_conn_options opt;
   vat_conn_options_default(&opt);
@@ -442,8 +443,8 @@ START_TEST(a_peer_past_max_questions_waits_for_answers) {
   ck_assert_vat_ok(
       vat_host_request(remote, sel("count"), vat_list(NULL, 0), 0, &count));
   for (int round = 0; round < ROUNDS; round++) {
-    ck_assert_msg(test_wait_u64(&g->holding, MAX, WAIT_S), "round %d: %d held",
-                  round, (int)atomic_load(&g->holding));
+    ck_assert_msg(test_wait_u64(&g->holding, MAX, WAIT_S),
+                  "round %d: %d held", round, (int)atomic_load(&g->holding));
     test_sleep(0.02); /* a question past the limit would show meanwhile */
     ck_assert_uint_eq(atomic_load(&g->holding), MAX);
     ck_assert(still_open(served, 0));
@@ -486,10 +487,8 @@ static const vat_entity_def tally_def = {.state_size = sizeof(int64_t),
 
 static void small_buffers(int fd) {
   int size = 4096;
-  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size),
-                   0);
-  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size),
-                   0);
+  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size), 0);
+  ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size), 0);
 }
 
 /* A client streaming one-way messages, far past out_pause_bytes, to a
@@ -589,8 +588,8 @@ START_TEST(frames_past_max_questions_wait_in_order_and_pause_reading) {
                      "\"target\":\"o-1\",\"method\":{\"body\":"
                      "\"[\\\"%s\\\",[]]\",\"slots\":[]}}",
                      q, q < 2 + HELD ? "hold" : "count");
-    used +=
-        (size_t)snprintf(calls + used, sizeof calls - used, "%d:%s,", n, call);
+    used += (size_t)snprintf(calls + used, sizeof calls - used, "%d:%s,", n,
+                             call);
   }
   ck_assert_uint_lt(used, sizeof calls);
   raw_write(sv[1], calls);

@@ -1925,6 +1925,7 @@ END_TEST
  * JSON failures, whose text is each parser's own), on value_failed and the
  * envelope's fields, and on what they asked the table. */
 
+
 /* What the two tables were asked, in order. */
 static void same_imports(const slot_table *a, const slot_table *b,
                          const char *what) {
@@ -1960,18 +1961,18 @@ static void same_decode_failure(int rn, const vat_captp_error *en, int ro,
   if (rn == VAT_EDECODE && en->code == VAT_CAPTP_ERR_JSON &&
       eo->code != VAT_CAPTP_ERR_JSON && nul_after_token(text, len))
     return; /* the one place the old decoder was wrong */
-  ck_assert_msg(
-      rn == ro && en->code == eo->code &&
-          (en->code == VAT_CAPTP_ERR_JSON ||
-           (strcmp(en->detail, eo->detail) == 0 && en->offset == eo->offset)),
-      "%s: %.*s\n new %s %s (%s), old %s %s (%s)", what,
-      (int)(len < 300 ? len : 300), text, vat_err_name(rn),
-      vat_captp_err_name(en->code), en->detail, vat_err_name(ro),
-      vat_captp_err_name(eo->code), eo->detail);
+  ck_assert_msg(rn == ro && en->code == eo->code &&
+                    (en->code == VAT_CAPTP_ERR_JSON ||
+                     (strcmp(en->detail, eo->detail) == 0 &&
+                      en->offset == eo->offset)),
+                "%s: %.*s\n new %s %s (%s), old %s %s (%s)", what,
+                (int)(len < 300 ? len : 300), text, vat_err_name(rn),
+                vat_captp_err_name(en->code), en->detail, vat_err_name(ro),
+                vat_captp_err_name(eo->code), eo->detail);
 }
 
 static const char *const decode_names[] = {"o-1", "p-2", "o+3", "o+01",
-                                           "p+4", "o-5", "x",   "o-7"};
+                                           "p+4", "o-5", "x", "o-7"};
 
 /* A body decoded by both, with the first n_names of decode_names. Returns
  * whether it decoded. */
@@ -1981,7 +1982,8 @@ static bool same_body_decode(const char *body, size_t len, size_t n_names,
   vat_captp_slots sa = table_of(&ta), sb = table_of(&tb);
   vat_value vn = vat_null(), vo = vat_null();
   vat_captp_error en, eo;
-  int rn = vat_capdata_decode(body, len, decode_names, n_names, &sa, &vn, &en);
+  int rn =
+      vat_capdata_decode(body, len, decode_names, n_names, &sa, &vn, &en);
   int ro =
       captp_ref_capdata_decode(body, len, decode_names, n_names, &sb, &vo, &eo);
   same_decode_failure(rn, &en, ro, &eo, what, body, len);
@@ -2007,24 +2009,26 @@ static bool same_msg_decode(const char *json, size_t len, const char *what) {
       (en.code == VAT_CAPTP_ERR_JSON && nul_after_token(json, len)))
     return false; /* a NUL the old decoder dropped: refused sooner */
   same_imports(&ta, &tb, what);
-  ck_assert_msg(
-      mn.type == mo.type && same_str(mn.type_name, mo.type_name) &&
-          same_str(mn.id, mo.id) && same_str(mn.target, mo.target) &&
-          mn.is_reject == mo.is_reject && mn.dec_refs == mo.dec_refs &&
-          mn.has_epoch == mo.has_epoch && mn.epoch == mo.epoch &&
-          same_str(mn.reason_json, mo.reason_json) &&
-          mn.value_failed == mo.value_failed && same_value(mn.value, mo.value),
-      "%s: %.*s: the messages differ (reason %s / %s)", what,
-      (int)(len < 300 ? len : 300), json, mn.reason_json ? mn.reason_json : "-",
-      mo.reason_json ? mo.reason_json : "-");
+  ck_assert_msg(mn.type == mo.type && same_str(mn.type_name, mo.type_name) &&
+                    same_str(mn.id, mo.id) && same_str(mn.target, mo.target) &&
+                    mn.is_reject == mo.is_reject &&
+                    mn.dec_refs == mo.dec_refs &&
+                    mn.has_epoch == mo.has_epoch && mn.epoch == mo.epoch &&
+                    same_str(mn.reason_json, mo.reason_json) &&
+                    mn.value_failed == mo.value_failed &&
+                    same_value(mn.value, mo.value),
+                "%s: %.*s: the messages differ (reason %s / %s)", what,
+                (int)(len < 300 ? len : 300), json,
+                mn.reason_json ? mn.reason_json : "-",
+                mo.reason_json ? mo.reason_json : "-");
   return rn == VAT_OK;
 }
 
 /* A body wrapped as a RETURN's result: escaped as a JSON string (the
  * bytes as they are but for '"', '\\' and controls, so bad UTF-8 stays
  * bad). */
-static size_t wrap_body(const char *body, size_t len, size_t n_names, char *out,
-                        size_t cap) {
+static size_t wrap_body(const char *body, size_t len, size_t n_names,
+                        char *out, size_t cap) {
   size_t o = (size_t)snprintf(out, cap,
                               "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\","
                               "\"result\":{\"body\":\"");
@@ -2059,99 +2063,25 @@ static void same_decodes(const char *body, size_t len, const char *what) {
 
 /* Texts at the edges of JSON and of each form, beyond the tests' own. */
 static const char *const decode_edges[] = {
-    " 1 ",
-    "\t\n\r[1]\r\n\t",
-    "\f1",
-    "1 2",
-    "[1,]",
-    "[,1]",
-    "{\"a\":1,}",
-    "{,}",
-    "{\"a\" 1}",
-    "{\"a\":}",
-    "{1:2}",
-    "[1 2]",
-    "[",
-    "]",
-    "{",
-    "\"",
-    "\"abc",
-    "tru",
-    "true",
-    "truex",
-    "nul",
-    "null",
-    "nullx",
-    "falsey",
-    "True",
-    "0",
-    "-0",
-    "-0.0",
-    "01",
-    "-01",
-    "1.",
-    ".5",
-    "+1",
-    "1e",
-    "1e+",
-    "1E-2",
-    "1e400",
-    "-1e400",
-    "1e-400",
-    "4.9e-324",
-    "2.5e-324",
-    "1.7976931348623157e308",
-    "1.7976931348623159e308",
-    "123456789012345678901234567890",
-    "0.1",
-    "0.30000000000000004",
-    "9007199254740993",
-    "1e22",
-    "1e23",
-    "123456789012345e-22",
-    "1000000000000000000000e-1",
-    "0e1000000000000000000000",
-    "-",
-    "--1",
-    "1.5e3x",
-    "\"\\u0000\"",
-    "{\"\\u0000\":1}",
-    "{\"a\\u0000\":1}",
-    "\"\\ud800\"",
-    "\"\\udc00\"",
-    "\"\\ud800\\udc00\"",
-    "\"\\ud800\\u0041\"",
-    "\"\\ud800x\"",
-    "\"\\uDBFF\\uDFFF\"",
-    "\"\\u00e9\\u00E9\"",
-    "\"\\u12\"",
-    "\"\\u12g4\"",
-    "\"\\x\"",
-    "\"\\/\\b\\f\\n\\r\\t\\\"\\\\\"",
-    "\"\\",
-    "\"\t\"",
-    "\"\x01\"",
-    "\"\x7f\"",
-    "\"\xc3\xa9\"",
-    "\"\xc3\"",
-    "\"\xc0\x80\"",
-    "\"\xc1\xbf\"",
-    "\"\xe0\x9f\xbf\"",
-    "\"\xe0\xa0\x80\"",
-    "\"\xed\x9f\xbf\"",
-    "\"\xed\xa0\x80\"",
-    "\"\xef\xbf\xbf\"",
-    "\"\xf0\x8f\xbf\xbf\"",
-    "\"\xf0\x90\x80\x80\"",
-    "\"\xf4\x8f\xbf\xbf\"",
-    "\"\xf4\x90\x80\x80\"",
-    "\"\xf5\x80\x80\x80\"",
-    "\"\xff\"",
-    "\"\x80\"",
-    "\xc3\xa9",
-    "[\"a\"]\xff",
-    "{\"a\":1,\"a\":2}",
-    "{\"a\":1,\"b\":2,\"a\":3}",
+    " 1 ", "\t\n\r[1]\r\n\t", "\f1", "1 2", "[1,]", "[,1]", "{\"a\":1,}",
+    "{,}", "{\"a\" 1}", "{\"a\":}", "{1:2}", "[1 2]", "[", "]", "{", "\"",
+    "\"abc", "tru", "true", "truex", "nul", "null", "nullx", "falsey",
+    "True", "0", "-0", "-0.0", "01", "-01", "1.", ".5", "+1", "1e", "1e+",
+    "1E-2", "1e400", "-1e400", "1e-400", "4.9e-324", "2.5e-324",
+    "1.7976931348623157e308", "1.7976931348623159e308",
+    "123456789012345678901234567890", "0.1", "0.30000000000000004",
+    "9007199254740993", "1e22", "1e23", "123456789012345e-22",
+    "1000000000000000000000e-1", "0e1000000000000000000000", "-",
+    "--1", "1.5e3x", "\"\\u0000\"", "{\"\\u0000\":1}", "{\"a\\u0000\":1}",
+    "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\udc00\"", "\"\\ud800\\u0041\"",
+    "\"\\ud800x\"", "\"\\uDBFF\\uDFFF\"", "\"\\u00e9\\u00E9\"", "\"\\u12\"",
+    "\"\\u12g4\"", "\"\\x\"", "\"\\/\\b\\f\\n\\r\\t\\\"\\\\\"", "\"\\",
+    "\"\t\"", "\"\x01\"", "\"\x7f\"", "\"\xc3\xa9\"", "\"\xc3\"", "\"\xc0\x80\"",
+    "\"\xc1\xbf\"", "\"\xe0\x9f\xbf\"", "\"\xe0\xa0\x80\"", "\"\xed\x9f\xbf\"",
+    "\"\xed\xa0\x80\"", "\"\xef\xbf\xbf\"", "\"\xf0\x8f\xbf\xbf\"",
+    "\"\xf0\x90\x80\x80\"", "\"\xf4\x8f\xbf\xbf\"", "\"\xf4\x90\x80\x80\"",
+    "\"\xf5\x80\x80\x80\"", "\"\xff\"", "\"\x80\"", "\xc3\xa9", "[\"a\"]\xff",
+    "{\"a\":1,\"a\":2}", "{\"a\":1,\"b\":2,\"a\":3}",
     "{\"@qclass\":\"bigint\",\"digits\":\"1\",\"digits\":\"2\"}",
     "{\"@qclass\":\"nope\",\"@qclass\":\"undefined\"}",
     "{\"@qclass\":\"undefined\",\"@qclass\":\"nope\"}",
@@ -2159,8 +2089,7 @@ static const char *const decode_edges[] = {
     "{\"@qclass\":\"slot\",\"index\":0,\"index\":2}",
     "{\"@qclass\":\"slot\",\"index\":-0}",
     "{\"@qclass\":\"slot\",\"index\":0,\"iface\":null}",
-    "{\"@qclass\":\"un\\u0000defined\"}",
-    "{\"@qclass\":\"undefined\\u0000\"}",
+    "{\"@qclass\":\"un\\u0000defined\"}", "{\"@qclass\":\"undefined\\u0000\"}",
     "{\"@qclass\":\"symbol\",\"name\":\"a\\u0000b\"}",
     "{\"@qclass\":\"error\",\"name\":\"E\",\"message\":\"m\",\"x\":1,"
     "\"name\":\"F\",\"y\":{\"@qclass\":\"nope\"}}",
@@ -2186,20 +2115,9 @@ static const char *const decode_edges[] = {
     "#{\"#error\":\"m\",\"name\":\"E\",\"name\":\"F\",\"x\":\"!y\"}",
     "#{\"#error\":\"m\",\"name\":\"E\",\"#x\":1}",
     "#{\"!#a\":1,\"b\":\"#NaN\",\"b\":\"#Infinity\"}",
-    "#{\"a\":\"#what\",\"#b\":1}",
-    "#\"$0.\"",
-    "#\"$00\"",
-    "#\"$\"",
-    "#\"$1234567890123456789\"",
-    "#\"&0\"",
-    "#\"&1\"",
-    "#\"%\"",
-    "#\"!\"",
-    "#\"#undefined\\u0000\"",
-    "#[1,2",
-    "##",
-    "# 1",
-    "#\"\\ud800\"",
+    "#{\"a\":\"#what\",\"#b\":1}", "#\"$0.\"", "#\"$00\"", "#\"$\"",
+    "#\"$1234567890123456789\"", "#\"&0\"", "#\"&1\"", "#\"%\"", "#\"!\"",
+    "#\"#undefined\\u0000\"", "#[1,2", "##", "# 1", "#\"\\ud800\"",
 };
 
 START_TEST(decoder_matches_reference_on_the_tests_cases) {
@@ -2336,7 +2254,8 @@ START_TEST(decoder_matches_reference_on_endo_frames) {
     char *msg = malloc(b.len + 128);
     size_t len = (size_t)snprintf(
         msg, b.len + 128,
-        "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":%s}", b.data);
+        "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":%s}",
+        b.data);
     ck_assert(same_msg_decode(msg, len, paths[i]));
     free(msg);
     free(b.data);
@@ -2367,14 +2286,9 @@ START_TEST(decoder_matches_reference_on_random_values) {
   ck_assert_msg(decoded > VALUES / 2, "seed %" PRIu64 ": %zu decoded", seed,
                 decoded);
   static const char *const reasons[] = {
-      NULL,
-      "{\"why\":\"done\"}",
-      "[1,2.5,{\"a\":null,\"b\":[true,false]}]",
-      "1e300",
-      "-0",
-      "\"h\\u00e9\\n\\\"\"",
-      " { \"z\" : 1 , \"a\" : 2 , \"z\" : 3 } ",
-      "12345678901234567890"};
+      NULL, "{\"why\":\"done\"}", "[1,2.5,{\"a\":null,\"b\":[true,false]}]",
+      "1e300", "-0", "\"h\\u00e9\\n\\\"\"",
+      " { \"z\" : 1 , \"a\" : 2 , \"z\" : 3 } ", "12345678901234567890"};
   for (size_t i = 0; i < MESSAGES; i++) {
     char id[64], target[64];
     random_text(&r, id, sizeof id, below(&r, 5), 20);
@@ -2405,65 +2319,16 @@ END_TEST
 /* Pieces a mutation puts into a text: JSON's own characters, escapes,
  * numbers, forms, and bytes that are not UTF-8. */
 static const char *const splices[] = {
-    "\"",
-    "\\",
-    "{",
-    "}",
-    "[",
-    "]",
-    ",",
-    ":",
-    "0",
-    "-",
-    "e",
-    ".",
-    "1e400",
-    "-0",
-    " ",
-    "\t",
-    "\n",
-    "\f",
-    "\x01",
-    "\x7f",
-    "\\u",
-    "\\u0000",
-    "\\ud800",
-    "\\udc00",
-    "\\ud800\\udc00",
-    "\\\\",
-    "\\\"",
-    "\\/",
-    "\\x",
-    "\xc3\xa9",
-    "\xc3",
-    "\xed\xa0\x80",
-    "\xf4\x90\x80\x80",
-    "\xff",
-    "\x80",
-    "null",
-    "true",
-    "tru",
-    "\"@qclass\":",
-    "\"@qclass\":\"slot\",",
-    "{\"@qclass\":\"slot\",\"index\":0}",
-    "{\"@qclass\":\"slot\",\"index\":1}",
-    "{\"@qclass\":\"bigint\",\"digits\":\"7\"}",
-    "\"#tag\":",
-    "\"#error\":",
-    "\"$0\"",
-    "\"&1\"",
-    "\"!\"",
-    "\"%x\"",
-    "\"+1\"",
-    "#",
-    "\"a\":1,",
-    "\"index\":",
-    "\"body\":",
-    "\"slots\":[],",
-    "\"type\":",
-    "\\\\u0000",
-    "\\\\ud800",
-    "\\\"\\\\"};
+    "\"", "\\", "{", "}", "[", "]", ",", ":", "0", "-", "e", ".", "1e400",
+    "-0", " ", "\t", "\n", "\f", "\x01", "\x7f", "\\u", "\\u0000",
+    "\\ud800", "\\udc00", "\\ud800\\udc00", "\\\\", "\\\"", "\\/", "\\x",
+    "\xc3\xa9", "\xc3", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xff", "\x80",
+    "null", "true", "tru", "\"@qclass\":", "\"@qclass\":\"slot\",",
+    "{\"@qclass\":\"slot\",\"index\":0}", "{\"@qclass\":\"slot\",\"index\":1}",
+    "{\"@qclass\":\"bigint\",\"digits\":\"7\"}", "\"#tag\":", "\"#error\":",
+    "\"$0\"", "\"&1\"", "\"!\"", "\"%x\"", "\"+1\"", "#", "\"a\":1,",
+    "\"index\":", "\"body\":", "\"slots\":[],", "\"type\":", "\\\\u0000",
+    "\\\\ud800", "\\\"\\\\"};
 enum { SPLICES = sizeof splices / sizeof splices[0] };
 
 /* Mutates text[0..len) in place (cap bytes of room): one to three edits,
@@ -2603,8 +2468,8 @@ START_TEST(decoder_matches_reference_on_mutations) {
     free(text);
   }
   /* Not all refused: the mutants reach past the parser. */
-  ck_assert_msg(accepted > MUTANTS / 20, "seed %" PRIu64 ": %zu accepted", seed,
-                accepted);
+  ck_assert_msg(accepted > MUTANTS / 20, "seed %" PRIu64 ": %zu accepted",
+                seed, accepted);
   for (size_t i = 0; i < n_seeds; i++)
     free(seeds[i]);
 }

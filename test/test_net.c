@@ -20,8 +20,8 @@
 #include <uv.h>
 
 #include "support.h"
-#include "vat/caps.h"
 #include "vat/captp.h" /* the netstring reader, for a raw peer */
+#include "vat/caps.h"
 #include "vat/net.h"
 
 #define WAIT_S 20.0
