@@ -210,6 +210,18 @@ flow-frames-past-the-limit-taken|src/net/conn.c|bounds|(c->waiting != NULL \|\| 
 flow-waiting-frames-not-resumed|src/net/calls.c|bounds|net_take_waiting_frames(turn, c);|(void)c;
 loop-polls-for-ever|src/net/loop.c|net|polling = t - active_at < POLL_SPIN_NS;|polling = true;
 spin-default-short|src/runtime/lifecycle.c|system|.spin = 512,|.spin = 64,
+frames-gathered-one-kept-past-reuse|src/net/io.c|net|if (!in_place \|\| n == RUN_MAX) {|if (n == RUN_MAX) {
+frames-run-first-only|src/net/conn.c|net|for (size_t i = 0; i < run->count; i++, f = net_frames_next(f))|for (size_t i = 0; i < 1; i++, f = net_frames_next(f))
+frames-last-run-kept|src/net/io.c|net|if (n > 0 && !io->finishing && !deliver(io, run, n))|if (0)
+frames-before-a-bad-one-dropped|src/net/io.c|net|if (n > 0 && !deliver(io, run, n)) {|if (0) {
+kept-answer-forgets-why-it-broke|src/net/calls.c|net|a->broken = !resolved;|a->broken = false;
+kept-answer-drops-the-ref|src/net/calls.c|net|a->settled = target ? value : vat_null();|a->settled = vat_null();
+name-digits-reversed|src/net/conn.c|net|s[2 + i] = digits[len - 1 - i];|s[2 + i] = digits[i];
+netstring-header-digits-reversed|src/captp/netstring.c|captp|buf[i] = digits[n - 1 - i];|buf[i] = digits[i];
+json-plain-quote|src/captp/json.c|captp|1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */
+json-plain-backslash|src/captp/json.c|captp|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x50 */
+json-plain-controls|src/captp/json.c|captp|0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x10 */
+json-plain-utf8|src/captp/json.c|captp|0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xc0 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0xc0 */
 # The simulation harness (src/sim/): what makes its campaigns find bugs.
 sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
 sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(vat__sim_draw(&w->pick_rng) % n);|: 0;
