@@ -18,8 +18,10 @@
 
 #include <gc/gc.h>
 
+#include "json.h"
 #include "sim_programs.h"
 #include "support.h"
+#include "trace_check.h"
 #include "vat/exits.h"
 #include "vat/host.h"
 #include "vat/promise.h"
@@ -759,6 +761,208 @@ START_TEST(labels_a_plan_cannot_write_are_named_by_index) {
 }
 END_TEST
 
+/* --- The failing run's trace, on the virtual clock ------------------------ */
+
+/* A fresh file name under the temporary directory. */
+static void temp_path(char *buf, size_t size, const char *tag) {
+  const char *dir = getenv("TMPDIR");
+  snprintf(buf, size, "%s/vat-sim-replay-%s-%d.json", dir ? dir : "/tmp", tag,
+           (int)getpid());
+  unlink(buf);
+}
+
+static void ck_assert_same_file(const char *a, const char *b) {
+  size_t na, nb;
+  char *x = test_read_file(a, &na), *y = test_read_file(b, &nb);
+  size_t at = 0;
+  while (at < na && at < nb && x[at] == y[at])
+    at++;
+  ck_assert_msg(na == nb && at == na,
+                "%s and %s differ at byte %zu: \"%.60s\" / \"%.60s\"", a, b, at,
+                x + (at > 20 ? at - 20 : 0), y + (at > 20 ? at - 20 : 0));
+  free(x);
+  free(y);
+}
+
+/* Loads a trace that trace_check accepts, and checks what a host-driven
+ * world's turns promise: in the file's order, each turn starts after the
+ * one before it ended, on whichever vat's track. */
+static json *load_trace(const char *path) {
+  char err[256];
+  json *doc = json_parse_file(path, err, sizeof err);
+  ck_assert_msg(doc != NULL, "%s: %s", path, err);
+  trace_summary sum;
+  ck_assert_msg(trace_check(doc, &sum, err, sizeof err), "%s: %s", path, err);
+  const json *ev = json_get(doc, "traceEvents");
+  double end = -1, last = -1;
+  for (size_t i = 0; i < ev->len; i++) {
+    const json *e = &ev->items[i];
+    /* Turns; not the slices of no length that sends outside a turn (a
+     * timer's) start from. */
+    if (strcmp(json_str(e, "ph"), "X") != 0 ||
+        strcmp(json_str(e, "cat"), "send") == 0)
+      continue;
+    double ts = json_num(e, "ts", -1), dur = json_num(e, "dur", -1);
+    ck_assert_msg(ts > last && ts >= end - 0.0005 && dur > 0,
+                  "%s: a turn at %.3f for %.3f us after one at %.3f ending "
+                  "at %.3f",
+                  path, ts, dur, last, end);
+    last = ts;
+    end = ts + dur;
+  }
+  return doc;
+}
+
+/* A failing run traced twice in this process, and once in another from
+ * its replay line: three files, byte for byte the same. */
+START_TEST(the_failing_run_traces_the_same_in_every_replay) {
+  static const char *plans[] = {
+      NULL, /* the seed's drawn faults */
+      "step 2: delay s0 1 step; step 3: jitter ticker +1500us; step 40: "
+      "fail vault-b",
+      "step 9: timeout payments",
+  };
+  for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
+    const replay_config *c =
+        config_named(plans[k] ? "office-planned" : "office-random");
+    vat_sim_options o = config_options(c);
+    o.plan = plans[k];
+    o.shrink_runs = 0; /* the run traced is the run found */
+    char first[256], second[256], child_path[256];
+    temp_path(first, sizeof first, "first");
+    temp_path(second, sizeof second, "second");
+    temp_path(child_path, sizeof child_path, "child");
+    o.trace_path = first;
+    vat_sim_result r, again;
+    ck_assert_vat_ok(vat_sim_run(c->sc, &o, 1, 500, &r));
+    ck_assert_msg(r.failed && r.trace_written, "%s", r.message);
+    ck_assert_uint_ge(r.nfaults, 1);
+    o.trace_path = second;
+    ck_assert_vat_ok(vat_sim_replay(c->sc, &o, r.seed, &again));
+    ck_assert(again.trace_written);
+    ck_assert_same_file(first, second);
+    json_free(load_trace(first));
+    child_report child;
+    replay_in_child(c->name, r.replay, r.seed, plans[k] ? r.plan : NULL,
+                    child_path, &child);
+    ck_assert_uint_eq(child.digest, r.digest);
+    ck_assert(child.trace_written);
+    /* The child's configuration shrinks, and traces the shrunk run, which
+     * may be another: traced here the same way, the same file. */
+    vat_sim_options as_child = config_options(c);
+    as_child.plan = plans[k] ? r.plan : NULL;
+    as_child.trace_path = second;
+    ck_assert_vat_ok(vat_sim_replay(c->sc, &as_child, r.seed, &again));
+    ck_assert(again.trace_written);
+    ck_assert_same_file(child_path, second);
+    unlink(first);
+    unlink(second);
+    unlink(child_path);
+  }
+}
+END_TEST
+
+/* --- A sleeper: one vat that wakes every 5 ms on the virtual clock -------- */
+
+enum { WAKES = 6 };
+#define NAP_S 0.005
+#define NAP_NS 5000000ull
+
+typedef struct sleeper {
+  vat_ref *sleeper, *chatter;
+  unsigned wakes, chats;
+} sleeper;
+
+static void chat(vat_turn *turn, void *state, void *arg) {
+  WORLD(sleeper, state)->chats++;
+  if ((uintptr_t)arg > 0)
+    expect_vat_ok(
+        vat_send(turn, vat_self(turn), chat, (void *)((uintptr_t)arg - 1)));
+}
+
+/* Each wake sets the next, and sets the chatter talking for three turns
+ * at the same virtual instant. */
+static void wake(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  sleeper *w = WORLD(sleeper, state);
+  if (w->wakes++ < WAKES)
+    expect_vat_ok(vat_later(turn, NAP_S, vat_self(turn), wake, NULL, NULL));
+  expect_vat_ok(vat_send(turn, w->chatter, chat, (void *)2));
+}
+
+static void *sleeper_setup(vat_system *sys, void *ctx) {
+  (void)ctx;
+  sleeper *w = GC_MALLOC(sizeof *w);
+  if (!(w->sleeper = spawn_with(sys, "sleeper", w)) ||
+      !(w->chatter = spawn_with(sys, "chatter", w)))
+    return NULL;
+  vat_host_send(w->sleeper, wake, NULL);
+  return w;
+}
+
+static bool sleeper_done(void *world) {
+  sleeper *w = world;
+  return w->wakes > WAKES && w->chats == 3 * (WAKES + 1);
+}
+
+static const vat_sim_scenario sleeper_sc = {
+    .name = "sleeper", .setup = sleeper_setup, .done = sleeper_done};
+
+/* In the sleeper's world a step's virtual time is known: a wake's step
+ * starts a nap's length after the wake before it, and the chatter's
+ * three turns follow, at that instant. A fault's marker is at its step's
+ * virtual time: a step that wakes the sleeper at 5 ms n starts at 5n ms on
+ * the trace, and a step at the instant but later starts 1 ns after the
+ * step before it. Each world's steps: the first wake at 0 (step 1), the
+ * chatter's three turns (steps 2-4), the next wake (step 5, at 5 ms), ... */
+START_TEST(a_fault_is_marked_at_its_steps_virtual_time) {
+  static const struct {
+    const char *plan;
+    double ts; /* microseconds */
+  } cases[] = {
+      {"step 9: fail sleeper", 10000.000},  /* the third wake */
+      {"step 13: kill sleeper", 15000.000}, /* the fourth */
+      {"step 11: fail chatter", 10000.002}, /* its second turn at 10 ms */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char path[256];
+    temp_path(path, sizeof path, "sleeper");
+    vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+    o.plan = cases[k].plan;
+    o.shrink_runs = 0;
+    o.trace_path = path;
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_replay(&sleeper_sc, &o, 1, &r));
+    ck_assert_msg(r.failed && r.trace_written, "%s: %s", cases[k].plan,
+                  r.message);
+    ck_assert_str_eq(r.plan, cases[k].plan);
+    json *doc = load_trace(path);
+    const json *ev = json_get(doc, "traceEvents");
+    unsigned markers = 0;
+    for (size_t i = 0; i < ev->len; i++) {
+      const json *e = &ev->items[i];
+      if (strcmp(json_str(e, "ph"), "i") != 0 ||
+          strcmp(json_str(e, "cat"), "fault") != 0)
+        continue;
+      markers++;
+      double ts = json_num(e, "ts", -1);
+      ck_assert_msg(ts == cases[k].ts, "%s: marked at %.3f us, not %.3f",
+                    cases[k].plan, ts, cases[k].ts);
+      /* The step's turn (or what the kill left of it) starts there too:
+       * the next turn in the file. */
+      for (size_t j = i + 1; j < ev->len; j++)
+        if (strcmp(json_str(&ev->items[j], "ph"), "X") == 0) {
+          ck_assert(json_num(&ev->items[j], "ts", -1) >= ts);
+          break;
+        }
+    }
+    ck_assert_uint_eq(markers, 1);
+    json_free(doc);
+    unlink(path);
+  }
+}
+END_TEST
+
 /* The splitter the tests above trust, on the forms a shell gives meaning
  * to: quotes of both kinds, backslashes, and where assignments end. */
 START_TEST(the_shell_split_reads_words_as_a_shell_does) {
@@ -791,5 +995,9 @@ Suite *test_sim_replay_suite(void) {
   tcase_add_test(across, a_plan_of_each_kind_replays_in_another_process);
   tcase_add_test(across, labels_a_plan_cannot_write_are_named_by_index);
   suite_add_tcase(s, across);
+  TCase *trace = test_case("trace", 300);
+  tcase_add_test(trace, the_failing_run_traces_the_same_in_every_replay);
+  tcase_add_test(trace, a_fault_is_marked_at_its_steps_virtual_time);
+  suite_add_tcase(s, trace);
   return s;
 }
