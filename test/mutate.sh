@@ -262,6 +262,8 @@ net-handshake-not-armed|src/net/timeouts.c|bounds|if (c->handshake_timeout_s > 0
 net-idle-while-peer-waits|src/net/timeouts.c|bounds|if (c->heard_since_tick \|\| c->open_answers > 0 \|\| io.reading_paused \|\||if (c->heard_since_tick \|\| io.reading_paused \|\|
 net-place-never-left|src/net/conn.c|bounds|net_places_leave(c->places);|(void)c->places;
 net-cap-off-by-one|src/net/socket.c|bounds|if (p->max != 0 && n >= p->max) {|if (p->max != 0 && n > p->max) {
+# issue: process boundary (a send that ends the connection: answered once)
+net-full-request-answered-twice|src/net/slots.c|net|if (c->ended)|if (0)
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -2240,6 +2240,7 @@ END_TEST
 static void add_shutdown_tests(Suite *s);
 static void add_host_loop_tests(Suite *s);
 static void add_edges_tests(Suite *s);
+void test_net_ends_tests(Suite *s); /* test_net_ends.c */
 
 Suite *test_net_suite(void) {
   Suite *s = suite_create("net");
@@ -2296,6 +2297,7 @@ Suite *test_net_suite(void) {
   add_shutdown_tests(s);
   add_host_loop_tests(s);
   add_edges_tests(s);
+  test_net_ends_tests(s);
   return s;
 }
 

@@ -68,6 +68,11 @@ static uint64_t call_out(vat_turn *turn, net_conn *c, const char *target,
   rc = net_send(turn, c, &m, &err);
   if (rc == VAT_OK)
     return n;
+  /* The send ended the connection (the queue past out_max_bytes, no
+   * memory): the end broke every question, this one too, with why. A
+   * refusal now would answer the request a second time. */
+  if (c->ended)
+    return 0;
   net_answered(c, n);
   if (rc == VAT_EBUSY) {
     refuse(turn, reply, "limit", "too many exports");
