@@ -262,8 +262,10 @@ net-handshake-not-armed|src/net/timeouts.c|bounds|if (c->handshake_timeout_s > 0
 net-idle-while-peer-waits|src/net/timeouts.c|bounds|if (c->heard_since_tick \|\| c->open_answers > 0 \|\| io.reading_paused \|\||if (c->heard_since_tick \|\| io.reading_paused \|\|
 net-place-never-left|src/net/conn.c|bounds|net_places_leave(c->places);|(void)c->places;
 net-cap-off-by-one|src/net/socket.c|bounds|if (p->max != 0 && n >= p->max) {|if (p->max != 0 && n > p->max) {
-# issue: process boundary (a send that ends the connection: answered once)
+# issue: process boundary (a send that ends the connection: answered once, its cause)
 net-full-request-answered-twice|src/net/slots.c|net|if (c->ended)|if (0)
+net-full-cause-always-the-peer|src/net/conn.c|net|net_io_answers_unread(c->io)|true
+net-full-cause-never-the-peer|src/net/conn.c|net|net_io_answers_unread(c->io)|false
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -1,6 +1,7 @@
 /* A connection that its own send ends (vat/net.h, options out_max_bytes):
  * the request whose frame found the output queue full is answered once,
- * with the end's reason. */
+ * with the end's reason; and the reason says whose frames filled the
+ * queue, the peer's answers it does not read or this side's own calls. */
 #define GC_THREADS 1
 #include <gc/gc.h>
 
@@ -133,8 +134,69 @@ START_TEST(a_request_whose_send_ends_the_connection_is_answered_once) {
 }
 END_TEST
 
+/* --- A burst of this side's own sends ------------------------------------
+ * A client sending one-way messages (each a CTP_CALL) faster than its
+ * peer takes them passes out_max_bytes with its own frames, the peer
+ * owing nothing: the peer reads, only slower, and the cause must not say
+ * it does not read. The server's connection vat is held in a turn (pause
+ * point net.write.before_send) while the burst comes: the frames it has
+ * not taken pause its reading (its out_pause_bytes), so on any machine the
+ * client's queue only grows once the socket is full. */
+
+enum { BURST_LIMIT = 4 << 20, BURST_MAX = 1000000 };
+
+START_TEST(a_burst_of_own_sends_past_the_limit_is_named_as_such) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn_options server_opt = small_limits(), client_opt;
+  vat_conn_options_default(&client_opt);
+  client_opt.out_pause_bytes = client_opt.out_max_bytes = BURST_LIMIT;
+  vat_conn *server, *client;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &server_opt, &server));
+  ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, &client_opt, &client));
+  vat_ref *remote = wait_ref(vat_conn_bootstrap(client));
+  vat_value v;
+  vat_promise_wait(vat_conn_bootstrap(server), WAIT_S, &v); /* none offered */
+  /* A question waiting on the server: the end breaks it. */
+  vat_promise *pending;
+  ck_assert_vat_ok(
+      vat_host_request(remote, sel("hang"), vat_list(NULL, 0), 0, &pending));
+  vat_value two[2] = {vat_int(1), vat_int(1)};
+  ck_assert_vat_ok(ask(remote, "add", two, 2, &v));
+  /* The server's connection vat stops in the turn that sends this. */
+  vat__test_point_arm("net.write.before_send");
+  ck_assert_vat_ok(vat_host_send_msg(vat_conn_bootstrap_ref(server),
+                                     sel("ping"), vat_null()));
+  ck_assert_msg(vat__test_point_wait(WAIT_S), "the server sent nothing");
+  /* The burst, until the connection ends. */
+  int sent = 0;
+  while (sent < BURST_MAX &&
+         vat_promise_peek(pending, NULL) == VAT_PROMISE_PENDING) {
+    ck_assert_vat_ok(vat_host_send_msg(remote, sel("note"), vat_int(sent)));
+    sent++;
+  }
+  vat_value reason;
+  int rc = vat_promise_wait(pending, WAIT_S, &reason);
+  vat__test_point_release();
+  ck_assert_vat_err(rc, VAT_EBROKEN);
+  assert_overloaded(reason, "sending faster than the peer reads");
+  vat_conn_info info;
+  ck_assert_vat_ok(vat_conn_inspect(server, &info));
+  ck_assert_msg(info.read_pauses >= 1, "the server never paused its reading");
+  ck_assert_vat_ok(vat_promise_wait(vat_conn_closed(client), WAIT_S, &v));
+  ck_assert(vat_equal(v, reason));
+  vat_conn_close(server);
+  vat_promise_wait(vat_conn_closed(server), WAIT_S, NULL);
+  test_quiesce(sys);
+}
+END_TEST
+
 void test_net_ends_tests(Suite *s) {
   TCase *tc = test_case("ends", 60);
   tcase_add_test(tc, a_request_whose_send_ends_the_connection_is_answered_once);
+  tcase_add_test(tc, a_burst_of_own_sends_past_the_limit_is_named_as_such);
   suite_add_tcase(s, tc);
 }

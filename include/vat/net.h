@@ -242,10 +242,17 @@ typedef struct vat_conn_options {
    *  carry at once. 0: VAT_CONN_OUT_PAUSE. */
   size_t out_pause_bytes;
   /** Output queued past which the connection ends: a frame to send when
-   *  more than this is queued ends it with the error overloaded("peer does
-   *  not read: N bytes queued") (code vat_atom_overloaded()) in place of
-   *  disconnected(cause), what was queued is dropped and the socket closed
-   *  at once. So the queue holds at most this plus one frame. It bounds
+   *  more than this is queued ends it with the error overloaded(cause)
+   *  (code vat_atom_overloaded()) in place of disconnected(cause), what
+   *  was queued is dropped and the socket closed at once. The cause says
+   *  whose frames filled the queue: "peer does not read: N bytes queued"
+   *  when answers to the peer's calls are half of out_pause_bytes or more
+   *  of it (the peer leaves what it asked for unread), else "sending
+   *  faster than the peer reads: N bytes queued" (this side's own calls
+   *  and messages, as a burst of one-way messages faster than the peer
+   *  takes them makes, however well it reads). A request whose frame
+   *  found the queue full breaks with that error, once, as every question
+   *  waiting does. So the queue holds at most this plus one frame. It bounds
    *  what reading's pause cannot hold back: this side's own calls to the
    *  peer, and the answers to calls read before the pause. 0:
    *  VAT_CONN_OUT_MAX. Below out_pause_bytes (each after its default):

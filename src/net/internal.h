@@ -64,6 +64,11 @@ void net_io_abort(net_io *io);
 void net_io_frame_done(net_io *io, size_t len);
 /** The output queue and reading state, for vat_conn_inspect. Any thread. */
 void net_io_info(net_io *io, vat_conn_info *out);
+/** Whether the answers queued for the peer are out_resume bytes or more:
+ *  the peer lets what it asked for pile up, where a full queue of this
+ *  side's own calls is this side sending faster than the peer reads. Any
+ *  thread. */
+bool net_io_answers_unread(net_io *io);
 /** Closes the socket once what was queued is written. Any thread. */
 void net_io_close(net_io *io);
 /** As net_io_close, for the connection vat ending the connection: returns
