@@ -2240,7 +2240,8 @@ END_TEST
 static void add_shutdown_tests(Suite *s);
 static void add_host_loop_tests(Suite *s);
 static void add_edges_tests(Suite *s);
-void test_net_ends_tests(Suite *s); /* test_net_ends.c */
+void test_net_ends_tests(Suite *s);   /* test_net_ends.c */
+void test_net_settle_tests(Suite *s); /* test_net_settle.c */
 
 Suite *test_net_suite(void) {
   Suite *s = suite_create("net");
@@ -2298,6 +2299,7 @@ Suite *test_net_suite(void) {
   add_host_loop_tests(s);
   add_edges_tests(s);
   test_net_ends_tests(s);
+  test_net_settle_tests(s);
   return s;
 }
 

@@ -91,8 +91,15 @@
  * has no list of methods: what it answers to a selector it does not know
  * is its own affair (a TypeError says it as JS would); a facet
  * (vat/caps.h) refuses those it does not let through, as above. A promise
- * this side exported that breaks (CTP_RESOLVE) goes with its reason as it
- * is.
+ * this side exported that breaks (CTP_RESOLVE) goes as an answer does,
+ * its reason by the same table (no call's target: an ended vat's row is
+ * for the reasons only an ended vat gives), so a peer handed a promise
+ * tells refusals apart as one that asked does. An answer or a settlement
+ * that cannot go either way is an exception: Error("the value has no
+ * CapData form: ...") (a string that is not UTF-8, say), or
+ * RangeError("limit: too many exports"). The other way, the peer's
+ * exception (CTP_RETURN) and its rejection (CTP_RESOLVE) break ours with
+ * the reason as it decodes, alike.
  *
  * When the connection ends (end of stream, a read or write error, a
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the limit,

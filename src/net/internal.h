@@ -293,6 +293,13 @@ vat_value net_exception(vat_value reason, vat_ref *target);
 
 /* --- calls.c: questions asked by the peer ------------------------------ */
 
+/** Sends `m` (a CTP_RETURN or a CTP_RESOLVE, its id set) settling with
+ *  `value`: resolved, or broken, its reason as the exception the peer gets
+ *  (net_exception; `target` the ref the call went to, or NULL). A value
+ *  that cannot go (no CapData form, past max_exports) goes as an exception
+ *  saying so. */
+void net_send_outcome(vat_turn *turn, net_conn *c, vat_captp_msg *m,
+                      bool resolved, vat_value value, vat_ref *target);
 void net_handle_bootstrap(vat_turn *turn, net_conn *c, const char *qid);
 void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m);
 /** A CTP_CALL whose envelope decoded but whose method and arguments did

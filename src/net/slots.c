@@ -165,7 +165,9 @@ void net_drop(net_conn *c, uint64_t n, int64_t dec) {
 }
 
 /* A promise we exported settled: tell the peer (CTP_RESOLVE), naming it
- * as the peer does ("p-N" for our p+N). */
+ * as the peer does ("p-N" for our p+N), as an answer is told: a broken
+ * one's reason as the exception of vat/net.h's table, so the peer tells
+ * refusals apart alike whether it asked or was handed a promise. */
 typedef struct exported_promise {
   net_conn *c; /* the when-callback may run on a proxy's state: not used */
   uint64_t n;
@@ -175,17 +177,8 @@ static void promise_settled(vat_turn *turn, void *state, void *ctx,
                             bool resolved, vat_value value) {
   exported_promise *e = ctx;
   (void)state;
-  vat_captp_msg m = {.type = VAT_CAPTP_RESOLVE,
-                     .id = net_name('p', '-', e->n),
-                     .value = value,
-                     .is_reject = !resolved};
-  int rc = net_send(turn, e->c, &m, NULL);
-  if (rc != VAT_OK && rc != VAT_ECLOSED) {
-    m.value = vat_error(vat_atom_intern("Error"),
-                        vat_string("the value has no CapData form"));
-    m.is_reject = true;
-    net_send(turn, e->c, &m, NULL);
-  }
+  vat_captp_msg m = {.type = VAT_CAPTP_RESOLVE, .id = net_name('p', '-', e->n)};
+  net_send_outcome(turn, e->c, &m, resolved, value, NULL);
 }
 
 static int export_promise(net_slots_ctx *x, vat_promise *p,
