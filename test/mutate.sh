@@ -270,6 +270,11 @@ net-full-cause-never-the-peer|src/net/conn.c|net|net_io_answers_unread(c->io)|fa
 settle-promise-reason-as-is|src/net/calls.c|net|m->value = resolved ? value : net_exception(value, target);|m->value = value;
 settle-promise-sent-as-is|src/net/slots.c|net|net_send_outcome(turn, e->c, &m, resolved, value, NULL);|m.value = value; m.is_reject = !resolved; net_send(turn, e->c, &m, NULL);
 settle-unsendable-detail-raw|src/net/calls.c|net|*d = '?';|(void)d;
+# issue: process boundary (an answer ref's question lives as long as the ref)
+pipes-never-swept|src/net/pipe.c|net|e->live = e->ref != NULL;|e->live = true;
+pipes-links-never-cleared|src/net/pipe.c|net|GC_general_register_disappearing_link(&e->ref, obj) == GC_NO_MEMORY)|false)
+pipes-sweep-drops-live|src/net/pipe.c|net|if (e->live && !net_table_put(&k->refs, e->key, e))|if (false && !net_table_put(&k->refs, e->key, e))
+pipes-stale-entry-matches|src/net/pipe.c|net|return e != NULL && e->ref == (void *)answer ? e->q : 0;|return e != NULL ? e->q : 0;
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -2242,6 +2242,7 @@ static void add_host_loop_tests(Suite *s);
 static void add_edges_tests(Suite *s);
 void test_net_ends_tests(Suite *s);   /* test_net_ends.c */
 void test_net_settle_tests(Suite *s); /* test_net_settle.c */
+void test_net_pipes_tests(Suite *s);  /* test_net_pipes.c */
 
 Suite *test_net_suite(void) {
   Suite *s = suite_create("net");
@@ -2300,6 +2301,7 @@ Suite *test_net_suite(void) {
   add_edges_tests(s);
   test_net_ends_tests(s);
   test_net_settle_tests(s);
+  test_net_pipes_tests(s);
   return s;
 }
 

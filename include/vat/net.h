@@ -389,7 +389,11 @@ int vat_conn_close(vat_conn *conn);
  *  for its answer), and makes *answer, a ref standing for that answer:
  *  messages and requests sent to it go to the peer at once, addressed to
  *  the unanswered question (CapTP's "q-N" target), so a chain of calls
- *  costs one round trip. They are sent in order after the call. `target`
+ *  costs one round trip. They are sent in order after the call, and keep
+ *  that address after the answer came (the peer delivers them to what it
+ *  answered, while it keeps the answer: Endo keeps all, libvat the last
+ *  max_questions), for as long as the ref lives; the connection keeps
+ *  nothing for an answer ref once it is collected. `target`
  *  must be a proxy, a vat_conn_bootstrap_ref, or an answer ref from an
  *  earlier vat_conn_pipeline: the call is chained, addressed to that
  *  earlier question as CapTP pipelines (Endo's E(E(x).a()).b()), and the

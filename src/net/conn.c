@@ -248,6 +248,7 @@ static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
     vat_break(turn, c->remote_bootstrap, reason);
   c->questions = c->promises = c->answers = (net_table){0};
   c->exports = c->export_ids = (net_table){0};
+  c->pipes = (net_pipes){0};
   c->end_reason = reason;
   /* `closed` waits for the socket to close and the I/O to let go of what
    * it holds (vat/net.h): the vat ends then, and not before, so that its

@@ -27,6 +27,12 @@ void *net_table_take(net_table *t, uint64_t key);
 void net_table_each(const net_table *t, void (*fn)(void *ctx, void *val),
                     void *ctx);
 
+/** pipe.c's answer refs and the questions they stand for (see there). */
+typedef struct net_pipes {
+  net_table refs;  /* an answer ref's address -> its entry */
+  size_t sweep_at; /* entries at which those of collected refs go */
+} net_pipes;
+
 /* --- io.c: the socket, on the shared loop or the host's ----------------- */
 
 typedef struct net_io net_io;
@@ -169,7 +175,7 @@ struct net_conn {
   net_table import_promise_ids; /* their promise, imported -> its number */
   net_table export_promises;    /* our export number -> vat_promise */
   net_table export_counts;      /* our export number -> times sent */
-  net_table pipes;              /* answer ref (pipe.c) -> question number */
+  net_pipes pipes;              /* answer ref (pipe.c) -> question number */
   const char *iface_label;      /* the label iface was made of (slots.c) */
   const char *iface;            /* "Alleged: " and that label, sanitized */
   bool ended;
@@ -274,6 +280,11 @@ vat_resolver *net_take_promise(net_conn *c, uint64_t n);
 
 /* --- pipe.c: sends on the answer of an unanswered question ------------ */
 
+/** Notes that `answer` stands for question `q` for as long as the ref
+ *  lives. False when memory is exhausted. */
+bool net_pipes_put(net_pipes *p, vat_ref *answer, uint64_t q);
+/** The question `answer` stands for; 0 when none (its call never went). */
+uint64_t net_pipes_get(const net_pipes *p, vat_ref *answer);
 /** True when `v` is a message for a pipelined answer: stores the answer's
  *  ref and the original message value. */
 bool net_pipe_via(vat_value v, vat_ref **answer, vat_value *inner);

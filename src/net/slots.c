@@ -112,8 +112,7 @@ void net_call_out(vat_turn *turn, net_conn *c, const char *target,
     return;
   }
   if (via) {
-    uint64_t q = (uint64_t)(uintptr_t)net_table_get(
-        &c->pipes, (uint64_t)(uintptr_t)answer);
+    uint64_t q = net_pipes_get(&c->pipes, answer);
     if (q == 0) { /* the call it follows never went out */
       refuse(turn, reply, "Error", "the call this one follows failed");
       return;
@@ -121,8 +120,8 @@ void net_call_out(vat_turn *turn, net_conn *c, const char *target,
     target = net_name('q', '-', q);
   }
   uint64_t n = call_out(turn, c, target, selector, args, reply);
-  if (n != 0 && pipe != NULL)
-    net_table_put(&c->pipes, (uint64_t)(uintptr_t)pipe, (void *)(uintptr_t)n);
+  if (n != 0 && pipe != NULL) /* no memory: its messages are refused */
+    (void)net_pipes_put(&c->pipes, pipe, n);
 }
 
 static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
