@@ -275,6 +275,14 @@ pipes-never-swept|src/net/pipe.c|net|e->live = e->ref != NULL;|e->live = true;
 pipes-links-never-cleared|src/net/pipe.c|net|GC_general_register_disappearing_link(&e->ref, obj) == GC_NO_MEMORY)|false)
 pipes-sweep-drops-live|src/net/pipe.c|net|if (e->live && !net_table_put(&k->refs, e->key, e))|if (false && !net_table_put(&k->refs, e->key, e))
 pipes-stale-entry-matches|src/net/pipe.c|net|return e != NULL && e->ref == (void *)answer ? e->q : 0;|return e != NULL ? e->q : 0;
+# issue: process boundary (promises of vat/net.h no test held before)
+net-closed-of-null-crashes|src/net/conn.c|net|return conn ? conn->closed : NULL;|return conn->closed;
+net-pipeline-null-args-taken|src/net/pipe.c|net|if (target == NULL \|\| method == NULL \|\| out == NULL \|\| answer_out == NULL)|if (target == NULL)
+net-port-of-null-crashes|src/net/socket.c|net|return l ? l->port : 0;|return l->port;
+net-conn-label-ignored|src/net/conn.c|net|def.label = o.label;|(void)0;
+net-conn-label-default-lost|src/net/conn.c|net|.label = "captp",|.label = NULL,
+net-payload-not-wrapped-in-a-list|src/net/slots.c|net|args = vat_list(&args, 1);|(void)0;
+net-relayed-error-fields-dropped|src/net/refusals.c|net|} else if (vat_type_of(payload) != VAT_T_NULL) {|} else if (0) {
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -2243,6 +2243,7 @@ static void add_edges_tests(Suite *s);
 void test_net_ends_tests(Suite *s);   /* test_net_ends.c */
 void test_net_settle_tests(Suite *s); /* test_net_settle.c */
 void test_net_pipes_tests(Suite *s);  /* test_net_pipes.c */
+void test_net_api_tests(Suite *s);    /* test_net_api.c */
 
 Suite *test_net_suite(void) {
   Suite *s = suite_create("net");
@@ -2302,6 +2303,7 @@ Suite *test_net_suite(void) {
   test_net_ends_tests(s);
   test_net_settle_tests(s);
   test_net_pipes_tests(s);
+  test_net_api_tests(s);
   return s;
 }
 
