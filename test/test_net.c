@@ -2070,6 +2070,12 @@ static bool wait_reading(vat_conn *c, bool paused, vat_conn_info *info) {
   return false;
 }
 
+static size_t conn_info_queued(vat_conn *c) {
+  vat_conn_info info;
+  ck_assert_vat_ok(vat_conn_inspect(c, &info));
+  return info.out_queued;
+}
+
 START_TEST(a_peer_that_does_not_read_is_paused_then_cut_off) {
   pair p;
   open_pair(&p);
@@ -2098,8 +2104,17 @@ START_TEST(a_peer_that_does_not_read_is_paused_then_cut_off) {
   vat_value args[2] = {vat_int(2), vat_int(3)}, v;
   ck_assert_vat_ok(ask(p.remote, "add", args, 2, &v));
   ck_assert(vat_equal(v, vat_int(5)));
+  /* The answers the peer does not read have queued, half the pause at
+   * least (what it holds counted frames not yet answered too: a slow vat,
+   * the hostile build's, answers them later). */
+  double deadline = test_wall_seconds() + WAIT_S;
+  while (conn_info_queued(c) < FLOOD_PAUSE / 2 &&
+         test_wall_seconds() < deadline)
+    test_sleep(0.001);
+  ck_assert_uint_ge(conn_info_queued(c), FLOOD_PAUSE / 2);
   /* This side's own calls to the peer, which no pause holds back, take the
-   * queue past the hard limit: the connection ends, at once. */
+   * queue past the hard limit: the connection ends, at once, the answers
+   * the peer left unread named as the cause. */
   char big[4001];
   memset(big, 'y', sizeof big - 1);
   big[sizeof big - 1] = '\0';

@@ -138,8 +138,9 @@ START_TEST(answer_refs_leave_the_connection_with_them) {
     fprintf(stderr, "pipes: after round %d of %d pipelined calls: %lld held\n",
             r + 1, CALLS, (long long)held[r]);
   }
+  /* Up to twice what lived at the last sweep, and never swept below 64. */
   for (int r = 0; r < ROUNDS; r++)
-    ck_assert_msg(held[r] <= 3 * CALLS,
+    ck_assert_msg(held[r] <= 3 * CALLS + 64,
                   "after round %d of %d pipelined calls: %lld answer refs "
                   "held (of %d made)",
                   r + 1, CALLS, (long long)held[r], (r + 1) * CALLS);
