@@ -253,6 +253,23 @@ sim-shrink-drops-nothing|src/sim/shrink.c|sim_plan|if (!attempt(s, &c, UINT64_MA
 sim-shrink-moves-nothing|src/sim/shrink.c|sim_plan|uint64_t mid = lo + (hi - lo) / 2;|uint64_t mid = hi;
 sim-trace-no-fault-marker|src/sim/faults.c|sim_plan|if (ring != NULL)|if (0)
 sim-trace-tracks-per-worker|src/trace/write.c|sim_plan|if (sys->trace_vat_track == NULL \|\| vat == NULL)|if (1)
+# Replay across processes (test/test_sim_replay.c): the replay line, split
+# as a shell splits it, runs the same run in another process.
+sim-replay-plan-unquoted|src/sim/harness.c|sim_replay|"replay: VAT_SIM_SEED=%" PRIu64 " VAT_SIM_PLAN='%s' (scenario "|"replay: VAT_SIM_SEED=%" PRIu64 " VAT_SIM_PLAN=%s (scenario "
+sim-replay-env-plan-ignored|src/sim/harness.c|sim_replay|const char *plan = getenv("VAT_SIM_PLAN");|const char *plan = NULL;
+sim-replay-env-seed-ignored|src/sim/harness.c|sim_replay|if (env != NULL && *env != '\0') {|if (0) {
+sim-replay-label-with-quotes|src/sim/plan.c|sim_replay|(c >= '0' && c <= '9') \|\| c == '_' \|\| c == '.' \|\| c == '-';|(c >= '0' && c <= '9') \|\| c == '_' \|\| c == '.' \|\| c == '-' \|\| c == '\'' \|\| c == '$';
+sim-replay-label-shared|src/sim/plan.c|sim_replay|if (j != i && other != NULL && strcmp(other, label) == 0)|if (0)
+# A deterministic system's trace in virtual time, the same in every replay.
+trace-virtual-turns-share-instant|src/core/trace.h|trace sim_replay|r->virtual_next = t + 1;|r->virtual_next = t;
+trace-virtual-turns-real-clock|src/core/trace.h|trace sim_replay|if (r->virtual_now != NULL) { /* `left` stays 0: every turn reads it */|if (0) {
+trace-virtual-clock-unread|src/core/trace.c|trace sim_replay|if (sys->virtual_clock)|if (0)
+trace-virtual-between-turns-real|src/core/trace.c|trace sim_replay|if (r->virtual_now != NULL)|if (0)
+trace-virtual-start-real|src/trace/config.c|trace sim_replay|sys->virtual_clock|false
+trace-virtual-scaled|src/trace/write.c|trace sim_replay|if (w->virtual_time) /* ticks are the virtual clock's nanoseconds */|if (0)
+trace-refs-by-address|src/trace/write.c|trace sim_replay|unsigned n = w->virtual_time && p ? ordinal_of(&w->refs, p) : 0;|unsigned n = 0;
+trace-refs-one-number|src/trace/write.c|sim_plan|o->nums[h] = (unsigned)++o->n;|o->nums[h] = 1; o->n++;
+trace-flow-ids-tagged|src/trace/write.c|sim_replay|id &= ~tag;|(void)tag;
 # The fixed programs of test/test_sim_bugs.c: each fix undone must fail its campaign.
 sim-bugs-2pc-no-monitor|test/test_sim_bugs.c|sim_bugs|expect_vat_ok(vat_monitor(turn, w->coord, coordinator_down, &id));|(void)coordinator_down, (void)id;
 sim-bugs-election-no-quorum|test/test_sim_bugs.c|sim_bugs|if (++n->votes >= MAJORITY)|if (++n->votes >= 1)

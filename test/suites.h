@@ -49,6 +49,7 @@
   X(sim_bugs)                                                                  \
   X(sim_plan)                                                                  \
   X(sim_faults)                                                                \
+  X(sim_replay)                                                                \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)
 
