@@ -59,6 +59,18 @@ static void called_back(vat_turn *turn, void *state, void *ctx, bool resolved,
     vat_reply_error(turn, ctx, value);
 }
 
+/* Reasons of the table in vat/net.h that JS has no name for, by a name
+ * the peer passes. */
+static vat_value reason_named(const char *name) {
+  if (name != NULL && strcmp(name, "refused") == 0)
+    return vat_error(vat_atom_refused(), vat_string("echo"));
+  if (name != NULL && strcmp(name, "killed") == 0)
+    return vat_atom_value(vat_atom_killed());
+  if (name != NULL && strcmp(name, "custom") == 0)
+    return vat_error(sel("NotFound"), vat_string("no such key"));
+  return vat_int(42);
+}
+
 static void served_receive(vat_turn *turn, void *state,
                            const vat_atom *selector, vat_value value) {
   (void)state;
@@ -88,6 +100,19 @@ static void served_receive(vat_turn *turn, void *state,
       vat_resolve(turn, r, vat_at(args, 0));
     else
       vat_break(turn, r, vat_error(sel("Error"), vat_at(args, 0)));
+  } else if (selector == sel("fail_with") || selector == sel("defer_with")) {
+    /* The same libvat reason for the answer, or for a promise in it. */
+    vat_value reason = reason_named(vat_string_data(vat_at(args, 0)));
+    if (selector == sel("fail_with")) {
+      vat_reply_error(turn, reply, reason);
+    } else {
+      vat_promise *later;
+      vat_resolver *r;
+      vat_promise_new(&later, &r);
+      vat_value pv = vat_promise_value(later);
+      vat_reply(turn, reply, vat_list(&pv, 1));
+      vat_break(turn, r, reason);
+    }
   } else if (selector == sel("revoked")) {
     /* A caretaker of this object, revoked before the peer can call it
      * (the revoker's message is queued ahead of any call). */
@@ -355,6 +380,14 @@ static void check_echo(vat_ref *endo) {
   }
 }
 
+/* The message of an error from Endo: its payload holds its fields. */
+static vat_value error_message(vat_value e) {
+  vat_value msg = vat_null();
+  if (vat_type_of(e) == VAT_T_ERROR)
+    vat_map_get(vat_error_payload(e), vat_atom_named("message"), &msg);
+  return msg;
+}
+
 /* An error comes back with the errorId Endo gives it: same code and
  * message. */
 static void check_echo_error(vat_ref *endo) {
@@ -386,6 +419,21 @@ static void check_calls(vat_system *sys, vat_ref *endo) {
   rc = ask(endo, "rejectLater", NULL, 0, 0, &v);
   CHECK(rc == VAT_EBROKEN && vat_error_code(v) == sel("RangeError"),
         "rejectLater: %s %s", vat_err_name(rc), show(v));
+  /* A promise of Endo's inside an answer, rejected the same way: it
+   * breaks as the answer did (Endo's errorIds differ: name and message). */
+  vat_value answered = v;
+  rc = ask(endo, "pendingReject", NULL, 0, 0, &v);
+  vat_promise *rejected = vat_value_promise(vat_at(v, 0));
+  CHECK(rc == VAT_OK && rejected != NULL, "pendingReject: %s %s",
+        vat_err_name(rc), show(v));
+  if (rejected != NULL) {
+    rc = vat_promise_wait(rejected, WAIT_S, &v);
+    CHECK(rc == VAT_EBROKEN && vat_type_of(v) == VAT_T_ERROR &&
+              vat_error_code(v) == vat_error_code(answered) &&
+              vat_equal(error_message(v), error_message(answered)),
+          "pendingReject's promise: %s %s, the answer %s", vat_err_name(rc),
+          show(v), show(answered));
+  }
   /* A promise of Endo's inside an answer, settled later. */
   rc = ask(endo, "pending", NULL, 0, 0, &v);
   vat_promise *later = vat_value_promise(vat_at(v, 0));

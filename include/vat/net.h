@@ -91,8 +91,15 @@
  * has no list of methods: what it answers to a selector it does not know
  * is its own affair (a TypeError says it as JS would); a facet
  * (vat/caps.h) refuses those it does not let through, as above. A promise
- * this side exported that breaks (CTP_RESOLVE) goes with its reason as it
- * is.
+ * this side exported that breaks (CTP_RESOLVE) goes as an answer does,
+ * its reason by the same table (no call's target: an ended vat's row is
+ * for the reasons only an ended vat gives), so a peer handed a promise
+ * tells refusals apart as one that asked does. An answer or a settlement
+ * that cannot go either way is an exception: Error("the value has no
+ * CapData form: ...") (a string that is not UTF-8, say), or
+ * RangeError("limit: too many exports"). The other way, the peer's
+ * exception (CTP_RETURN) and its rejection (CTP_RESOLVE) break ours with
+ * the reason as it decodes, alike.
  *
  * When the connection ends (end of stream, a read or write error, a
  * CTP_DISCONNECT from the peer, a frame that is malformed or over the limit,
@@ -242,10 +249,17 @@ typedef struct vat_conn_options {
    *  carry at once. 0: VAT_CONN_OUT_PAUSE. */
   size_t out_pause_bytes;
   /** Output queued past which the connection ends: a frame to send when
-   *  more than this is queued ends it with the error overloaded("peer does
-   *  not read: N bytes queued") (code vat_atom_overloaded()) in place of
-   *  disconnected(cause), what was queued is dropped and the socket closed
-   *  at once. So the queue holds at most this plus one frame. It bounds
+   *  more than this is queued ends it with the error overloaded(cause)
+   *  (code vat_atom_overloaded()) in place of disconnected(cause), what
+   *  was queued is dropped and the socket closed at once. The cause says
+   *  whose frames filled the queue: "peer does not read: N bytes queued"
+   *  when answers to the peer's calls are half of out_pause_bytes or more
+   *  of it (the peer leaves what it asked for unread), else "sending
+   *  faster than the peer reads: N bytes queued" (this side's own calls
+   *  and messages, as a burst of one-way messages faster than the peer
+   *  takes them makes, however well it reads). A request whose frame
+   *  found the queue full breaks with that error, once, as every question
+   *  waiting does. So the queue holds at most this plus one frame. It bounds
    *  what reading's pause cannot hold back: this side's own calls to the
    *  peer, and the answers to calls read before the pause. 0:
    *  VAT_CONN_OUT_MAX. Below out_pause_bytes (each after its default):
@@ -375,7 +389,11 @@ int vat_conn_close(vat_conn *conn);
  *  for its answer), and makes *answer, a ref standing for that answer:
  *  messages and requests sent to it go to the peer at once, addressed to
  *  the unanswered question (CapTP's "q-N" target), so a chain of calls
- *  costs one round trip. They are sent in order after the call. `target`
+ *  costs one round trip. They are sent in order after the call, and keep
+ *  that address after the answer came (the peer delivers them to what it
+ *  answered, while it keeps the answer: Endo keeps all, libvat the last
+ *  max_questions), for as long as the ref lives; the connection keeps
+ *  nothing for an answer ref once it is collected. `target`
  *  must be a proxy, a vat_conn_bootstrap_ref, or an answer ref from an
  *  earlier vat_conn_pipeline: the call is chained, addressed to that
  *  earlier question as CapTP pipelines (Endo's E(E(x).a()).b()), and the

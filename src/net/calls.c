@@ -36,30 +36,40 @@ static vat_value error_text(const char *code, const char *text) {
   return vat_error(vat_atom_intern(code), vat_string(text));
 }
 
-/* A broken promise's reason goes as an exception (refusals.c). */
-static void send_return(vat_turn *turn, net_conn *c, const answer_ctx *a,
-                        bool resolved, vat_value value) {
-  vat_captp_msg m = {.type = VAT_CAPTP_RETURN,
-                     .id = a->qid,
-                     .value =
-                         resolved ? value : net_exception(value, a->target),
-                     .is_reject = !resolved};
+/* A broken promise's reason goes as an exception (refusals.c); a value
+ * that cannot go becomes one, as the peer must hear something. */
+void net_send_outcome(vat_turn *turn, net_conn *c, vat_captp_msg *m,
+                      bool resolved, vat_value value, vat_ref *target) {
+  m->value = resolved ? value : net_exception(value, target);
+  m->is_reject = !resolved;
   vat_captp_error err;
-  int rc = net_send(turn, c, &m, &err);
+  int rc = net_send(turn, c, m, &err);
   if (rc == VAT_OK || rc == VAT_ECLOSED)
     return;
-  if (rc == VAT_EBUSY) { /* max_exports: the answer would export one more */
-    m.value = error_text("RangeError", "limit: too many exports");
-    m.is_reject = true;
-    net_send(turn, c, &m, NULL);
+  if (rc == VAT_EBUSY) { /* max_exports: the value would export one more */
+    m->value = error_text("RangeError", "limit: too many exports");
+    m->is_reject = true;
+    net_send(turn, c, m, NULL);
     return;
   }
   char detail[256];
-  snprintf(detail, sizeof detail, "the answer has no CapData form: %s%s%s",
+  snprintf(detail, sizeof detail, "the value has no CapData form: %s%s%s",
            vat_captp_err_text(err.code), err.detail[0] ? ": " : "", err.detail);
-  m.value = vat_error(vat_atom_intern("Error"), vat_string(detail));
-  m.is_reject = true;
-  net_send(turn, c, &m, NULL);
+  /* The encoder's detail quotes what failed, a string that is not UTF-8
+   * say: as it is, the exception would not go either, and the peer would
+   * wait for ever. */
+  for (char *d = detail; *d; d++)
+    if ((unsigned char)*d < 0x20 || (unsigned char)*d > 0x7e)
+      *d = '?';
+  m->value = vat_error(vat_atom_intern("Error"), vat_string(detail));
+  m->is_reject = true;
+  net_send(turn, c, m, NULL);
+}
+
+static void send_return(vat_turn *turn, net_conn *c, const answer_ctx *a,
+                        bool resolved, vat_value value) {
+  vat_captp_msg m = {.type = VAT_CAPTP_RETURN, .id = a->qid};
+  net_send_outcome(turn, c, &m, resolved, value, a->target);
 }
 
 static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,

@@ -171,9 +171,15 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
   default: {
     /* What the peer does not read cannot be kept for ever: the
      * connection ends, and drops its queue (a close after the queued
-     * writes would wait for the peer for ever too). */
+     * writes would wait for the peer for ever too). Whose frames filled
+     * it says why: answers the peer leaves unread, or this side's own
+     * calls sent faster than the peer reads them (a burst of one-way
+     * messages to a peer that reads all it can). */
     char cause[80];
-    snprintf(cause, sizeof cause, "peer does not read: %zu bytes queued",
+    snprintf(cause, sizeof cause, "%s: %zu bytes queued",
+             net_io_answers_unread(c->io)
+                 ? "peer does not read"
+                 : "sending faster than the peer reads",
              queued);
     end_with(turn, c, vat_error(vat_atom_overloaded(), vat_string(cause)),
              false, true);
@@ -242,6 +248,7 @@ static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
     vat_break(turn, c->remote_bootstrap, reason);
   c->questions = c->promises = c->answers = (net_table){0};
   c->exports = c->export_ids = (net_table){0};
+  c->pipes = (net_pipes){0};
   c->end_reason = reason;
   /* `closed` waits for the socket to close and the I/O to let go of what
    * it holds (vat/net.h): the vat ends then, and not before, so that its

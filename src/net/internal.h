@@ -27,6 +27,12 @@ void *net_table_take(net_table *t, uint64_t key);
 void net_table_each(const net_table *t, void (*fn)(void *ctx, void *val),
                     void *ctx);
 
+/** pipe.c's answer refs and the questions they stand for (see there). */
+typedef struct net_pipes {
+  net_table refs;  /* an answer ref's address -> its entry */
+  size_t sweep_at; /* entries at which those of collected refs go */
+} net_pipes;
+
 /* --- io.c: the socket, on the shared loop or the host's ----------------- */
 
 typedef struct net_io net_io;
@@ -64,6 +70,11 @@ void net_io_abort(net_io *io);
 void net_io_frame_done(net_io *io, size_t len);
 /** The output queue and reading state, for vat_conn_inspect. Any thread. */
 void net_io_info(net_io *io, vat_conn_info *out);
+/** Whether the answers queued for the peer are out_resume bytes or more:
+ *  the peer lets what it asked for pile up, where a full queue of this
+ *  side's own calls is this side sending faster than the peer reads. Any
+ *  thread. */
+bool net_io_answers_unread(net_io *io);
 /** Closes the socket once what was queued is written. Any thread. */
 void net_io_close(net_io *io);
 /** As net_io_close, for the connection vat ending the connection: returns
@@ -164,7 +175,7 @@ struct net_conn {
   net_table import_promise_ids; /* their promise, imported -> its number */
   net_table export_promises;    /* our export number -> vat_promise */
   net_table export_counts;      /* our export number -> times sent */
-  net_table pipes;              /* answer ref (pipe.c) -> question number */
+  net_pipes pipes;              /* answer ref (pipe.c) -> question number */
   const char *iface_label;      /* the label iface was made of (slots.c) */
   const char *iface;            /* "Alleged: " and that label, sanitized */
   bool ended;
@@ -269,6 +280,11 @@ vat_resolver *net_take_promise(net_conn *c, uint64_t n);
 
 /* --- pipe.c: sends on the answer of an unanswered question ------------ */
 
+/** Notes that `answer` stands for question `q` for as long as the ref
+ *  lives. False when memory is exhausted. */
+bool net_pipes_put(net_pipes *p, vat_ref *answer, uint64_t q);
+/** The question `answer` stands for; 0 when none (its call never went). */
+uint64_t net_pipes_get(const net_pipes *p, vat_ref *answer);
 /** True when `v` is a message for a pipelined answer: stores the answer's
  *  ref and the original message value. */
 bool net_pipe_via(vat_value v, vat_ref **answer, vat_value *inner);
@@ -288,6 +304,13 @@ vat_value net_exception(vat_value reason, vat_ref *target);
 
 /* --- calls.c: questions asked by the peer ------------------------------ */
 
+/** Sends `m` (a CTP_RETURN or a CTP_RESOLVE, its id set) settling with
+ *  `value`: resolved, or broken, its reason as the exception the peer gets
+ *  (net_exception; `target` the ref the call went to, or NULL). A value
+ *  that cannot go (no CapData form, past max_exports) goes as an exception
+ *  saying so. */
+void net_send_outcome(vat_turn *turn, net_conn *c, vat_captp_msg *m,
+                      bool resolved, vat_value value, vat_ref *target);
 void net_handle_bootstrap(vat_turn *turn, net_conn *c, const char *qid);
 void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m);
 /** A CTP_CALL whose envelope decoded but whose method and arguments did

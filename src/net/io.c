@@ -695,6 +695,11 @@ void net_io_info(net_io *io, vat_conn_info *out) {
       atomic_load_explicit(&io->read_pauses, memory_order_relaxed);
 }
 
+bool net_io_answers_unread(net_io *io) {
+  return atomic_load_explicit(&io->out_answers, memory_order_relaxed) >=
+         io->out_resume;
+}
+
 /* --- Opening ------------------------------------------------------------ */
 
 static int open_stream(net_io *io, int fd) {

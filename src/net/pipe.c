@@ -26,11 +26,101 @@
  * first turn, queued before the handle is returned, so it is known when
  * any message for the ref arrives. Calls keep the question as their
  * address after the answer, as an answer ref's do, so the peer delivers
- * them all through one answer, in the order they were sent. */
+ * them all through one answer, in the order they were sent.
+ *
+ * Which question an answer ref stands for must be known as long as the
+ * ref can be sent to, after the answer too (the peer keeps answers for
+ * that), and no longer: the connection makes no other use of the ref, and
+ * a table keyed by the ref's address for the connection's life grew by an
+ * entry per pipelined call, while a ref made later at a collected one's
+ * address would have found the old question. So the table holds each
+ * ref weakly, a disappearing link in an entry the collector does not scan
+ * (net_pipes_put): the link reads NULL once the ref is collected, before
+ * its memory can be reused, and a lookup matches only an entry whose link
+ * still names the ref it is given. Entries of collected refs go when the
+ * table has grown to twice what was alive at the last sweep. */
 #define GC_THREADS 1
 #include <gc/gc.h>
 
 #include "internal.h"
+
+/* --- Answer refs and their questions -------------------------------------- */
+
+typedef struct pipe_entry {
+  void *ref;    /* the answer ref: a disappearing link, NULL once collected */
+  uint64_t key; /* its address, the table's key */
+  uint64_t q;   /* the question it stands for */
+  bool live;    /* the sweep's reading of `ref`, under the collector's lock */
+} pipe_entry;
+
+enum { PIPES_SWEEP_MIN = 64 };
+
+uint64_t net_pipes_get(const net_pipes *p, vat_ref *answer) {
+  const pipe_entry *e = net_table_get(&p->refs, (uint64_t)(uintptr_t)answer);
+  /* Read without the collector's lock: a ref the caller holds is alive,
+   * so its own entry's link is not being cleared; and an entry left by a
+   * collected ref at the same address was cleared before that address
+   * could be allocated again, which came before the caller got `answer`. */
+  return e != NULL && e->ref == (void *)answer ? e->q : 0;
+}
+
+static void mark_live(void *ctx, void *val) {
+  (void)ctx;
+  pipe_entry *e = val;
+  e->live = e->ref != NULL;
+}
+
+typedef struct kept {
+  net_table refs;
+  bool failed;
+} kept;
+
+static void keep_live(void *ctx, void *val) {
+  kept *k = ctx;
+  pipe_entry *e = val;
+  if (e->live && !net_table_put(&k->refs, e->key, e))
+    k->failed = true;
+}
+
+/* Drops the entries of collected refs. The links are read under the
+ * collector's lock, which it holds while it clears them; the table is
+ * rebuilt after, as that allocates (a link cleared in between leaves its
+ * entry to the next sweep). */
+static bool sweep(net_pipes *p) {
+  GC_alloc_lock();
+  net_table_each(&p->refs, mark_live, NULL);
+  GC_alloc_unlock();
+  kept k = {{0}, false};
+  net_table_each(&p->refs, keep_live, &k);
+  if (k.failed)
+    return false;
+  p->refs = k.refs;
+  p->sweep_at =
+      2 * k.refs.len > PIPES_SWEEP_MIN ? 2 * k.refs.len : PIPES_SWEEP_MIN;
+  return true;
+}
+
+bool net_pipes_put(net_pipes *p, vat_ref *answer, uint64_t q) {
+  if (p->refs.len >= p->sweep_at && !sweep(p))
+    return false;
+  pipe_entry *e = GC_MALLOC_ATOMIC(sizeof *e);
+  if (e == NULL)
+    return false;
+  e->ref = answer;
+  e->key = (uint64_t)(uintptr_t)answer;
+  e->q = q;
+  e->live = true;
+  /* The object the ref is (an entity is an object of its own; a vat's
+   * first entity lies inside its vat's). */
+  void *obj = GC_base(answer);
+  if (obj != NULL &&
+      GC_general_register_disappearing_link(&e->ref, obj) == GC_NO_MEMORY)
+    return false;
+  return net_table_put(&p->refs, e->key, e);
+}
+
+/* --- The answer ref --------------------------------------------------------
+ */
 
 typedef struct answer {
   vat_ref *proxy; /* the proxy the call went to: its connection's vat */

@@ -68,6 +68,11 @@ static uint64_t call_out(vat_turn *turn, net_conn *c, const char *target,
   rc = net_send(turn, c, &m, &err);
   if (rc == VAT_OK)
     return n;
+  /* The send ended the connection (the queue past out_max_bytes, no
+   * memory): the end broke every question, this one too, with why. A
+   * refusal now would answer the request a second time. */
+  if (c->ended)
+    return 0;
   net_answered(c, n);
   if (rc == VAT_EBUSY) {
     refuse(turn, reply, "limit", "too many exports");
@@ -107,8 +112,7 @@ void net_call_out(vat_turn *turn, net_conn *c, const char *target,
     return;
   }
   if (via) {
-    uint64_t q = (uint64_t)(uintptr_t)net_table_get(
-        &c->pipes, (uint64_t)(uintptr_t)answer);
+    uint64_t q = net_pipes_get(&c->pipes, answer);
     if (q == 0) { /* the call it follows never went out */
       refuse(turn, reply, "Error", "the call this one follows failed");
       return;
@@ -116,8 +120,8 @@ void net_call_out(vat_turn *turn, net_conn *c, const char *target,
     target = net_name('q', '-', q);
   }
   uint64_t n = call_out(turn, c, target, selector, args, reply);
-  if (n != 0 && pipe != NULL)
-    net_table_put(&c->pipes, (uint64_t)(uintptr_t)pipe, (void *)(uintptr_t)n);
+  if (n != 0 && pipe != NULL) /* no memory: its messages are refused */
+    (void)net_pipes_put(&c->pipes, pipe, n);
 }
 
 static void proxy_receive(vat_turn *turn, void *state, const vat_atom *selector,
@@ -160,7 +164,9 @@ void net_drop(net_conn *c, uint64_t n, int64_t dec) {
 }
 
 /* A promise we exported settled: tell the peer (CTP_RESOLVE), naming it
- * as the peer does ("p-N" for our p+N). */
+ * as the peer does ("p-N" for our p+N), as an answer is told: a broken
+ * one's reason as the exception of vat/net.h's table, so the peer tells
+ * refusals apart alike whether it asked or was handed a promise. */
 typedef struct exported_promise {
   net_conn *c; /* the when-callback may run on a proxy's state: not used */
   uint64_t n;
@@ -170,17 +176,8 @@ static void promise_settled(vat_turn *turn, void *state, void *ctx,
                             bool resolved, vat_value value) {
   exported_promise *e = ctx;
   (void)state;
-  vat_captp_msg m = {.type = VAT_CAPTP_RESOLVE,
-                     .id = net_name('p', '-', e->n),
-                     .value = value,
-                     .is_reject = !resolved};
-  int rc = net_send(turn, e->c, &m, NULL);
-  if (rc != VAT_OK && rc != VAT_ECLOSED) {
-    m.value = vat_error(vat_atom_intern("Error"),
-                        vat_string("the value has no CapData form"));
-    m.is_reject = true;
-    net_send(turn, e->c, &m, NULL);
-  }
+  vat_captp_msg m = {.type = VAT_CAPTP_RESOLVE, .id = net_name('p', '-', e->n)};
+  net_send_outcome(turn, e->c, &m, resolved, value, NULL);
 }
 
 static int export_promise(net_slots_ctx *x, vat_promise *p,

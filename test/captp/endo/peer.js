@@ -99,6 +99,9 @@ const makeBootstrap = (getC) =>
     later: () => new Promise(resolve => setTimeout(() => resolve('later'), 10)),
     rejectLater: () =>
       new Promise((_, reject) => setTimeout(() => reject(RangeError('rejected later')), 10)),
+    // A promise inside the answer, rejected later as rejectLater is.
+    pendingReject: () =>
+      harden([new Promise((_, reject) => setTimeout(() => reject(RangeError('rejected later')), 10))]),
     never: () => new Promise(() => {}),
     // A promise inside the answer, settled later: CTP_RESOLVE.
     pending: () =>
@@ -163,6 +166,20 @@ const makeBootstrap = (getC) =>
         check('defer', (await soon) === 'soon');
         const [broken] = await E(c).defer_break('no');
         check('defer_break', (await broken.then(() => null, e => e)) instanceof Error);
+        // A promise of the C side's broken with a libvat reason JS has no
+        // name for rejects as an answer broken with it does: an Error
+        // whose name and message tell the reasons apart.
+        for (const kind of ['refused', 'killed', 'custom', 'value']) {
+          const answered = await E(c).fail_with(kind).then(() => null, e => e);
+          const [later] = await E(c).defer_with(kind);
+          const settled = await later.then(() => null, e => e);
+          check(`defer_with ${kind}: ${String(settled)}, fail_with: ${String(answered)}`,
+            answered instanceof Error && settled instanceof Error &&
+            settled.name === answered.name && settled.message === answered.message);
+        }
+        const refusedLater = await E(c).defer_with('refused').then(([p]) => p).then(() => null, e => e);
+        check(`defer_with refused: ${refusedLater}`, refusedLater instanceof TypeError &&
+          refusedLater.message === 'refused: echo');
         // Pipelined on an unanswered question.
         const sum = await E(E(c).self()).add(2n, 3n);
         check('pipelined', sum === 5n);
