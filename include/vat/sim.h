@@ -154,7 +154,7 @@ typedef enum vat_sim_fault_kind {
   VAT_SIM_FAIL
 } vat_sim_fault_kind;
 
-enum { VAT_SIM_MAX_REPORTED_FAULTS = 8 };
+enum { VAT_SIM_MAX_REPORTED_FAULTS = 8, VAT_SIM_NOTES_SIZE = 512 };
 
 typedef struct vat_sim_fault {
   uint64_t step; /* the step it struck at, from 1 */
@@ -180,6 +180,13 @@ typedef struct vat_sim_result {
   char message[256]; /* what failed; "" when nothing did */
   char plan[256];    /* the faults, "step 12: kill acct-b; ..."; "none" */
   char replay[256];  /* one line that runs the seed again */
+  /** What the world's machines and event sources went through (crashes,
+   *  a network's partitions and disconnects: "Worlds of several systems"
+   *  below), in order, each with its time on the virtual clock:
+   *  "2.500 ms: partition m0-m1 for 3.000 s; 40.000 ms: crash m1";
+   *  "none". They come from the seed too: the replay line runs them
+   *  again. */
+  char notes[VAT_SIM_NOTES_SIZE];
 } vat_sim_result;
 
 /** Runs seeds [first, first + count), one fresh world each, and stops at
@@ -197,6 +204,122 @@ int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
  *  Errors as vat_sim_run. */
 int vat_sim_replay(const vat_sim_scenario *sc, const vat_sim_options *o,
                    uint64_t seed, vat_sim_result *out);
+
+/* --- Worlds of several systems: simulated machines -----------------------
+ *
+ * A scenario may make more systems in its world (vat_sim_system_new), each
+ * a machine of its own: host-driven, deterministic, its seed drawn from
+ * the world's. The harness runs them as one. A step chooses among the
+ * ready vats of every system that has not crashed, by the world's
+ * strategy: VAT_SIM_RANDOM uniformly over all of them, VAT_SIM_PCT by
+ * priorities shared by every system (a vat's index counts the vats of all
+ * systems as they were first ready). (A step that ran no turn, a dead vat
+ * dropping what it was sent, is followed by one among its own system's
+ * ready vats.) When nothing is ready, the world's one virtual clock moves,
+ * for every system at once, to the earliest thing due in any of them: a
+ * timer, a crash, an event source's event; the liveness deadline and
+ * quiescence count all of them. Faults strike vats of any system alike.
+ * The same seed runs the same turns of the same systems in the same order,
+ * with the same digest.
+ *
+ * Vats of different systems should talk only as programs on different
+ * machines do: over connections (vat/sim_net.h joins machines with
+ * libvat's real CapTP connections over a simulated network). A ref of
+ * another system's vat works as it does between any two systems, carried
+ * by no network, which no fault can reach.
+ *
+ * A machine crash (vat_sim_system_crash, or drawn when the system is made:
+ * vat_sim_system_options) freezes the system where it stands: none of its
+ * vats runs again, none of its timers fires, what it was sent waits for
+ * ever, and no vat ends (no exit signal, no monitor fires: the other
+ * machines learn of it as a network shows it, by silence). It is shut
+ * down with the world. The crash is in vat_sim_result.notes.
+ *
+ * Event sources. What a world simulates beyond its systems (libvat-net's
+ * network: vat/sim_net.h) registers as a source: the time of its next
+ * event, and a call that fires what is due. The clock goes to its events
+ * as to timers; a world with one pending is not quiescent; each firing is
+ * mixed into the digest. A source draws from the world's seed
+ * (vat_sim_draw) and reports the faults it makes (vat_sim_note), so the
+ * seed replays them.
+ *
+ * Times are on the world's virtual clock as vat_system_now reads it on
+ * any of its systems (they move together, from 0 at the world's start).
+ * The calls below name the world by one of its systems, and are made
+ * while it runs (from its scenario's setup or check, a source's calls,
+ * or where one says so a turn of its vats), on the thread that runs it;
+ * a system of no world running there is VAT_EINVAL. */
+
+enum { VAT_SIM_MAX_SYSTEMS = 16 };
+
+typedef struct vat_sim_system_options {
+  /** Its name in reports; NULL: "m" and its index in the world (the
+   *  scenario's first system is m0). Copied, cut at 31 bytes. */
+  const char *name;
+  /** The probability, drawn from the world's seed as the system is made,
+   *  that this machine crashes, at a time drawn uniformly from [now, now
+   *  + crash_window_ns). Default 0: never. */
+  double crash_chance;
+  uint64_t crash_window_ns; /* default 1 s; at least 1 with a chance */
+} vat_sim_system_options;
+
+/** Fills `o` with the defaults. Any thread. */
+void vat_sim_system_options_default(vat_sim_system_options *o);
+
+/** Makes one more system in the world of `sys` (*out): host-driven,
+ *  deterministic, its seed drawn from the world's, its clock at the
+ *  world's time, no crash hook. The harness runs it, and shuts it down
+ *  and destroys it when the world ends: the scenario must not. `o` NULL:
+ *  defaults. Not inside a turn. Errors: VAT_EINVAL (NULL out, sys of no
+ *  running world, crash_chance outside [0, 1] or a window of 0),
+ *  VAT_EINTURN, VAT_EBUSY (the world has VAT_SIM_MAX_SYSTEMS), and those
+ *  of vat_system_new. */
+int vat_sim_system_new(vat_system *sys, const vat_sim_system_options *o,
+                       vat_system **out);
+
+/** Crashes the machine of `sys` at `at_ns` on the world's clock (before
+ *  the next step when that is not later than now), as above, unless a
+ *  crash is due before that. Also inside a turn: the crash comes between
+ *  steps. Errors: VAT_EINVAL. A crashed system: VAT_OK, nothing more. */
+int vat_sim_system_crash(vat_system *sys, uint64_t at_ns);
+
+/** Whether the machine of `sys` has crashed (false outside a world). */
+bool vat_sim_system_crashed(vat_system *sys);
+
+/** The name of `sys` in reports; NULL when no world running here has it. */
+const char *vat_sim_system_name(vat_system *sys);
+
+typedef struct vat_sim_source {
+  /** The time of its next event on the world's clock; UINT64_MAX: none.
+   *  One due (at or before now) fires before the next step. */
+  uint64_t (*next_event)(void *ctx);
+  /** Fires every event due at or before `now`, from the host side (it
+   *  may send to the world's vats with vat_host_send, make connections,
+   *  make systems); returns a hash of what it did, for the digest. */
+  uint64_t (*fire)(void *ctx, uint64_t now);
+  /** A system of the world crashed (may be NULL). */
+  void (*crashed)(void *ctx, vat_system *sys);
+} vat_sim_source;
+
+/** Registers `src` (kept by address: give it static storage) with `ctx`
+ *  in the world of `sys`, until the world ends. Errors: VAT_EINVAL (NULL
+ *  src or ctx, next_event or fire missing, no world), VAT_EBUSY (src is
+ *  registered in that world already). */
+int vat_sim_source_add(vat_system *sys, const vat_sim_source *src, void *ctx);
+
+/** The ctx `src` is registered with in the world of `sys`; NULL when it
+ *  is not, or no world runs. */
+void *vat_sim_source_find(vat_system *sys, const vat_sim_source *src);
+
+/** A number drawn from the world's seed for its sources: a stream of its
+ *  own, so drawing changes neither the schedule nor the harness's
+ *  faults. 0 when no world runs `sys`. */
+uint64_t vat_sim_draw(vat_system *sys);
+
+/** Reports a fault a source made: `text` (cut at 120 bytes) goes into
+ *  vat_sim_result.notes with the time, and into the digest. Errors:
+ *  VAT_EINVAL (NULL text, no world). */
+int vat_sim_note(vat_system *sys, const char *text);
 
 #ifdef __cplusplus
 }

@@ -175,9 +175,9 @@ static void maybe_fault(vat__sim_world *w, vat__vat *v, uint32_t index) {
   w->digest = mix(w->digest, 0xFA000000ull | (uint64_t)w->pending_kind);
 }
 
-uint32_t vat__sim_choose(void *ctx, vat__task *const *ready, uint32_t n) {
-  vat__sim_world *w = ctx;
-  uint32_t idx[VAT__RUNQ_SIZE];
+uint32_t vat__sim_decide(vat__sim_world *w, vat__task *const *ready, uint32_t n,
+                         uint32_t *index) {
+  uint32_t idx[VAT__SIM_READY_MAX];
   for (uint32_t k = 0; k < n; k++)
     idx[k] = index_of(w, vat__vat_of(ready[k]));
   w->steps++;
@@ -185,7 +185,18 @@ uint32_t vat__sim_choose(void *ctx, vat__task *const *ready, uint32_t n) {
                    ? pick_pct(w, idx, n)
                    : (uint32_t)(splitmix(&w->pick_rng) % n);
   w->digest = mix(w->digest, idx[k]);
-  maybe_fault(w, vat__vat_of(ready[k]), idx[k]);
+  *index = idx[k];
+  return k;
+}
+
+void vat__sim_strike(vat__sim_world *w, vat__vat *v, uint32_t i) {
+  maybe_fault(w, v, i);
+}
+
+uint32_t vat__sim_choose(void *ctx, vat__task *const *ready, uint32_t n) {
+  vat__sim_world *w = ctx;
+  uint32_t i, k = vat__sim_decide(w, ready, n, &i);
+  vat__sim_strike(w, vat__vat_of(ready[k]), i);
   return k;
 }
 

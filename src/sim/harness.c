@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/system.h"
+#include "sim/machines.h"
 #include "sim/world.h"
 #include "util/mem.h"
 #include "vat/host.h"
@@ -86,6 +87,7 @@ static bool run_seed(const vat_sim_scenario *sc, const vat_sim_options *o,
     return true;
   sys->sched.det_choose = vat__sim_choose;
   sys->sched.det_choose_ctx = w;
+  vat__sim_machines_begin(w, sys, seed);
   uint64_t start = vat_system_now(sys), turns = 0;
   bool ok = false;
   char why[200] = "";
@@ -96,7 +98,7 @@ static bool run_seed(const vat_sim_scenario *sc, const vat_sim_options *o,
   }
   for (;;) {
     vat_run_result rr;
-    int rc = vat_system_run(sys, 1, 0, &rr);
+    int rc = vat__sim_machines_run(w, &rr);
     if (rc != VAT_OK) {
       snprintf(r->message, sizeof r->message, "run call failed: %d", rc);
       goto end;
@@ -118,7 +120,7 @@ static bool run_seed(const vat_sim_scenario *sc, const vat_sim_options *o,
     if (rr.more)
       continue;
     int64_t ns;
-    vat_system_next_timer(sys, &ns);
+    vat__sim_machines_next(w, &ns);
     uint64_t now = vat_system_now(sys) - start;
     if (ns < 0)
       break; /* quiescent */
@@ -129,7 +131,7 @@ static bool run_seed(const vat_sim_scenario *sc, const vat_sim_options *o,
       goto end;
     }
     if (ns > 0)
-      vat_system_advance_clock(sys, (uint64_t)ns);
+      vat__sim_machines_advance(w, (uint64_t)ns);
   }
   if (sc->check && !sc->check(world, true, why, sizeof why)) {
     snprintf(r->message, sizeof r->message, "invariant at quiescence: %s", why);
@@ -154,6 +156,8 @@ end:
   r->nfaults = w->nfaults;
   memcpy(r->faults, w->faults, sizeof r->faults);
   describe(w, seed, sc, r);
+  vat__sim_machines_notes(w, r->notes, sizeof r->notes);
+  vat__sim_machines_end(w);
   sys->sched.det_choose = NULL; /* shutdown's drain is not a step */
   vat_system_shutdown(sys, 0);
   vat_system_destroy(sys);

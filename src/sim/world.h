@@ -7,10 +7,17 @@
 #include <stdint.h>
 
 #include "core/vat.h"
+#include "sched/runq.h"
 #include "sched/task.h"
 #include "vat/sim.h"
 
 enum { VAT__SIM_MAX_DEPTH = 16 };
+
+/* The most ready vats a step chooses among: the first VAT__RUNQ_SIZE of
+ * each of the world's systems (VAT_SIM_MAX_SYSTEMS). */
+#define VAT__SIM_READY_MAX (VAT__RUNQ_SIZE * VAT_SIM_MAX_SYSTEMS)
+
+struct vat__sim_machines;
 
 typedef struct vat__sim_world {
   vat_sim_options opt;
@@ -34,6 +41,9 @@ typedef struct vat__sim_world {
   vat_sim_fault_kind pending_kind;
   unsigned nfaults;
   vat_sim_fault faults[VAT_SIM_MAX_REPORTED_FAULTS];
+  /* Its systems, when it has several, and its event sources
+   * (sim/machines.c). */
+  struct vat__sim_machines *machines;
 } vat__sim_world;
 
 /** Prepares `w` for `seed` (the table, the draws, PCT's change points). */
@@ -42,6 +52,15 @@ void vat__sim_world_init(vat__sim_world *w, const vat_sim_options *o,
 
 /** The chooser the world's system calls at every step (sched/queues.h). */
 uint32_t vat__sim_choose(void *ctx, vat__task *const *ready, uint32_t n);
+
+/** vat__sim_choose without the faults: the step's choice among `ready`
+ *  (n at most VAT__SIM_READY_MAX, of any of the world's systems), its
+ *  index in *index. */
+uint32_t vat__sim_decide(vat__sim_world *w, vat__task *const *ready, uint32_t n,
+                         uint32_t *index);
+/** ...and the faults due at that step, on its vat `v` (index `i`): inside
+ *  the run call of v's system. */
+void vat__sim_strike(vat__sim_world *w, vat__vat *v, uint32_t i);
 
 /** The label of vat index `i`, or "vat#I" written into buf. */
 const char *vat__sim_vat_name(const vat__sim_world *w, unsigned i, char *buf,
