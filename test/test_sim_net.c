@@ -2,7 +2,8 @@
  * in-memory network (vat/sim_net.h): the real connection code works over
  * a link (calls, pipelining, refs both ways), latency is kept on the
  * virtual clock, each fault does what it says, a seed replays exactly
- * (the bytes on the links included). */
+ * (the bytes on the links included), and a classic distributed bug, a
+ * retry that applies a request twice, is found and its fix passes. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include <gc/gc.h>
 
+#include "sim_programs.h"
 #include "support.h"
 #include "vat/caps.h"
 #include "vat/exits.h"
@@ -964,6 +966,164 @@ START_TEST(bad_input_is_refused) {
 }
 END_TEST
 
+/* --- A classic bug: a retry after a disconnect applies a deposit twice ----
+ * The client deposits 10 into the server's account once. Its request
+ * carries no identity: when the connection goes before the answer comes
+ * back, the client cannot tell whether the server applied it, dials again
+ * and sends it again. A disconnect that falls between the server applying
+ * it and the answer arriving makes the balance 20. The fixed version sends
+ * a request id, and the server answers an id it has seen with the answer
+ * it gave, applying nothing (an idempotent server). */
+
+typedef struct bank {
+  int64_t balance;
+  int64_t applied_id; /* the fixed server: the last id applied */
+  bool asked;         /* the client has its answer */
+  unsigned attempts;
+  bool fixed;
+  vat_system *client_sys, *server_sys;
+  vat_conn *conn;
+} bank;
+
+typedef struct bank_state {
+  bank *b;
+} bank_state;
+
+static void bank_receive(vat_turn *turn, void *state, const vat_atom *s,
+                         vat_value value) {
+  bank *b = ((bank_state *)state)->b;
+  vat_value args;
+  vat_ref *reply;
+  if (!vat_request_parse(value, &args, &reply) || s != sel("deposit"))
+    return;
+  int64_t id = 0, amount = 0;
+  vat_get_int(vat_at(args, 0), &id);
+  vat_get_int(vat_at(args, 1), &amount);
+  if (!(b->fixed && id == b->applied_id)) {
+    b->balance += amount;
+    b->applied_id = id;
+  }
+  expect_vat_ok(vat_reply(turn, reply, vat_int(b->balance)));
+}
+
+static const vat_entity_def bank_def = {
+    .state_size = sizeof(bank_state), .receive = bank_receive, .label = "bank"};
+
+static void deposit(vat_turn *turn, bank *b, vat_ref *to);
+
+static void deposited(vat_turn *turn, void *state, void *ctx, bool resolved,
+                      vat_value value) {
+  (void)ctx, (void)value;
+  bank *b = ((bank_state *)state)->b;
+  if (resolved) {
+    b->asked = true;
+    return;
+  }
+  deposit(turn, b, NULL); /* lost on the way, or its answer was: again */
+}
+
+static void reconnected(vat_turn *turn, void *state, void *ctx, bool resolved,
+                        vat_value value) {
+  (void)ctx;
+  bank *b = ((bank_state *)state)->b;
+  deposit(turn, b, resolved ? vat_value_ref(value) : NULL);
+}
+
+static void deposit(vat_turn *turn, bank *b, vat_ref *to) {
+  if (b->attempts >= 10)
+    return; /* gives up: the check says so */
+  if (to == NULL) {
+    vat_promise *p;
+    expect_vat_ok(vat_sim_dial(b->client_sys, b->server_sys, NULL, NULL, &p));
+    expect_vat_ok(vat_when(turn, p, reconnected, NULL));
+    return;
+  }
+  b->attempts++;
+  vat_value args[2] = {vat_int(1), vat_int(10)};
+  vat_promise *p = ask(turn, to, "deposit", vat_list(args, 2), 0.5);
+  expect_vat_ok(vat_when(turn, p, deposited, NULL));
+}
+
+static void bank_client_start(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  bank *b = ((bank_state *)state)->b;
+  deposit(turn, b, vat_conn_bootstrap_ref(b->conn));
+}
+
+static void *bank_setup(vat_system *sys, void *ctx) {
+  bank *b = GC_MALLOC(sizeof *b);
+  b->fixed = ctx != NULL;
+  b->client_sys = sys;
+  vat_sim_system_options mo;
+  vat_sim_system_options_default(&mo);
+  mo.name = "bank";
+  bank_state *server, *client;
+  vat_ref *account, *c;
+  vat_entity_def cdef = {.state_size = sizeof(bank_state), .label = "client"};
+  if (vat_sim_system_new(sys, &mo, &b->server_sys) != VAT_OK ||
+      vat_host_spawn(b->server_sys, &bank_def, &account, (void **)&server) !=
+          VAT_OK ||
+      vat_host_spawn(sys, &cdef, &c, (void **)&client) != VAT_OK)
+    return NULL;
+  server->b = client->b = b;
+  vat_sim_link_options lo;
+  vat_sim_link_options_default(&lo);
+  lo.latency_ns = 1 * MS;
+  lo.jitter_ns = 1 * MS;
+  lo.fault_rate = 1;
+  lo.fault_kinds = VAT_SIM_NET_FAULT(VAT_SIM_NET_DISCONNECT);
+  lo.fault_window_ns = 10 * MS;
+  if (vat_sim_serve(b->server_sys, account, NULL, NULL, NULL) != VAT_OK ||
+      vat_sim_link(sys, b->server_sys, &lo) != VAT_OK ||
+      vat_sim_connect(sys, b->server_sys, NULL, NULL, &b->conn) != VAT_OK ||
+      vat_host_send(c, bank_client_start, NULL) != VAT_OK)
+    return NULL;
+  return b;
+}
+
+static bool bank_check(void *world, bool quiescent, char *why, size_t n) {
+  bank *b = world;
+  if (b->balance > 10) {
+    snprintf(why, n, "one deposit of 10 asked, the balance is %" PRId64,
+             b->balance);
+    return false;
+  }
+  if (quiescent && b->asked && b->balance != 10) {
+    snprintf(why, n, "the deposit was answered, the balance is %" PRId64,
+             b->balance);
+    return false;
+  }
+  return true;
+}
+
+static bool bank_done(void *world) {
+  return ((bank *)world)->asked;
+}
+
+static int fixed_marker;
+
+static const vat_sim_scenario retry_buggy = {.name = "retry",
+                                             .setup = bank_setup,
+                                             .check = bank_check,
+                                             .done = bank_done};
+static const vat_sim_scenario retry_fixed = {.name = "retry-idempotent",
+                                             .setup = bank_setup,
+                                             .check = bank_check,
+                                             .done = bank_done,
+                                             .ctx = &fixed_marker};
+
+START_TEST(a_retry_after_a_disconnect_applies_twice_random) {
+  sim_find_replay_and_pass(&retry_buggy, &retry_fixed, VAT_SIM_RANDOM, 0, 200,
+                           "one deposit of 10 asked, the balance is 20");
+}
+END_TEST
+
+START_TEST(a_retry_after_a_disconnect_applies_twice_pct) {
+  sim_find_replay_and_pass(&retry_buggy, &retry_fixed, VAT_SIM_PCT, 0, 200,
+                           "one deposit of 10 asked, the balance is 20");
+}
+END_TEST
+
 Suite *test_sim_net_suite(void) {
   Suite *s = suite_create("sim_net");
   TCase *tc = test_case("link", 120);
@@ -980,5 +1140,9 @@ Suite *test_sim_net_suite(void) {
   tcase_add_test(tc, a_seed_replays_exactly_bytes_included);
   tcase_add_test(tc, bad_input_is_refused);
   suite_add_tcase(s, tc);
+  TCase *bugs = test_case("bugs", 300);
+  tcase_add_test(bugs, a_retry_after_a_disconnect_applies_twice_random);
+  tcase_add_test(bugs, a_retry_after_a_disconnect_applies_twice_pct);
+  suite_add_tcase(s, bugs);
   return s;
 }
