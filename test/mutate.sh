@@ -202,7 +202,7 @@ direct-send-passes-taken-frames|src/net/io.c|net|if (!done && io->head == NULL &
 direct-send-passes-queued-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->frames_out == 0 && io->sock >= 0) {
 direct-send-remainder-from-the-start|src/net/io.c|net|*data += n;|(void)0;
 not-a-stream-accepted|src/net/io.c|net|bool stream = kind == UV_TCP \|\| kind == UV_NAMED_PIPE;|bool stream = true;
-out-overload-end-keeps-queue|src/net/conn.c|net|net_io_abort(c->io);|(void)c;
+out-overload-end-keeps-queue|src/net/conn.c|net|c->tp->abort(c->io);|(void)c;
 flow-own-calls-pause-reading|src/net/io.c|bounds|return atomic_load(&io->out_answers) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);
 flow-answers-not-counted|src/net/conn.c|net bounds|flags \|= NET_WRITE_ANSWER;|(void)0;
 flow-answers-never-taken-off|src/net/io.c|net bounds|atomic_fetch_sub(&io->out_answers, answers);|(void)answers;
@@ -223,6 +223,32 @@ sim-bugs-2pc-no-monitor|test/test_sim_bugs.c|sim_bugs|expect_vat_ok(vat_monitor(
 sim-bugs-election-no-quorum|test/test_sim_bugs.c|sim_bugs|if (++n->votes >= MAJORITY)|if (++n->votes >= 1)
 sim-bugs-election-votes-twice|test/test_sim_bugs.c|sim_bugs|if (n->voted < 0) {|if (1) {
 sim-bugs-cache-ignores-version|test/test_sim_bugs.c|sim_bugs|if (w->versioned && c->version <= w->cache_version)|if (0)
+# Worlds of several systems (src/sim/machines.c): one step among every system's
+# ready vats, one clock, crashes, event sources.
+sim-machines-step-in-the-wrong-system|src/sim/machines.c|sim_machines|while (end[i] <= k)|while (end[i] < k)
+sim-machines-faults-skip-the-world|src/sim/machines.c|sim_machines|vat__sim_strike(w, vat__vat_of(ready[k]), index);|(void)index;
+sim-machines-first-system-keeps-its-chooser|src/sim/machines.c|sim_machines|m->sys[i]->sched.det_choose = follow;|if (i > 0) m->sys[i]->sched.det_choose = follow;
+sim-machines-crash-never-strikes|src/sim/machines.c|sim_machines|if (!m->crashed[i] && m->crash_at[i] <= now) {|if (0) {
+sim-machines-drawn-crash-at-once|src/sim/machines.c|sim_machines|world_now(m) + draw(&m->machine_rng) % o->crash_window_ns;|world_now(m);
+sim-machines-source-not-in-digest|src/sim/machines.c|sim_machines|m->w->digest = mix(mix(m->w->digest, now), h);|(void)h;
+sim-machines-clocks-apart|src/sim/machines.c|sim_machines|vat_system_advance_clock(m->sys[i], ns);|if (i == 0) vat_system_advance_clock(m->sys[i], ns);
+# The simulated network (src/net/simstream.c, simnet.c) and its bug program.
+sim-net-no-latency|src/net/simstream.c|sim_net|uint64_t at = sim_link_now(to->link) + o->latency_ns;|uint64_t at = sim_link_now(to->link);
+sim-net-no-jitter|src/net/simstream.c|sim_net|at += sim_link_draw(to->link) % (o->jitter_ns + 1);|(void)0;
+sim-net-order-not-kept|src/net/simstream.c|sim_net|if (at < to->last_at)|if (0)
+sim-net-partition-lets-through|src/net/simstream.c|sim_net|return e->head->at > healed ? e->head->at : healed;|return e->head->at;
+sim-net-reset-unheard|src/net/simstream.c|sim_net|if (!e->gone) /* a reset it had not heard of */|if (0)
+sim-net-out-max-ignored|src/net/simstream.c|sim_net|if (*queued > e->out_max)|if (0)
+sim-net-crash-not-silent|src/net/simstream.c|sim_net|e->frozen = true;|(void)e;
+sim-net-frames-uncounted|src/net/simstream.c|sim_net|e->in_pending += len;|(void)len;
+sim-net-partition-noop|src/net/simnet.c|sim_net|if (healed > l->healed_at)|if (0)
+sim-net-disconnect-noop|src/net/simnet.c|sim_net|sim_end_reset(e);|(void)e;
+sim-net-dial-through-partitions|src/net/simnet.c|sim_net|bool blocked = vat_sim_system_crashed(d->to) \|\| l->healed_at > now;|bool blocked = vat_sim_system_crashed(d->to);
+sim-net-faults-at-the-start|src/net/simnet.c|sim_net|uint64_t at = sim_link_now(l) + sim_link_draw(l) % o->fault_window_ns;|uint64_t at = sim_link_now(l);
+sim-net-bytes-not-in-digest|src/net/simnet.c|sim_net|h = mix(h, sim_end_deliver(n->links[i]->ends[j], now));|sim_end_deliver(n->links[i]->ends[j], now);
+sim-net-bank-not-idempotent|test/test_sim_net.c|sim_net|if (!(b->fixed && id == b->applied_id)) {|if (1) {
+# The seam between the connection vat and its I/O (src/net/transport.c).
+transport-frame-done-lost|src/net/transport.c|bounds|net_io_frame_done(io, len);|(void)io, (void)len;
 net-handshake-not-armed|src/net/timeouts.c|bounds|if (c->handshake_timeout_s > 0)|if (c->handshake_timeout_s < 0)
 net-idle-while-peer-waits|src/net/timeouts.c|bounds|if (c->heard_since_tick \|\| c->open_answers > 0 \|\| io.reading_paused \|\||if (c->heard_since_tick \|\| io.reading_paused \|\|
 net-place-never-left|src/net/conn.c|bounds|net_places_leave(c->places);|(void)c->places;

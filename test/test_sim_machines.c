@@ -464,6 +464,7 @@ typedef struct source_world {
   unsigned n;
   uint64_t salt; /* mixed into what fire returns */
   uint64_t drawn;
+  bool ended; /* told the world ended */
 } source_world;
 
 static void record_now(vat_turn *turn, void *state, void *arg) {
@@ -489,8 +490,12 @@ static uint64_t src_fire(void *ctx, uint64_t now) {
   return h;
 }
 
-static const vat_sim_source test_source = {.next_event = src_next,
-                                           .fire = src_fire};
+static void src_ended(void *ctx) {
+  ((source_world *)ctx)->ended = true;
+}
+
+static const vat_sim_source test_source = {
+    .next_event = src_next, .fire = src_fire, .ended = src_ended};
 
 typedef struct source_ctx {
   source_world *world;
@@ -534,6 +539,7 @@ START_TEST(sources_drive_the_clock_and_the_digest) {
   ck_assert_uint_eq(ctx.world->seen[2], 9000000);
   ck_assert_uint_eq(r.now_ns, 9000000);
   ck_assert_str_eq(r.notes, "0.000 ms: a source's own fault");
+  ck_assert(ctx.world->ended);
   uint64_t drawn = ctx.world->drawn;
   ck_assert_vat_ok(vat_sim_replay(&sc, &o, 7, &again));
   ck_assert_uint_eq(again.digest, r.digest);

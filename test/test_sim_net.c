@@ -566,9 +566,21 @@ static void got_proxy(vat_turn *turn, void *state, void *ctx, bool resolved,
     expect_vat_ok(vat_monitor(turn, vat_value_ref(value), proxy_down, &id));
 }
 
+static void nothing(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)state, (void)arg;
+}
+
+/* A planned fault strikes only while the world has something to do
+ * (vat/sim.h): a program that only waits on the network would be stuck
+ * before it. A timer at 50 ms keeps these worlds going past 5 ms. */
+static void keep_going(vat_turn *turn) {
+  expect_vat_ok(vat_later(turn, 0.050, vat_self(turn), nothing, NULL, NULL));
+}
+
 static void disconnect_start(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   net_world *w = ((client_state *)state)->world;
+  keep_going(turn);
   await(turn, w, ask(turn, vat_conn_bootstrap_ref(w->conn), "hold", ints(0), 0),
         0);
   await(turn, w, vat_conn_closed(w->conn), 1);
@@ -613,6 +625,7 @@ END_TEST
 static void watch_server_start(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   net_world *w = ((client_state *)state)->world;
+  keep_going(turn);
   await(turn, w, vat_conn_closed(w->server_conn), 0);
   await(turn, w, vat_conn_closed(w->conn), 1);
   w->finished = true;
@@ -723,6 +736,25 @@ START_TEST(a_crashed_machine_is_silence) {
   ck_assert_uint_gt(w->seen.bytes_dropped, 0);
   ck_assert_uint_eq(w->seen.bytes_on_the_way, 0);
   ck_assert_str_eq(r.notes, "5.000 ms: crash server");
+}
+END_TEST
+
+/* A fault or a crash planned for after the program is done neither keeps
+ * the world going past its deadline nor strikes. */
+static void faults_after_the_end(net_world *w) {
+  expect_vat_ok(vat_sim_net_fault(w->client_sys, w->server_sys,
+                                  VAT_SIM_NET_DISCONNECT, 100000ull * MS, 0));
+  expect_vat_ok(vat_sim_system_crash(w->server_sys, 200000ull * MS));
+}
+
+START_TEST(faults_planned_for_later_do_not_keep_the_world_going) {
+  net_params p = params(1 * MS, partition_start);
+  p.plan = faults_after_the_end;
+  vat_sim_result r = run_one(&p, 4);
+  ck_assert_msg(!r.failed, "%s", r.message);
+  ck_assert_int_eq(int_of(&p.world->s[1]), 3);
+  ck_assert_uint_eq(r.now_ns, 20 * MS);
+  ck_assert_str_eq(r.notes, "none");
 }
 END_TEST
 
@@ -893,6 +925,9 @@ static void *bad_setup(vat_system *sys, void *ctx) {
   vat_sim_link_options_default(&lo);
   lo.fault_kinds = 1u << 7;
   bad[4] = vat_sim_link(sys, b, &lo);
+  vat_sim_link_options_default(&lo);
+  lo.jitter_ns = UINT64_MAX;
+  bad[23] = vat_sim_link(sys, b, &lo);
   bad[5] = vat_sim_link(sys, b, NULL);
   bad[6] = vat_sim_link(b, sys, NULL);
   bad[7] = vat_sim_connect(sys, b, NULL, NULL, &conn); /* b does not serve */
@@ -959,7 +994,7 @@ START_TEST(bad_input_is_refused) {
                 VAT_OK,      VAT_EBUSY,   VAT_ENOTFOUND, VAT_EINVAL, VAT_EINVAL,
                 VAT_OK,      VAT_EINVAL,  VAT_EINVAL,    VAT_EINVAL, VAT_EINVAL,
                 VAT_EINVAL,  VAT_EINVAL,  VAT_ENOTFOUND, VAT_EINVAL, VAT_OK,
-                VAT_ECLOSED, VAT_ECLOSED, VAT_ECLOSED};
+                VAT_ECLOSED, VAT_ECLOSED, VAT_ECLOSED,   VAT_EINVAL};
   for (unsigned i = 0; i < sizeof want / sizeof *want; i++)
     ck_assert_msg(bad[i] == want[i], "call %u: %s, not %s", i,
                   vat_err_name(bad[i]), vat_err_name(want[i]));
@@ -1136,6 +1171,7 @@ Suite *test_sim_net_suite(void) {
   tcase_add_test(tc, a_disconnect_ends_the_server_side_too);
   tcase_add_test(tc, a_dial_is_refused_times_out_or_waits_for_the_heal);
   tcase_add_test(tc, a_crashed_machine_is_silence);
+  tcase_add_test(tc, faults_planned_for_later_do_not_keep_the_world_going);
   tcase_add_test(tc, too_much_on_the_way_ends_the_connection);
   tcase_add_test(tc, a_seed_replays_exactly_bytes_included);
   tcase_add_test(tc, bad_input_is_refused);

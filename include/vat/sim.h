@@ -217,8 +217,11 @@ int vat_sim_replay(const vat_sim_scenario *sc, const vat_sim_options *o,
  * dropping what it was sent, is followed by one among its own system's
  * ready vats.) When nothing is ready, the world's one virtual clock moves,
  * for every system at once, to the earliest thing due in any of them: a
- * timer, a crash, an event source's event; the liveness deadline and
- * quiescence count all of them. Faults strike vats of any system alike.
+ * timer, a crash, an event source's event or fault. The liveness
+ * deadline counts all of them; the world is quiescent when no system has
+ * a vat ready or a timer armed and no source an event pending: a crash or
+ * a source's fault planned for later does not keep it going (and never
+ * strikes). Faults strike vats of any system alike.
  * The same seed runs the same turns of the same systems in the same order,
  * with the same digest.
  *
@@ -291,14 +294,24 @@ const char *vat_sim_system_name(vat_system *sys);
 
 typedef struct vat_sim_source {
   /** The time of its next event on the world's clock; UINT64_MAX: none.
-   *  One due (at or before now) fires before the next step. */
+   *  One due (at or before now) fires before the next step. A pending
+   *  event keeps the world from being quiescent. */
   uint64_t (*next_event)(void *ctx);
+  /** The time of its next fault (may be NULL: none). It fires as an
+   *  event does when the clock gets there, but does not keep the world
+   *  going: a world with nothing else to do is quiescent, and a fault
+   *  planned for later never strikes (nor does a crash planned for
+   *  later). */
+  uint64_t (*next_fault)(void *ctx);
   /** Fires every event due at or before `now`, from the host side (it
    *  may send to the world's vats with vat_host_send, make connections,
    *  make systems); returns a hash of what it did, for the digest. */
   uint64_t (*fire)(void *ctx, uint64_t now);
   /** A system of the world crashed (may be NULL). */
   void (*crashed)(void *ctx, vat_system *sys);
+  /** The world ends, before its systems are shut down: what the source
+   *  holds outside the collector goes now (may be NULL). */
+  void (*ended)(void *ctx);
 } vat_sim_source;
 
 /** Registers `src` (kept by address: give it static storage) with `ctx`

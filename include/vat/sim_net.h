@@ -37,8 +37,8 @@
  * by the first connection between them. What one side of a connection
  * writes reaches the other side latency_ns later, plus a jitter drawn
  * from the seed, in the order it was written (a later write never
- * arrives before an earlier one), whole frames or not as they were
- * written, through the netstring reader a socket's bytes go through.
+ * arrives before an earlier one), through the netstring reader a
+ * socket's bytes go through.
  * Turns take no time on the virtual clock: the clock moves only when no
  * vat of any machine is ready, to the next delivery, timer or fault.
  *
@@ -62,8 +62,9 @@
  * crashed machine is dropped, it sends nothing more, and dialling it
  * times out; its peers learn of it by their own timeouts.
  * Each fault that strikes is in the run's vat_sim_result.notes ("2.000
- * ms: partition m0-m1 for 1.500 s", "disconnect m0-m1: 2 connections
- * reset").
+ * ms: partition m0-m1 for 1.500 s", "disconnect m0-m1: 2 connection ends
+ * reset"). A fault strikes only while the world has something else to do
+ * (vat/sim.h): one planned for after the program is done never does.
  *
  * Not simulated: a connection's pause of reading past out_pause_bytes (a
  * link delivers what arrives; out_max_bytes still bounds what a side has
@@ -101,7 +102,8 @@ typedef enum vat_sim_net_fault_kind {
    VAT_SIM_NET_FAULT(VAT_SIM_NET_DISCONNECT))
 
 typedef struct vat_sim_link_options {
-  /** One way, in ns; default 1 ms. */
+  /** One way, in ns; default 1 ms. Below 2^62, as are jitter_ns and
+   *  connect_timeout_ns. */
   uint64_t latency_ns;
   /** Each write arrives up to this much later again, drawn from the seed
    *  (order kept); default 0. */

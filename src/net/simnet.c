@@ -64,9 +64,13 @@ void vat_sim_link_options_default(vat_sim_link_options *o) {
                               .partition_max_ns = 5000000000ull};
 }
 
+/* Times past this (146 years) are refused: sums of them stay in range. */
+#define SIM_TIME_MAX ((uint64_t)1 << 62)
+
 static bool valid_link_options(const vat_sim_link_options *o) {
-  return o->connect_timeout_ns > 0 && o->fault_rate >= 0 &&
-         o->fault_rate <= 1 &&
+  return o->latency_ns < SIM_TIME_MAX && o->jitter_ns < SIM_TIME_MAX &&
+         o->connect_timeout_ns > 0 && o->connect_timeout_ns < SIM_TIME_MAX &&
+         o->fault_rate >= 0 && o->fault_rate <= 1 &&
          (o->fault_kinds & ~VAT_SIM_NET_FAULTS_ALL) == 0 &&
          o->fault_window_ns > 0 && o->partition_min_ns > 0 &&
          o->partition_min_ns <= o->partition_max_ns;
@@ -209,7 +213,7 @@ static const char *link_name(const sim_link *l, char *buf, size_t size) {
 /* --- Connections ---------------------------------------------------------- */
 
 static int add_end(sim_link *l, sim_end *e) {
-  if (l->nends == l->cap) {
+  if (l->nends == l->cap && l->cap > 0) {
     /* Ends done with go first: reconnecting for ever must not grow it. */
     size_t kept = 0;
     for (size_t i = 0; i < l->nends; i++)
@@ -377,8 +381,9 @@ static uint64_t arrive(sim_net *n, event *e, uint64_t now) {
 
 static uint64_t partition(sim_net *n, sim_link *l, uint64_t now,
                           uint64_t duration) {
-  if (now + duration > l->healed_at)
-    l->healed_at = now + duration;
+  uint64_t healed = duration < UINT64_MAX - now ? now + duration : UINT64_MAX;
+  if (healed > l->healed_at)
+    l->healed_at = healed;
   l->info.partitions++;
   char name[80], text[128];
   snprintf(text, sizeof text, "partition %s for %.3f s",
@@ -445,9 +450,22 @@ int vat_sim_link_inspect(vat_system *a, vat_system *b, vat_sim_link_info *out) {
 
 /* --- The world's source --------------------------------------------------- */
 
+/* The first planned event of a kind: dials keep the world going, faults
+ * do not (vat/sim.h). */
+static uint64_t first_event(const sim_net *n, bool faults) {
+  for (const event *e = n->events; e != NULL; e = e->next)
+    if ((e->kind != EV_DIAL) == faults)
+      return e->at;
+  return UINT64_MAX;
+}
+
+static uint64_t next_fault(void *ctx) {
+  return first_event(ctx, true);
+}
+
 static uint64_t next_event(void *ctx) {
   sim_net *n = ctx;
-  uint64_t next = n->events != NULL ? n->events->at : UINT64_MAX;
+  uint64_t next = first_event(n, false);
   for (size_t i = 0; i < n->nlinks; i++)
     for (size_t j = 0; j < n->links[i]->nends; j++) {
       uint64_t t = sim_end_next(n->links[i]->ends[j]);
@@ -490,5 +508,17 @@ static void crashed(void *ctx, vat_system *sys) {
         sim_end_freeze(n->links[i]->ends[j]);
 }
 
-static const vat_sim_source net_source = {
-    .next_event = next_event, .fire = fire, .crashed = crashed};
+/* The world ends with connections open (their vats do not end one by
+ * one): their readers, the only memory outside the collector, go now. */
+static void ended(void *ctx) {
+  sim_net *n = ctx;
+  for (size_t i = 0; i < n->nlinks; i++)
+    for (size_t j = 0; j < n->links[i]->nends; j++)
+      sim_end_forget(n->links[i]->ends[j]);
+}
+
+static const vat_sim_source net_source = {.next_event = next_event,
+                                          .next_fault = next_fault,
+                                          .fire = fire,
+                                          .crashed = crashed,
+                                          .ended = ended};

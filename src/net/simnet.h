@@ -3,7 +3,8 @@
  * streams' ends being a connection's transport (transport.h). Everything
  * here runs on the world's thread, in its steps and its source's calls:
  * no lock, no atomic. Collector memory throughout, but each end's
- * netstring reader (malloc'd, freed by a finalized box). */
+ * netstring reader (malloc'd: freed once the end reads no more, when the
+ * world ends, or by a finalized box if neither comes). */
 #ifndef VAT_NET_SIMNET_H
 #define VAT_NET_SIMNET_H
 
@@ -83,6 +84,8 @@ void sim_end_reset(sim_end *e);
 /** `e`'s machine crashed: what is on its way to it is dropped, and what
  *  comes later too. */
 void sim_end_freeze(sim_end *e);
+/** The world ended: `e` lets its reader go (nothing arrives any more). */
+void sim_end_forget(sim_end *e);
 /** Nothing more will happen at `e` (it is done with, nothing on its way):
  *  its link may forget it. */
 bool sim_end_done(const sim_end *e);

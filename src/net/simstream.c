@@ -213,13 +213,18 @@ uint64_t sim_end_deliver(sim_end *e, uint64_t now) {
 
 void sim_end_reset(sim_end *e) {
   drop_all(e);
-  if (!e->gone)
+  if (!e->gone) /* a reset it had not heard of */
     tell_lost(e, "read", "connection reset by peer");
 }
 
 void sim_end_freeze(sim_end *e) {
   e->frozen = true;
   drop_all(e);
+  let_reader_go(e);
+}
+
+void sim_end_forget(sim_end *e) {
+  let_reader_go(e);
 }
 
 bool sim_end_done(const sim_end *e) {

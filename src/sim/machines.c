@@ -144,6 +144,9 @@ void vat__sim_machines_begin(vat__sim_world *w, vat_system *sys,
 
 void vat__sim_machines_end(vat__sim_world *w) {
   struct vat__sim_machines *m = w->machines;
+  for (unsigned j = 0; j < m->nsources; j++)
+    if (m->sources[j].src->ended != NULL)
+      m->sources[j].src->ended(m->sources[j].ctx);
   for (unsigned i = 1; i < m->n; i++) {
     m->sys[i]->sched.det_choose = NULL; /* shutdown's drain is not a step */
     vat_system_shutdown(m->sys[i], 0);
@@ -165,6 +168,10 @@ static void crash_now(struct vat__sim_machines *m, unsigned i) {
       m->sources[j].src->crashed(m->sources[j].ctx, m->sys[i]);
 }
 
+static uint64_t next_fault(const source_entry *e) {
+  return e->src->next_fault != NULL ? e->src->next_fault(e->ctx) : UINT64_MAX;
+}
+
 /* What is due now, crashes first: each may make more due (a source's
  * event at once), so until nothing is. */
 static void fire_due(struct vat__sim_machines *m) {
@@ -178,7 +185,7 @@ static void fire_due(struct vat__sim_machines *m) {
       }
     for (unsigned j = 0; j < m->nsources; j++) {
       source_entry *e = &m->sources[j];
-      if (e->src->next_event(e->ctx) > now)
+      if (e->src->next_event(e->ctx) > now && next_fault(e) > now)
         continue;
       uint64_t h = e->src->fire(e->ctx, now);
       m->w->digest = mix(mix(m->w->digest, now), h);
@@ -254,9 +261,11 @@ int vat__sim_machines_run(vat__sim_world *w, vat_run_result *rr) {
   return rc;
 }
 
+/* The next thing due: a timer or a source's event, which keep the world
+ * going, or, while one of those is pending, a crash or a source's fault. */
 void vat__sim_machines_next(vat__sim_world *w, int64_t *ns) {
   struct vat__sim_machines *m = w->machines;
-  uint64_t now = world_now(m), next = UINT64_MAX;
+  uint64_t now = world_now(m), next = UINT64_MAX, fault = UINT64_MAX;
   for (unsigned i = 0; i < m->n; i++) {
     int64_t t;
     if (m->crashed[i])
@@ -264,14 +273,18 @@ void vat__sim_machines_next(vat__sim_world *w, int64_t *ns) {
     if (vat_system_next_timer(m->sys[i], &t) == VAT_OK && t >= 0 &&
         now + (uint64_t)t < next)
       next = now + (uint64_t)t;
-    if (m->crash_at[i] < next)
-      next = m->crash_at[i];
+    if (m->crash_at[i] < fault)
+      fault = m->crash_at[i];
   }
   for (unsigned j = 0; j < m->nsources; j++) {
     uint64_t t = m->sources[j].src->next_event(m->sources[j].ctx);
     if (t < next)
       next = t;
+    if ((t = next_fault(&m->sources[j])) < fault)
+      fault = t;
   }
+  if (next != UINT64_MAX && fault < next)
+    next = fault;
   *ns = next == UINT64_MAX ? -1 : next <= now ? 0 : (int64_t)(next - now);
 }
 
