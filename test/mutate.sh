@@ -235,7 +235,6 @@ sim-machines-clocks-apart|src/sim/machines.c|sim_machines|vat_system_advance_clo
 # The simulated network (src/net/simstream.c, simnet.c) and its bug program.
 sim-net-no-latency|src/net/simstream.c|sim_net|uint64_t at = sim_link_now(to->link) + o->latency_ns;|uint64_t at = sim_link_now(to->link);
 sim-net-no-jitter|src/net/simstream.c|sim_net|at += sim_link_draw(to->link) % (o->jitter_ns + 1);|(void)0;
-sim-net-order-not-kept|src/net/simstream.c|sim_net|if (at < to->last_at)|if (0)
 sim-net-partition-lets-through|src/net/simstream.c|sim_net|return e->head->at > healed ? e->head->at : healed;|return e->head->at;
 sim-net-reset-unheard|src/net/simstream.c|sim_net|if (!e->gone) /* a reset it had not heard of */|if (0)
 sim-net-out-max-ignored|src/net/simstream.c|sim_net|if (*queued > e->out_max)|if (0)

@@ -43,7 +43,6 @@ typedef struct sim_end {
   uint64_t stream; /* the connection's number in the world */
   sim_reader_box *in;
   sim_seg *head, *tail; /* on their way to it, oldest first */
-  uint64_t last_at;     /* the latest arrival queued: order is kept */
   size_t on_the_way;    /* bytes in head..tail */
   size_t peak;          /* the most its peer has had on the way to it */
   size_t in_pending;    /* frames handed to its vat and not yet taken */

@@ -2,7 +2,7 @@
  * the transport (transport.h) of one side's connection vat.
  *
  * A write from one end becomes a segment on its way to the other, due
- * latency (and jitter) later and never before the segment written before
+ * latency (and jitter) later, queued behind the segment written before
  * it; the network (simnet.c) delivers it when due and the link is not
  * partitioned: its bytes go through the end's netstring reader, and each
  * whole frame goes to the vat as net_on_frame, as io.c hands a socket's.
@@ -80,8 +80,10 @@ static void drop_all(sim_end *e) {
   e->on_the_way = 0;
 }
 
-/* Puts a segment on its way to `to`: due after the link's latency and a
- * jitter, and never before the one before it. */
+/* Puts a segment on its way to `to`, due after the link's latency and a
+ * jitter. The queue keeps the stream's order: a segment drawn less jitter
+ * than the one before it waits behind it (sim_end_next looks at the head
+ * alone), as TCP hands on bytes in order. */
 static int send_seg(sim_end *to, int kind, const char *data, size_t len) {
   if (to->frozen || to->gone || to->closed) { /* nobody reads it there */
     to->link->info.bytes_written += len;
@@ -95,9 +97,6 @@ static int send_seg(sim_end *to, int kind, const char *data, size_t len) {
   uint64_t at = sim_link_now(to->link) + o->latency_ns;
   if (o->jitter_ns > 0)
     at += sim_link_draw(to->link) % (o->jitter_ns + 1);
-  if (at < to->last_at)
-    at = to->last_at;
-  to->last_at = at;
   s->next = NULL;
   s->at = at;
   s->kind = kind;
