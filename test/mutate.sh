@@ -212,12 +212,35 @@ loop-polls-for-ever|src/net/loop.c|net|polling = t - active_at < POLL_SPIN_NS;|p
 spin-default-short|src/runtime/lifecycle.c|system|.spin = 512,|.spin = 64,
 # The simulation harness (src/sim/): what makes its campaigns find bugs.
 sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
-sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(splitmix(&w->pick_rng) % n);|: 0;
-sim-check-only-at-end|src/sim/harness.c|sim|if (sc->check && !sc->check(world, false, why, sizeof why)) {|if (0) {
-sim-stuck-counts-as-done|src/sim/harness.c|sim|if (sc->done && !sc->done(world)) {|if (0) {
-sim-fail-fault-noop|src/sim/choose.c|sim|vat__msg_set_fn(m, fail_turn);|(void)fail_turn;
+sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(vat__sim_draw(&w->pick_rng) % n);|: 0;
+sim-check-only-at-end|src/sim/harness.c|sim|if (sc->check && !sc->check(world, false, why, sizeof why))|if (0)
+sim-stuck-counts-as-done|src/sim/harness.c|sim|if (sc->done && !sc->done(world))|if (0)
+sim-fail-fault-noop|src/sim/faults.c|sim|vat__msg_set_fn(m, fail_turn);|(void)fail_turn;
 sim-chooser-ignored|src/sched/pick.c|sim|if (s->det_choose == NULL)|if (1)
-sim-dead-vat-victim|src/sim/choose.c|sim|if (atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD)|if (0)
+sim-dead-vat-victim|src/sim/faults.c|sim|if (atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD)|if (0)
+# Plans, shrinking, the fault kinds and the failing run's trace (src/sim/,
+# and the runtime's seams they use).
+sim-no-world-unreported|src/sim/harness.c|sim|no_world(w, seed, sc, *err, r);|(void)no_world;
+sim-digest-kind-only|src/sim/faults.c|sim|w->digest = vat__sim_mix(w->digest, f.vat);|(void)0;
+sim-digest-no-amount|src/sim/faults.c|sim_faults|w->digest = vat__sim_mix(w->digest, f.amount);|(void)0;
+sim-plan-skips-not-waits|src/sim/faults.c|sim_plan|if (w->planned_done[j] \|\| p->step > w->steps \|\||if (w->planned_done[j] \|\| p->step != w->steps \|\|
+sim-plan-label-first-letter|src/sim/plan.c|sim_plan|if (label != NULL && strcmp(label, p->label) == 0) {|if (label != NULL && strncmp(label, p->label, 1) == 0) {
+sim-plan-trailing-text-accepted|src/sim/plan.c|sim_plan|return refuse(&r, "\";\" or the plan's end");|break;
+sim-plan-delay-without-steps|src/sim/plan.c|sim_faults|if (f->kind == VAT_SIM_DELAY)|if (0)
+sim-kinds-default-all|src/sim/faults.c|sim|unsigned mask =|unsigned mask = VAT_SIM_FAULTS_ALL; unsigned unused_mask =
+sim-drawn-jitter-on-step-vat-only|src/sim/faults.c|sim_faults|for (uint32_t k = 1; !struck && k < w->nvats; k++) {|for (uint32_t k = 1; 0; k++) {
+sim-jitter-early|src/timer/timer.c|sim_faults|first->deadline > UINT64_MAX - ns ? UINT64_MAX : first->deadline + ns;|first->deadline - ns;
+sim-timeout-never|src/promise/promise.c|sim_faults|bool due = p->timeout != NULL &&|bool due = false &&
+sim-stop-ignored|src/sim/harness.c|sim_faults|if (w->stop) /* even when the step ran no turn (a drop) */|if (0)
+sim-delay-never-watched|src/core/deliver.c|sim_faults|to->sys != w->deliver_direct \|\||to->sys != w->sys \|\|
+sim-hold-later-delay-first|src/sim/hold.c|sim_faults|if (e->from == from && e->to == to && e->until > h->until)|if (0)
+sim-hold-send-overtakes-held|src/sim/hold.c|sim_faults|release(w, wk, from, to, false);|(void)0;
+sim-hold-signals-attributed|src/sim/hold.c|sim_faults|turn != NULL && turn->effects_head == NULL && plain(first, last)|turn != NULL && turn->effects_head == NULL
+sim-hold-kept-when-quiet|src/sim/harness.c|sim_faults|if (vat__sim_holding(w)) { /* nothing runs until they arrive */|if (0) {
+sim-shrink-drops-nothing|src/sim/shrink.c|sim_plan|if (!attempt(s, &c, UINT64_MAX))|if (1)
+sim-shrink-moves-nothing|src/sim/shrink.c|sim_plan|uint64_t mid = lo + (hi - lo) / 2;|uint64_t mid = hi;
+sim-trace-no-fault-marker|src/sim/faults.c|sim_plan|if (ring != NULL)|if (0)
+sim-trace-tracks-per-worker|src/trace/write.c|sim_plan|if (sys->trace_vat_track == NULL \|\| vat == NULL)|if (1)
 # The fixed programs of test/test_sim_bugs.c: each fix undone must fail its campaign.
 sim-bugs-2pc-no-monitor|test/test_sim_bugs.c|sim_bugs|expect_vat_ok(vat_monitor(turn, w->coord, coordinator_down, &id));|(void)coordinator_down, (void)id;
 sim-bugs-election-no-quorum|test/test_sim_bugs.c|sim_bugs|if (++n->votes >= MAJORITY)|if (++n->votes >= 1)
@@ -226,11 +249,11 @@ sim-bugs-cache-ignores-version|test/test_sim_bugs.c|sim_bugs|if (w->versioned &&
 # Worlds of several systems (src/sim/machines.c): one step among every system's
 # ready vats, one clock, crashes, event sources.
 sim-machines-step-in-the-wrong-system|src/sim/machines.c|sim_machines|while (end[i] <= k)|while (end[i] < k)
-sim-machines-faults-skip-the-world|src/sim/machines.c|sim_machines|vat__sim_strike(w, vat__vat_of(ready[k]), index);|(void)index;
+sim-machines-faults-skip-the-world|src/sim/machines.c|sim_machines|vat__sim_faults_step(w, vat__vat_of(ready[k]), index);|(void)index;
 sim-machines-first-system-keeps-its-chooser|src/sim/machines.c|sim_machines|m->sys[i]->sched.det_choose = follow;|if (i > 0) m->sys[i]->sched.det_choose = follow;
 sim-machines-crash-never-strikes|src/sim/machines.c|sim_machines|if (!m->crashed[i] && m->crash_at[i] <= now) {|if (0) {
-sim-machines-drawn-crash-at-once|src/sim/machines.c|sim_machines|world_now(m) + draw(&m->machine_rng) % o->crash_window_ns;|world_now(m);
-sim-machines-source-not-in-digest|src/sim/machines.c|sim_machines|m->w->digest = mix(mix(m->w->digest, now), h);|(void)h;
+sim-machines-drawn-crash-at-once|src/sim/machines.c|sim_machines|world_now(m) + vat__sim_draw(&m->machine_rng) % o->crash_window_ns;|world_now(m);
+sim-machines-source-not-in-digest|src/sim/machines.c|sim_machines|m->w->digest = vat__sim_mix(vat__sim_mix(m->w->digest, now), h);|(void)h;
 sim-machines-clocks-apart|src/sim/machines.c|sim_machines|vat_system_advance_clock(m->sys[i], ns);|if (i == 0) vat_system_advance_clock(m->sys[i], ns);
 # The simulated network (src/net/simstream.c, simnet.c) and its bug program.
 sim-net-no-latency|src/net/simstream.c|sim_net|uint64_t at = sim_link_now(to->link) + o->latency_ns;|uint64_t at = sim_link_now(to->link);

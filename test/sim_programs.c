@@ -52,6 +52,10 @@ void sim_find_replay_and_pass(const vat_sim_scenario *buggy,
   }
   fprintf(stderr, "sim: %s/%s: %u of seeds 1..%llu fail\n", buggy->name,
           sim_strategy_name(s), failing, (unsigned long long)bound);
+  ck_assert(r.shrunk.done);
+  fprintf(stderr, "sim: %s/%s: shrunk in %llu runs: %s; %s\n", buggy->name,
+          sim_strategy_name(s), (unsigned long long)r.shrunk.runs,
+          r.shrunk.message, r.shrunk.replay);
   ck_assert_vat_ok(vat_sim_replay(buggy, &o, r.seed, &again));
   ck_assert(again.failed);
   ck_assert_str_eq(again.message, r.message);

@@ -47,6 +47,8 @@
   X(observe)                                                                   \
   X(sim)                                                                       \
   X(sim_bugs)                                                                  \
+  X(sim_plan)                                                                  \
+  X(sim_faults)                                                                \
   X(sim_machines)                                                              \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)

@@ -561,9 +561,10 @@ static void *faulty_setup(vat_system *sys, void *ctx) {
   log_world *w = GC_MALLOC(sizeof *w);
   if ((w->b = machine(sys, NULL)) == NULL)
     return NULL;
+  /* Each label its own: a plan names a vat by a label no other has. */
+  static const char *const labels[] = {"on-a0", "on-a1", "on-b2", "on-b3"};
   for (unsigned i = 0; i < 4; i++) {
-    vat_entity_def def = {.state_size = sizeof(logger),
-                          .label = i < 2 ? "on-a" : "on-b"};
+    vat_entity_def def = {.state_size = sizeof(logger), .label = labels[i]};
     vat_ref *r;
     logger *l;
     if (vat_host_spawn(i < 2 ? sys : w->b, &def, &r, (void **)&l) != VAT_OK)

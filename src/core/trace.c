@@ -131,3 +131,12 @@ void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind) {
   record(r, kind, NULL);
   vat__trace_publish(r);
 }
+
+void vat__trace_fault(vat__trace_ring *r, const vat__vat *v, const char *kind,
+                      const char *text, uint64_t step) {
+  vat__trace_event *e = record(r, VAT__TR_FAULT, v);
+  e->flow = step;
+  e->entity = kind;
+  e->what = text;
+  vat__trace_publish(r);
+}

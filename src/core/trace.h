@@ -58,6 +58,8 @@ enum vat__trace_kind {
   VAT__TR_PARK,     /* the worker parks */
   VAT__TR_WAKE,     /* the worker is awake again */
   VAT__TR_IDLE,     /* the worker ran out of work: the last turn ended */
+  VAT__TR_FAULT,    /* a simulated world's fault struck vat (sim/): flow:
+                       its step; entity: its kind's name; what: its text */
 };
 
 /* What a message runs, as the file names it. */
@@ -173,6 +175,11 @@ void vat__trace_spawn(vat__trace_ring *r, const vat__vat *v,
                       const vat__vat *parent);
 void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason);
 void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind);
+/** A fault a simulated world injected (sim/) into `v` at `step`: `kind`
+ *  names it (a string that lives for ever), `text` says it as its plan
+ *  does (collector memory: the ring keeps it until its slot is reused). */
+void vat__trace_fault(vat__trace_ring *r, const vat__vat *v, const char *kind,
+                      const char *text, uint64_t step);
 /** What `m` runs, for the file's name of a turn or send, and its form.
  *  Inline: once per traced turn and per traced send. */
 static inline const void *vat__trace_what(const vat__msg *m, uint16_t *form) {

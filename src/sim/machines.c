@@ -56,18 +56,6 @@ struct vat__sim_machines {
  * sources name it by one of its systems. */
 static VAT__TLS vat__sim_world *running;
 
-static uint64_t draw(uint64_t *x) {
-  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-static uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-  return h * 0x100000001B3ull;
-}
-
 static struct vat__sim_machines *machines_of(vat_system *sys, unsigned *index) {
   vat__sim_world *w = running;
   if (sys == NULL || w == NULL || w->machines == NULL)
@@ -98,7 +86,7 @@ static void note(struct vat__sim_machines *m, const char *text) {
     snprintf(line, sizeof line, "%.6f s: %.*s", (double)now * 1e-9,
              (int)NOTE_MAX, text);
   for (const char *p = line; *p; p++)
-    m->w->digest = mix(m->w->digest, (unsigned char)*p);
+    m->w->digest = vat__sim_mix(m->w->digest, (unsigned char)*p);
   size_t left = sizeof m->notes - m->notes_len;
   size_t need = strlen(line) + (m->notes_len ? 2 : 0);
   if (left <= 4) /* full: "..." is there */
@@ -188,7 +176,7 @@ static void fire_due(struct vat__sim_machines *m) {
       if (e->src->next_event(e->ctx) > now && next_fault(e) > now)
         continue;
       uint64_t h = e->src->fire(e->ctx, now);
-      m->w->digest = mix(mix(m->w->digest, now), h);
+      m->w->digest = vat__sim_mix(vat__sim_mix(m->w->digest, now), h);
       again = true;
     }
   }
@@ -224,7 +212,7 @@ static uint32_t follow(void *ctx, vat__task *const *ready, uint32_t n) {
     index = m->follow_index;
     m->follow = NULL;
   }
-  vat__sim_strike(w, vat__vat_of(ready[k]), index);
+  vat__sim_faults_step(w, vat__vat_of(ready[k]), index);
   return k;
 }
 
@@ -322,7 +310,7 @@ int vat_sim_system_new(vat_system *sys, const vat_sim_system_options *o,
   vat_config_default(&cfg);
   cfg.workers = 0;
   cfg.deterministic = true;
-  cfg.seed = draw(&m->machine_rng);
+  cfg.seed = vat__sim_draw(&m->machine_rng);
   cfg.on_crash = NULL;
   vat_system *made;
   if ((rc = vat_system_new(&cfg, &made)) != VAT_OK)
@@ -335,9 +323,10 @@ int vat_sim_system_new(vat_system *sys, const vat_sim_system_options *o,
     m->sys[i]->sched.det_choose_ctx = m->w;
   }
   if (o->crash_chance > 0 &&
-      (double)(draw(&m->machine_rng) >> 11) * 0x1p-53 < o->crash_chance)
+      (double)(vat__sim_draw(&m->machine_rng) >> 11) * 0x1p-53 <
+          o->crash_chance)
     m->crash_at[m->n - 1] =
-        world_now(m) + draw(&m->machine_rng) % o->crash_window_ns;
+        world_now(m) + vat__sim_draw(&m->machine_rng) % o->crash_window_ns;
   *out = made;
   return VAT_OK;
 }
@@ -393,7 +382,7 @@ void *vat_sim_source_find(vat_system *sys, const vat_sim_source *src) {
 
 uint64_t vat_sim_draw(vat_system *sys) {
   struct vat__sim_machines *m = machines_of(sys, NULL);
-  return m != NULL ? draw(&m->source_rng) : 0;
+  return m != NULL ? vat__sim_draw(&m->source_rng) : 0;
 }
 
 int vat_sim_note(vat_system *sys, const char *text) {

@@ -60,6 +60,9 @@ static const char *name_of(name_cache *c, const void *what, uint32_t form) {
 typedef struct writer {
   FILE *f;
   vat_system *sys;
+  /* A simulated world's vat tracks (core/system.h): which are named yet. */
+  unsigned char *named;
+  size_t named_cap;
   double ns_per_tick;
   uint64_t copied_at; /* ticks, after the rings were copied */
   name_cache *names;
@@ -106,6 +109,42 @@ static const char *cat_of(uint32_t form) {
   return form == VAT__TR_SIGNAL ? "signal"
          : form == VAT__TR_DYN  ? "message"
                                 : "turn";
+}
+
+/* The track an event about `vat` is drawn on: its worker's (`tid`), or,
+ * in a simulated world, the vat's own, named when first used; the vats'
+ * tracks come after the workers'. */
+static unsigned track_of(writer *w, unsigned tid, const void *vat) {
+  vat_system *sys = w->sys;
+  if (sys->trace_vat_track == NULL || vat == NULL)
+    return tid;
+  int k = sys->trace_vat_track(sys->trace_vat_track_ctx, vat, NULL, 0);
+  if (k < 0)
+    return tid;
+  unsigned vt = sys->nworkers + 1 + (unsigned)k;
+  if ((size_t)k >= w->named_cap) {
+    size_t cap = 2 * (size_t)k + 16;
+    unsigned char *named = realloc(w->named, cap);
+    if (named == NULL)
+      return vt; /* only its name is lost */
+    memset(named + w->named_cap, 0, cap - w->named_cap);
+    w->named = named;
+    w->named_cap = cap;
+  }
+  if (!w->named[k]) {
+    w->named[k] = 1;
+    char name[96];
+    sys->trace_vat_track(sys->trace_vat_track_ctx, vat, name, sizeof name);
+    begin(w, "M", vt, 0);
+    fputs(",\"name\":\"thread_name\",\"args\":{\"name\":", w->f);
+    put_str(w->f, name);
+    fputs("}}", w->f);
+    begin(w, "M", vt, 0);
+    fprintf(w->f,
+            ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%u}}",
+            vt);
+  }
+  return vt;
 }
 
 /* A flow's id in the file: its place among the started flows. */
@@ -198,6 +237,13 @@ static void write_instant(writer *w, unsigned tid, const vat__trace_event *e,
     fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"flow\":\"%#llx\"}}", e->vat,
             (unsigned long long)e->flow);
     break;
+  case VAT__TR_FAULT:
+    put_name(w, "fault", e->entity ? (const char *)e->entity : "fault");
+    fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"step\":%llu,\"fault\":", e->vat,
+            (unsigned long long)e->flow);
+    put_str(w->f, e->what ? (const char *)e->what : "");
+    fputs("}}", w->f);
+    break;
   default:
     put_name(w, "sched", e->kind == VAT__TR_PARK ? "park" : "wake");
     fputs("}", w->f);
@@ -267,6 +313,7 @@ static void write_track(writer *w, unsigned tid, const track *t) {
    * inside the turn before it when it has that time, and is drawn at the
    * turn's start. */
   uint64_t turn_ts = 0, turn_ns = 0; /* the open turn's; 0: none */
+  unsigned turn_tid = tid;           /* its track */
   group g = {0};
   for (size_t i = 0; i < t->n; i++) {
     const vat__trace_event *e = &t->ev[i];
@@ -274,7 +321,8 @@ static void write_track(writer *w, unsigned tid, const track *t) {
       if (g.turns == 0 || e->ts != g.ts || g.next == g.turns)
         group_at(w, t, i, &g);
       turn_ns = share(&g, g.next);
-      write_turn(w, tid, t, i, turn_ns, share(&g, g.next + 1));
+      turn_tid = track_of(w, tid, e->vat);
+      write_turn(w, turn_tid, t, i, turn_ns, share(&g, g.next + 1));
       g.next++;
       turn_ts = e->ts;
       continue;
@@ -284,12 +332,12 @@ static void write_track(writer *w, unsigned tid, const track *t) {
       turn_ts = 0;
     uint64_t ns = in_turn ? turn_ns : ns_of(w, e->ts);
     if (e->kind == VAT__TR_SEND)
-      write_start(w, tid, e->flow, in_turn, ns, e);
+      write_start(w, in_turn ? turn_tid : tid, e->flow, in_turn, ns, e);
     else if (e->kind == VAT__TR_PARK && i + 1 < t->n &&
              t->ev[i + 1].kind == VAT__TR_WAKE)
       write_parked(w, tid, e, &t->ev[++i]);
     else if (e->kind != VAT__TR_IDLE)
-      write_instant(w, tid, e, ns);
+      write_instant(w, track_of(w, tid, e->vat), e, ns);
   }
 }
 
@@ -382,6 +430,7 @@ static int write_file(vat_system *sys, const char *path) {
   free(w.ends.ids);
   free(w.drops.ids);
   free(w.names);
+  free(w.named);
   for (unsigned i = 0; tracks && i < n; i++)
     GC_FREE(tracks[i].ev);
   free(tracks);
