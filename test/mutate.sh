@@ -234,7 +234,7 @@ sim-timeout-never|src/promise/promise.c|sim_faults|bool due = p->timeout != NULL
 sim-stop-ignored|src/sim/harness.c|sim_faults|if (w->stop) /* even when the step ran no turn (a drop) */|if (0)
 sim-delay-never-watched|src/core/deliver.c|sim_faults|to->sys != w->deliver_direct \|\||to->sys != w->sys \|\|
 sim-hold-later-delay-first|src/sim/hold.c|sim_faults|if (e->from == from && e->to == to && e->until > h->until)|if (0)
-sim-hold-send-overtakes-held|src/sim/hold.c|sim_faults|release(w, wk, from, to, false);|(void)0;
+sim-hold-send-overtakes-held|src/sim/hold.c|sim_faults|release(w, wk, &(which){.from = from, .to = to});|(void)0;
 sim-hold-signals-attributed|src/sim/hold.c|sim_faults|turn != NULL && turn->effects_head == NULL && plain(first, last)|turn != NULL && turn->effects_head == NULL
 sim-hold-kept-when-quiet|src/sim/harness.c|sim_faults|if (vat__sim_holding(w)) { /* nothing runs until they arrive */|if (0) {
 sim-shrink-drops-nothing|src/sim/shrink.c|sim_plan|if (!attempt(s, &c, UINT64_MAX))|if (1)
@@ -255,6 +255,7 @@ sim-machines-crash-never-strikes|src/sim/machines.c|sim_machines|if (!m->crashed
 sim-machines-drawn-crash-at-once|src/sim/machines.c|sim_machines|world_now(m) + vat__sim_draw(&m->machine_rng) % o->crash_window_ns;|world_now(m);
 sim-machines-source-not-in-digest|src/sim/machines.c|sim_machines|m->w->digest = vat__sim_mix(vat__sim_mix(m->w->digest, now), h);|(void)h;
 sim-machines-clocks-apart|src/sim/machines.c|sim_machines|vat_system_advance_clock(m->sys[i], ns);|if (i == 0) vat_system_advance_clock(m->sys[i], ns);
+sim-machines-delay-first-system-only|src/sim/machines.c|sim_world_faults|if (m->w->watching) /* delay faults may strike its vats too */|if (0)
 # The simulated network (src/net/simstream.c, simnet.c) and its bug program.
 sim-net-no-latency|src/net/simstream.c|sim_net|uint64_t at = sim_link_now(to->link) + o->latency_ns;|uint64_t at = sim_link_now(to->link);
 sim-net-no-jitter|src/net/simstream.c|sim_net|at += sim_link_draw(to->link) % (o->jitter_ns + 1);|(void)0;

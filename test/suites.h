@@ -50,6 +50,7 @@
   X(sim_plan)                                                                  \
   X(sim_faults)                                                                \
   X(sim_machines)                                                              \
+  X(sim_world_faults)                                                          \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)
 

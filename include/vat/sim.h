@@ -89,7 +89,10 @@
  *    a promise forwards, anything sent outside a turn: a dying vat's exit
  *    signals and down notifications, a timer) first releases everything
  *    held for that vat. Held messages are delivered when the world would
- *    otherwise go quiet, and at its end. Only the vat the step runs.
+ *    otherwise go quiet, and at its end. Only the vat the step runs. In
+ *    a world of several systems, on any of them, between vats of one
+ *    system (what a turn sends another machine's vat by a ref is never
+ *    held; what crosses a simulated network is late by its latency).
  *  - VAT_SIM_JITTER: the armed timer the vat set (vat_later, vat_every)
  *    that is due first fires later by 1 ns to max_jitter_ns on the
  *    virtual clock (the plan says how much); never earlier. A periodic

@@ -245,7 +245,7 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
   sys->trace_vat_track = vat__sim_track;
   sys->trace_vat_track_ctx = w;
   if (may_delay(o, plan))
-    vat__sim_hold_watch(w);
+    vat__sim_hold_watch(w, sys);
   vat__sim_machines_begin(w, sys, seed);
   uint64_t start = vat_system_now(sys), turns = 0;
   void *world = sc->setup(sys, sc->ctx);

@@ -19,6 +19,7 @@
 #include "core/thread.h"
 #include "core/worker.h"
 #include "sched/sched.h"
+#include "sim/hold.h"
 #include "sim/machines.h"
 #include "timer/timer.h"
 #include "util/gc.h"
@@ -316,6 +317,8 @@ int vat_sim_system_new(vat_system *sys, const vat_sim_system_options *o,
   if ((rc = vat_system_new(&cfg, &made)) != VAT_OK)
     return rc;
   vat_system_advance_clock(made, world_now(m));
+  if (m->w->watching) /* delay faults may strike its vats too */
+    vat__sim_hold_watch(m->w, made);
   add(m, made, o->name);
   /* From now on every step is the world's, among all its systems. */
   for (unsigned i = 0; i < m->n; i++) {

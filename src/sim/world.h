@@ -67,9 +67,11 @@ typedef struct vat__sim_world {
   unsigned nfaults, faults_cap;
   /* A stop struck: the harness stops the system after this step. */
   bool stop;
-  /* Delay faults (hold.c): the vat whose turn at step hold_step has its
+  /* Delay faults (hold.c): whether the world watches its systems'
+   * deliveries; the vat whose turn at step hold_step has its
    * sends held, for hold_steps steps; what is held, oldest first; and the
    * first message of what it delivers now. */
+  bool watching;
   vat__vat *hold_from;
   uint64_t hold_step, hold_steps;
   struct vat__sim_held *held, *held_tail;
