@@ -231,7 +231,7 @@ sim-kinds-default-all|src/sim/faults.c|sim|unsigned mask =|unsigned mask = VAT_S
 sim-drawn-jitter-on-step-vat-only|src/sim/faults.c|sim_faults|for (uint32_t k = 1; !struck && k < w->nvats; k++) {|for (uint32_t k = 1; 0; k++) {
 sim-jitter-early|src/timer/timer.c|sim_faults|first->deadline > UINT64_MAX - ns ? UINT64_MAX : first->deadline + ns;|first->deadline - ns;
 sim-timeout-never|src/promise/promise.c|sim_faults|bool due = p->timeout != NULL &&|bool due = false &&
-sim-stop-ignored|src/sim/harness.c|sim_faults|if (w->stop) /* even when the step ran no turn (a drop) */|if (0)
+sim-stop-ignored|src/sim/harness.c|sim_faults|if (w->stop != NULL) /* even when the step ran no turn (a drop) */|if (0)
 sim-delay-never-watched|src/core/deliver.c|sim_faults|to->sys != w->deliver_direct \|\||to->sys != w->sys \|\|
 sim-hold-later-delay-first|src/sim/hold.c|sim_faults|if (e->from == from && e->to == to && e->until > h->until)|if (0)
 sim-hold-send-overtakes-held|src/sim/hold.c|sim_faults|release(w, wk, &(which){.from = from, .to = to});|(void)0;
@@ -251,11 +251,15 @@ sim-bugs-cache-ignores-version|test/test_sim_bugs.c|sim_bugs|if (w->versioned &&
 sim-machines-step-in-the-wrong-system|src/sim/machines.c|sim_machines|while (end[i] <= k)|while (end[i] < k)
 sim-machines-faults-skip-the-world|src/sim/machines.c|sim_machines|vat__sim_faults_step(w, vat__vat_of(ready[k]), index);|(void)index;
 sim-machines-first-system-keeps-its-chooser|src/sim/machines.c|sim_machines|m->sys[i]->sched.det_choose = follow;|if (i > 0) m->sys[i]->sched.det_choose = follow;
-sim-machines-crash-never-strikes|src/sim/machines.c|sim_machines|if (!m->crashed[i] && m->crash_at[i] <= now) {|if (0) {
+sim-machines-crash-never-strikes|src/sim/machines.c|sim_machines|if (!down(m, i) && m->crash_at[i] <= now) {|if (0) {
 sim-machines-drawn-crash-at-once|src/sim/machines.c|sim_machines|world_now(m) + vat__sim_draw(&m->machine_rng) % o->crash_window_ns;|world_now(m);
 sim-machines-source-not-in-digest|src/sim/machines.c|sim_machines|m->w->digest = vat__sim_mix(vat__sim_mix(m->w->digest, now), h);|(void)h;
 sim-machines-clocks-apart|src/sim/machines.c|sim_machines|vat_system_advance_clock(m->sys[i], ns);|if (i == 0) vat_system_advance_clock(m->sys[i], ns);
 sim-machines-delay-first-system-only|src/sim/machines.c|sim_world_faults|if (m->w->watching) /* delay faults may strike its vats too */|if (0)
+sim-machines-stop-the-first-system|src/sim/faults.c|sim_world_faults|w->stop = v->sys;|w->stop = w->sys;
+sim-machines-stop-ends-the-world|src/sim/machines.c|sim_world_faults|if (w->stop != NULL) { /* even when the step ran no turn (a drop) */|if (0) {
+sim-machines-stopped-still-steps|src/sim/machines.c|sim_world_faults|return m->crashed[i] \|\| m->stopped[i];|return m->crashed[i];
+sim-machines-stop-not-silent|src/sim/machines.c|sim_net|went_down(m, i, "stop");|note(m, "stop");
 # The simulated network (src/net/simstream.c, simnet.c) and its bug program.
 sim-net-no-latency|src/net/simstream.c|sim_net|uint64_t at = sim_link_now(to->link) + o->latency_ns;|uint64_t at = sim_link_now(to->link);
 sim-net-no-jitter|src/net/simstream.c|sim_net|at += sim_link_draw(to->link) % (o->jitter_ns + 1);|(void)0;
@@ -266,7 +270,7 @@ sim-net-crash-not-silent|src/net/simstream.c|sim_net|e->frozen = true;|(void)e;
 sim-net-frames-uncounted|src/net/simstream.c|sim_net|e->in_pending += len;|(void)len;
 sim-net-partition-noop|src/net/simnet.c|sim_net|if (healed > l->healed_at)|if (0)
 sim-net-disconnect-noop|src/net/simnet.c|sim_net|sim_end_reset(e);|(void)e;
-sim-net-dial-through-partitions|src/net/simnet.c|sim_net|bool blocked = vat_sim_system_crashed(d->to) \|\| l->healed_at > now;|bool blocked = vat_sim_system_crashed(d->to);
+sim-net-dial-through-partitions|src/net/simnet.c|sim_net|bool blocked = machine_down(d->to) \|\| l->healed_at > now;|bool blocked = machine_down(d->to);
 sim-net-faults-at-the-start|src/net/simnet.c|sim_net|uint64_t at = sim_link_now(l) + sim_link_draw(l) % o->fault_window_ns;|uint64_t at = sim_link_now(l);
 sim-net-bytes-not-in-digest|src/net/simnet.c|sim_net|h = mix(h, sim_end_deliver(n->links[i]->ends[j], now));|sim_end_deliver(n->links[i]->ends[j], now);
 sim-net-bank-not-idempotent|test/test_sim_net.c|sim_net|if (!(b->fixed && id == b->applied_id)) {|if (1) {

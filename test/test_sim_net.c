@@ -739,6 +739,31 @@ START_TEST(a_crashed_machine_is_silence) {
 }
 END_TEST
 
+/* A machine a stop fault stopped is silence too: its connection vat
+ * answers nothing more, and each question ends by its timeout. */
+START_TEST(a_stopped_machine_is_silence) {
+  net_params p = params(1 * MS, partition_start);
+  p.client_opt.question_timeout_s = 0.050;
+  vat_sim_scenario sc = {
+      .name = "net", .setup = net_setup, .done = net_done, .ctx = &p};
+  vat_sim_options o;
+  vat_sim_options_default(&o);
+  o.plan = "step 1: stop counter";
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 4, &r));
+  ck_assert_msg(!r.failed, "%s", r.message);
+  ck_assert_uint_eq(r.nfaults, 1);
+  net_world *w = p.world;
+  ck_assert(vat_is_atom(w->s[0].value, vat_atom_timeout()));
+  ck_assert_uint_eq(w->s[0].at, 50 * MS);
+  ck_assert(vat_is_atom(w->s[1].value, vat_atom_timeout()));
+  ck_assert_uint_eq(w->s[1].at, 60 * MS);
+  ck_assert_vat_ok(w->rc[0]);
+  ck_assert_uint_gt(w->seen.bytes_dropped, 0);
+  ck_assert_msg(strstr(r.notes, " ms: stop server") != NULL, "%s", r.notes);
+}
+END_TEST
+
 /* A fault or a crash planned for after the program is done neither keeps
  * the world going past its deadline nor strikes. */
 static void faults_after_the_end(net_world *w) {
@@ -1171,6 +1196,7 @@ Suite *test_sim_net_suite(void) {
   tcase_add_test(tc, a_disconnect_ends_the_server_side_too);
   tcase_add_test(tc, a_dial_is_refused_times_out_or_waits_for_the_heal);
   tcase_add_test(tc, a_crashed_machine_is_silence);
+  tcase_add_test(tc, a_stopped_machine_is_silence);
   tcase_add_test(tc, faults_planned_for_later_do_not_keep_the_world_going);
   tcase_add_test(tc, too_much_on_the_way_ends_the_connection);
   tcase_add_test(tc, a_seed_replays_exactly_bytes_included);

@@ -115,7 +115,8 @@
  *    vat_ref_exit_reason reads `shutdown`) and their stop callbacks do not
  *    run. The scenario's check then runs once, with `quiescent` true, and
  *    must hold; `done` is not asked (a stopped program need not have
- *    finished).
+ *    finished). In a world of several systems it is the struck vat's
+ *    machine that stops so, and the world goes on (below).
  * The faults that struck are reported with a failure (vat_sim_result.plan)
  * in a plan's text form, in the order they struck:
  *
@@ -367,7 +368,8 @@ int vat_sim_replay(const vat_sim_scenario *sc, const vat_sim_options *o,
  * A scenario may make more systems in its world (vat_sim_system_new), each
  * a machine of its own: host-driven, deterministic, its seed drawn from
  * the world's. The harness runs them as one. A step chooses among the
- * ready vats of every system that has not crashed, by the world's
+ * ready vats of every system that has not crashed or stopped, by the
+ * world's
  * strategy: VAT_SIM_RANDOM uniformly over all of them, VAT_SIM_PCT by
  * priorities shared by every system (a vat's index counts the vats of all
  * systems as they were first ready). (A step that ran no turn, a dead vat
@@ -394,6 +396,20 @@ int vat_sim_replay(const vat_sim_scenario *sc, const vat_sim_options *o,
  * ever, and no vat ends (no exit signal, no monitor fires: the other
  * machines learn of it as a network shows it, by silence). It is shut
  * down with the world. The crash is in vat_sim_result.notes.
+ *
+ * A stop fault (VAT_SIM_STOP) that strikes a vat stops that vat's machine
+ * after the step, as vat_system_shutdown(sys, 0) stops a system: what it
+ * has queued (and held by delay faults) is dropped and counted, its
+ * pending timers are cancelled, its vats read `shutdown` and are not
+ * ended one by one. The other machines run on: the world ends as any
+ * world does, its check asked at quiescence and then `done` (a world of
+ * one system ends at the stop instead, as above). A stop is a shutdown,
+ * not a crash: the machine's own promises break, its queues are
+ * emptied; but as its connection vats are not ended one by one they
+ * write nothing, and to the other machines it is silent as a crashed
+ * one (the network drops what is sent to it). It is in the plan as the
+ * fault that struck, and in vat_sim_result.notes as "stop NAME";
+ * vat_sim_system_stopped says so.
  *
  * Event sources. What a world simulates beyond its systems (libvat-net's
  * network: vat/sim_net.h) registers as a source: the time of its next
@@ -446,6 +462,10 @@ int vat_sim_system_crash(vat_system *sys, uint64_t at_ns);
 /** Whether the machine of `sys` has crashed (false outside a world). */
 bool vat_sim_system_crashed(vat_system *sys);
 
+/** Whether the machine of `sys` was stopped by a stop fault (false
+ *  outside a world): see VAT_SIM_STOP in a world of several systems. */
+bool vat_sim_system_stopped(vat_system *sys);
+
 /** The name of `sys` in reports; NULL when no world running here has it. */
 const char *vat_sim_system_name(vat_system *sys);
 
@@ -464,8 +484,9 @@ typedef struct vat_sim_source {
    *  may send to the world's vats with vat_host_send, make connections,
    *  make systems); returns a hash of what it did, for the digest. */
   uint64_t (*fire)(void *ctx, uint64_t now);
-  /** A system of the world crashed (may be NULL). */
-  void (*crashed)(void *ctx, vat_system *sys);
+  /** A system of the world went down: it crashed, or a stop fault
+   *  stopped it (may be NULL). It runs no more. */
+  void (*down)(void *ctx, vat_system *sys);
   /** The world ends, before its systems are shut down: what the source
    *  holds outside the collector goes now (may be NULL). */
   void (*ended)(void *ctx);

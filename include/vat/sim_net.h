@@ -60,7 +60,8 @@
  *    connect again (vat_sim_dial).
  * A machine crash (vat_sim_system_crash) is silence: what is sent to the
  * crashed machine is dropped, it sends nothing more, and dialling it
- * times out; its peers learn of it by their own timeouts.
+ * times out; its peers learn of it by their own timeouts. A machine a
+ * stop fault stopped (vat/sim.h) is silent the same way.
  * Each fault that strikes is in the run's vat_sim_result.notes ("2.000
  * ms: partition m0-m1 for 1.500 s", "disconnect m0-m1: 2 connection ends
  * reset"). A fault strikes only while the world has something else to do

@@ -212,6 +212,11 @@ static const char *link_name(const sim_link *l, char *buf, size_t size) {
 
 /* --- Connections ---------------------------------------------------------- */
 
+/* A machine that crashed, or that a stop fault stopped, is silent. */
+static bool machine_down(vat_system *sys) {
+  return vat_sim_system_crashed(sys) || vat_sim_system_stopped(sys);
+}
+
 static int add_end(sim_link *l, sim_end *e) {
   if (l->nends == l->cap && l->cap > 0) {
     /* Ends done with go first: reconnecting for ever must not grow it. */
@@ -303,7 +308,7 @@ int vat_sim_connect(vat_system *from, vat_system *to, vat_ref *bootstrap,
   sim_net *n = pair_net(from, to);
   if (n == NULL || out == NULL || check_options(opt) != VAT_OK)
     return VAT_EINVAL;
-  if (vat_sim_system_crashed(from) || vat_sim_system_crashed(to))
+  if (machine_down(from) || machine_down(to))
     return VAT_ECLOSED;
   server *srv = server_of(n, to);
   if (srv == NULL)
@@ -318,7 +323,7 @@ int vat_sim_dial(vat_system *from, vat_system *to, vat_ref *bootstrap,
   sim_net *n = pair_net(from, to);
   if (n == NULL || peer_bootstrap == NULL || check_options(opt) != VAT_OK)
     return VAT_EINVAL;
-  if (vat_sim_system_crashed(from))
+  if (machine_down(from))
     return VAT_ECLOSED;
   sim_link *l;
   int rc = link_of(n, from, to, &l);
@@ -346,14 +351,14 @@ int vat_sim_dial(vat_system *from, vat_system *to, vat_ref *bootstrap,
   return VAT_OK;
 }
 
-/* The dial arrives: it connects, is refused, or (a partition, a crashed
- * machine) waits until it may, or times out. */
+/* The dial arrives: it connects, is refused, or (a partition, a machine
+ * down) waits until it may, or times out. */
 static uint64_t arrive(sim_net *n, event *e, uint64_t now) {
   dial *d = e->dial;
   sim_link *l = e->link;
-  if (vat_sim_system_crashed(d->from))
+  if (machine_down(d->from))
     return 1; /* nobody waits for it any more */
-  bool blocked = vat_sim_system_crashed(d->to) || l->healed_at > now;
+  bool blocked = machine_down(d->to) || l->healed_at > now;
   if (blocked && now < d->deadline) {
     e->at = l->healed_at > now && l->healed_at < d->deadline ? l->healed_at
                                                              : d->deadline;
@@ -500,7 +505,7 @@ static uint64_t fire(void *ctx, uint64_t now) {
   return h;
 }
 
-static void crashed(void *ctx, vat_system *sys) {
+static void down(void *ctx, vat_system *sys) {
   sim_net *n = ctx;
   for (size_t i = 0; i < n->nlinks; i++)
     for (size_t j = 0; j < n->links[i]->nends; j++)
@@ -520,5 +525,5 @@ static void ended(void *ctx) {
 static const vat_sim_source net_source = {.next_event = next_event,
                                           .next_fault = next_fault,
                                           .fire = fire,
-                                          .crashed = crashed,
+                                          .down = down,
                                           .ended = ended};

@@ -49,7 +49,7 @@ typedef struct sim_end {
   size_t out_max;       /* options: past this on the way, writes fail */
   bool closed;          /* its vat ended it: what it writes is dropped */
   bool gone;            /* it was told of the end: what comes is dropped */
-  bool frozen;          /* its machine crashed */
+  bool frozen;          /* its machine went down */
 } sim_end;
 
 struct sim_link {
@@ -80,8 +80,8 @@ uint64_t sim_end_deliver(sim_end *e, uint64_t now);
 /** A reset: what is on its way to `e` is dropped and its vat told the
  *  connection was reset, unless it ended it or knew already. */
 void sim_end_reset(sim_end *e);
-/** `e`'s machine crashed: what is on its way to it is dropped, and what
- *  comes later too. */
+/** `e`'s machine went down (crashed or stopped): what is on its way to it is
+ * dropped, and what comes later too. */
 void sim_end_freeze(sim_end *e);
 /** The world ended: `e` lets its reader go (nothing arrives any more). */
 void sim_end_forget(sim_end *e);

@@ -169,7 +169,7 @@ static vat_sim_verdict run_steps(const vat_sim_scenario *sc, vat__sim_world *w,
     if (rc != VAT_OK)
       return fail(r, VAT_SIM_RUN_FAILED, "run call failed: %d", rc);
     *turns += rr.turns;
-    if (w->stop) /* even when the step ran no turn (a drop) */
+    if (w->stop != NULL) /* even when the step ran no turn (a drop) */
       return stop(sc, w, world, r);
     if (rr.turns > 0) {
       if (sc->check && !sc->check(world, false, why, sizeof why))

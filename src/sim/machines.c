@@ -39,6 +39,7 @@ struct vat__sim_machines {
   char name[VAT_SIM_MAX_SYSTEMS][NAME_SIZE];
   uint64_t crash_at[VAT_SIM_MAX_SYSTEMS]; /* UINT64_MAX: none planned */
   bool crashed[VAT_SIM_MAX_SYSTEMS];
+  bool stopped[VAT_SIM_MAX_SYSTEMS]; /* by a stop fault */
   unsigned n;
   uint64_t machine_rng; /* new systems' seeds and crashes */
   uint64_t source_rng;  /* vat_sim_draw */
@@ -146,15 +147,41 @@ void vat__sim_machines_end(vat__sim_world *w) {
 
 /* --- A step --------------------------------------------------------------- */
 
+/* A machine that crashed or stopped runs no more. */
+static bool down(const struct vat__sim_machines *m, unsigned i) {
+  return m->crashed[i] || m->stopped[i];
+}
+
+/* Machine i went down: noted as `what` ("crash", "stop"), and the sources
+ * told. */
+static void went_down(struct vat__sim_machines *m, unsigned i,
+                      const char *what) {
+  char text[NAME_SIZE + 8];
+  snprintf(text, sizeof text, "%s %s", what, m->name[i]);
+  note(m, text);
+  for (unsigned j = 0; j < m->nsources; j++)
+    if (m->sources[j].src->down != NULL)
+      m->sources[j].src->down(m->sources[j].ctx, m->sys[i]);
+}
+
 static void crash_now(struct vat__sim_machines *m, unsigned i) {
   m->crashed[i] = true;
   m->crash_at[i] = UINT64_MAX;
-  char text[NAME_SIZE + 8];
-  snprintf(text, sizeof text, "crash %s", m->name[i]);
-  note(m, text);
-  for (unsigned j = 0; j < m->nsources; j++)
-    if (m->sources[j].src->crashed != NULL)
-      m->sources[j].src->crashed(m->sources[j].ctx, m->sys[i]);
+  went_down(m, i, "crash");
+}
+
+/* A stop fault struck a vat of `sys` in this step: the machine stops as
+ * vat_system_shutdown(sys, 0) stops it (what it holds of delayed messages
+ * delivered first, to be dropped with the rest), and the world goes on. */
+static void stop_now(struct vat__sim_machines *m, vat_system *sys) {
+  unsigned i = 0;
+  while (m->sys[i] != sys)
+    i++;
+  vat__sim_hold_release_to(m->w, sys);
+  sys->sched.det_choose = NULL; /* shutdown's drain is not a step */
+  vat_system_shutdown(sys, 0);  /* not quiet: VAT_ETIMEDOUT, as meant */
+  m->stopped[i] = true;
+  went_down(m, i, "stop");
 }
 
 static uint64_t next_fault(const source_entry *e) {
@@ -168,7 +195,7 @@ static void fire_due(struct vat__sim_machines *m) {
   for (bool again = true; again;) {
     again = false;
     for (unsigned i = 0; i < m->n; i++)
-      if (!m->crashed[i] && m->crash_at[i] <= now) {
+      if (!down(m, i) && m->crash_at[i] <= now) {
         crash_now(m, i);
         again = true;
       }
@@ -218,7 +245,7 @@ static uint32_t follow(void *ctx, vat__task *const *ready, uint32_t n) {
 }
 
 static bool alone(const struct vat__sim_machines *m) {
-  return m->n == 1 && !m->crashed[0];
+  return m->n == 1 && !down(m, 0);
 }
 
 int vat__sim_machines_run(vat__sim_world *w, vat_run_result *rr) {
@@ -231,7 +258,7 @@ int vat__sim_machines_run(vat__sim_world *w, vat_run_result *rr) {
     m->ready = vat__gc_alloc(VAT__SIM_READY_MAX * sizeof *m->ready);
   uint32_t n = 0, end[VAT_SIM_MAX_SYSTEMS];
   for (unsigned i = 0; i < m->n; i++) {
-    if (!m->crashed[i]) {
+    if (!down(m, i)) {
       fire_timers(m->sys[i]);
       n += vat__pick_seeded_ready(&m->sys[i]->workers[0]->run, m->ready + n);
     }
@@ -246,6 +273,10 @@ int vat__sim_machines_run(vat__sim_world *w, vat_run_result *rr) {
   m->follow = m->ready[k];
   int rc = vat_system_run(m->sys[i], 1, 0, rr);
   m->follow = NULL;
+  if (w->stop != NULL) { /* even when the step ran no turn (a drop) */
+    stop_now(m, w->stop);
+    w->stop = NULL;
+  }
   rr->more = true; /* the next step looks again */
   return rc;
 }
@@ -257,7 +288,7 @@ void vat__sim_machines_next(vat__sim_world *w, int64_t *ns) {
   uint64_t now = world_now(m), next = UINT64_MAX, fault = UINT64_MAX;
   for (unsigned i = 0; i < m->n; i++) {
     int64_t t;
-    if (m->crashed[i])
+    if (down(m, i))
       continue;
     if (vat_system_next_timer(m->sys[i], &t) == VAT_OK && t >= 0 &&
         now + (uint64_t)t < next)
@@ -339,7 +370,7 @@ int vat_sim_system_crash(vat_system *sys, uint64_t at_ns) {
   struct vat__sim_machines *m = machines_of(sys, &i);
   if (m == NULL)
     return VAT_EINVAL;
-  if (!m->crashed[i] && at_ns < m->crash_at[i])
+  if (!down(m, i) && at_ns < m->crash_at[i])
     m->crash_at[i] = at_ns;
   return VAT_OK;
 }
@@ -348,6 +379,12 @@ bool vat_sim_system_crashed(vat_system *sys) {
   unsigned i;
   struct vat__sim_machines *m = machines_of(sys, &i);
   return m != NULL && m->crashed[i];
+}
+
+bool vat_sim_system_stopped(vat_system *sys) {
+  unsigned i;
+  struct vat__sim_machines *m = machines_of(sys, &i);
+  return m != NULL && m->stopped[i];
 }
 
 const char *vat_sim_system_name(vat_system *sys) {

@@ -65,8 +65,9 @@ typedef struct vat__sim_world {
   vat_sim_fault *faults;
   const char **fault_labels;
   unsigned nfaults, faults_cap;
-  /* A stop struck: the harness stops the system after this step. */
-  bool stop;
+  /* A stop struck a vat of this system: it stops after this step (the
+   * world with it, in a world of one: harness.c; else machines.c). */
+  vat_system *stop;
   /* Delay faults (hold.c): whether the world watches its systems'
    * deliveries; the vat whose turn at step hold_step has its
    * sends held, for hold_steps steps; what is held, oldest first; and the
