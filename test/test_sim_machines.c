@@ -438,10 +438,30 @@ START_TEST(crashes_drawn_from_the_seed_replay) {
       ck_assert_uint_lt(t, 15000000);
       times += t != last_time;
       last_time = t;
+      /* The crash is a fault at a time of the run's plan, to the ns. */
+      ck_assert_uint_eq(r.timed_faults, 1);
+      ck_assert_ptr_nonnull(strstr(r.plan, ": crash m1"));
+      uint64_t at;
+      const char *end;
+      ck_assert_int_eq(strncmp(r.plan, "at ", 3), 0);
+      ck_assert_vat_ok(vat_sim_time_parse(r.plan + 3, &at, &end));
+      ck_assert_uint_eq(at / 1000000, t / 1000000);
+      ck_assert_str_eq(end, ": crash m1");
+      /* Pasted back it crashes m1 again; without it m1 never crashes. */
+      vat_sim_options planned = o;
+      planned.plan = r.plan;
+      ck_assert_vat_ok(vat_sim_replay(&sc, &planned, seed, &again));
+      ck_assert_uint_eq(again.digest, r.digest);
+      ck_assert_str_eq(again.notes, r.notes);
+      planned.plan = "none";
+      ck_assert_vat_ok(vat_sim_replay(&sc, &planned, seed, &again));
+      ck_assert(again.failed); /* ticking past the deadline */
+      ck_assert_str_eq(again.notes, "none");
     } else {
       ck_assert(r.failed); /* ticking past the deadline */
       ck_assert_ptr_nonnull(strstr(r.message, "deadline"));
       ck_assert_str_eq(r.notes, "none");
+      ck_assert_str_eq(r.plan, "none");
     }
     ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &again));
     ck_assert_str_eq(again.notes, r.notes);
@@ -609,7 +629,12 @@ static void new_system_in_a_turn(vat_turn *turn, void *state, void *arg) {
   w->ran = true;
 }
 
-static int setup_errors[16];
+static int setup_errors[32];
+
+static int src_strike(void *ctx, const char *text, uint64_t *hash) {
+  (void)ctx, (void)text, (void)hash;
+  return VAT_EINVAL;
+}
 
 static void *bad_setup(vat_system *sys, void *ctx) {
   (void)ctx;
@@ -624,7 +649,38 @@ static void *bad_setup(vat_system *sys, void *ctx) {
   mo.crash_chance = 0.5;
   mo.crash_window_ns = 0;
   e[2] = vat_sim_system_new(sys, &mo, &out);
-  for (unsigned i = 1; i < VAT_SIM_MAX_SYSTEMS; i++)
+  /* Names a plan can write, each once. */
+  vat_sim_system_options_default(&mo);
+  static const char *const bad_names[] = {"a-b", "", "m3", "a name",
+                                          "0123456789012345678901234567890123"};
+  for (unsigned i = 0; i < 5; i++) {
+    mo.name = bad_names[i];
+    e[12 + i] = vat_sim_system_new(sys, &mo, &out);
+  }
+  mo.name = "far.away_1";
+  e[17] = vat_sim_system_new(sys, &mo, &out);
+  e[18] = vat_sim_system_new(sys, &mo, &out);
+  /* Faults at a time a source draws. */
+  static vat_sim_source striking; /* kept by address: static */
+  striking = test_source;
+  striking.strike = src_strike;
+  source_world *fw = GC_MALLOC(sizeof *fw);
+  e[19] = vat_sim_source_fault(sys, &striking, 0, "x"); /* not added */
+  e[20] = vat_sim_source_add(sys, &striking, fw);
+  e[21] = vat_sim_source_fault(sys, &striking, 0, "partition a-b for 1ms");
+  static const char *const bad_texts[] = {"",     " x",       "x ",       "a;b",
+                                          "it's", "crash m0", "tab\there"};
+  for (unsigned i = 0; i < 7; i++)
+    if (vat_sim_source_fault(sys, &striking, 5, bad_texts[i]) != VAT_EINVAL)
+      e[22] = -99 - (int)i;
+  char longer[122];
+  memset(longer, 'x', sizeof longer - 1);
+  longer[sizeof longer - 1] = '\0';
+  e[23] = vat_sim_source_fault(sys, &striking, 5, longer);
+  e[24] = vat_sim_source_fault(sys, &test_source, 5, "x"); /* no strike */
+  e[25] = vat_sim_source_fault(sys, NULL, 5, "x");
+  e[26] = vat_sim_source_fault(sys, &striking, 5, NULL);
+  for (unsigned i = 1; i < VAT_SIM_MAX_SYSTEMS - 1; i++)
     if (vat_sim_system_new(sys, NULL, &out) != VAT_OK)
       return NULL;
   e[3] = vat_sim_system_new(sys, NULL, &out);
@@ -653,6 +709,8 @@ START_TEST(bad_calls_are_refused) {
   ck_assert_ptr_null(vat_sim_source_find(sys, &test_source));
   ck_assert_uint_eq(vat_sim_draw(sys), 0);
   ck_assert_vat_err(vat_sim_note(sys, "x"), VAT_EINVAL);
+  ck_assert_vat_err(vat_sim_source_fault(sys, &test_source, 0, "x"),
+                    VAT_EINVAL);
   test_quiesce(sys);
   /* Inside one. */
   vat_sim_scenario sc = {.name = "bad", .setup = bad_setup};
@@ -673,6 +731,21 @@ START_TEST(bad_calls_are_refused) {
   ck_assert_vat_ok(e[9]);
   ck_assert_vat_err(e[10], VAT_EINVAL);
   ck_assert_vat_ok(e[11]);
+  for (unsigned i = 12; i < 17; i++)
+    ck_assert_vat_err(e[i], VAT_EINVAL);
+  ck_assert_vat_ok(e[17]);
+  ck_assert_vat_err(e[18], VAT_EBUSY);
+  ck_assert_vat_err(e[19], VAT_EINVAL);
+  ck_assert_vat_ok(e[20]);
+  ck_assert_vat_ok(e[21]);
+  ck_assert_vat_ok(e[22]);
+  ck_assert_vat_err(e[23], VAT_EINVAL);
+  ck_assert_vat_err(e[24], VAT_EINVAL);
+  ck_assert_vat_err(e[25], VAT_EINVAL);
+  ck_assert_vat_err(e[26], VAT_EINVAL);
+  /* The source knew no fault it drew: none struck. */
+  ck_assert_uint_eq(r.timed_faults, 0);
+  ck_assert_str_eq(r.plan, "none");
 }
 END_TEST
 

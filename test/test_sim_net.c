@@ -8,11 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gc/gc.h>
 
+#include "json.h"
 #include "sim_programs.h"
 #include "support.h"
+#include "trace_check.h"
 #include "vat/caps.h"
 #include "vat/exits.h"
 #include "vat/host.h"
@@ -1110,9 +1113,12 @@ static void bank_client_start(vat_turn *turn, void *state, void *arg) {
   deposit(turn, b, vat_conn_bootstrap_ref(b->conn));
 }
 
-static void *bank_setup(vat_system *sys, void *ctx) {
+/* The bank's world; with `noisy`, more faults than the bug needs: a
+ * machine that crashes and does nothing, and up to five faults of both
+ * kinds on the link. */
+static void *bank_world(vat_system *sys, bool fixed, bool noisy) {
   bank *b = GC_MALLOC(sizeof *b);
-  b->fixed = ctx != NULL;
+  b->fixed = fixed;
   b->client_sys = sys;
   vat_sim_system_options mo;
   vat_sim_system_options_default(&mo);
@@ -1133,12 +1139,35 @@ static void *bank_setup(vat_system *sys, void *ctx) {
   lo.fault_rate = 1;
   lo.fault_kinds = VAT_SIM_NET_FAULT(VAT_SIM_NET_DISCONNECT);
   lo.fault_window_ns = 10 * MS;
+  if (noisy) {
+    lo.fault_kinds = 0;
+    lo.max_faults = 5;
+    lo.partition_min_ns = 1 * MS;
+    lo.partition_max_ns = 3 * MS;
+    vat_sim_system_options spare;
+    vat_sim_system_options_default(&spare);
+    spare.name = "spare";
+    spare.crash_chance = 1;
+    spare.crash_window_ns = 10 * MS;
+    vat_system *idle;
+    if (vat_sim_system_new(sys, &spare, &idle) != VAT_OK)
+      return NULL;
+  }
   if (vat_sim_serve(b->server_sys, account, NULL, NULL, NULL) != VAT_OK ||
       vat_sim_link(sys, b->server_sys, &lo) != VAT_OK ||
       vat_sim_connect(sys, b->server_sys, NULL, NULL, &b->conn) != VAT_OK ||
       vat_host_send(c, bank_client_start, NULL) != VAT_OK)
     return NULL;
   return b;
+}
+
+static void *bank_setup(vat_system *sys, void *ctx) {
+  return bank_world(sys, ctx != NULL, false);
+}
+
+static void *noisy_bank_setup(vat_system *sys, void *ctx) {
+  (void)ctx;
+  return bank_world(sys, false, true);
 }
 
 static bool bank_check(void *world, bool quiescent, char *why, size_t n) {
@@ -1184,6 +1213,249 @@ START_TEST(a_retry_after_a_disconnect_applies_twice_pct) {
 }
 END_TEST
 
+/* --- The network's faults in the plan -------------------------------------
+ * A fault the network draws from the seed is a fault at a time: in the
+ * run's plan ("at 3224018ns: disconnect m0-bank"), struck again when the
+ * plan is pasted back, gone under a plan without it, and shrunk like any
+ * other fault. */
+
+/* The instants of the trace at `path` that mark a fault of `kind`, each
+ * on the host's track, with its text in `plan`. */
+static unsigned marked(const char *path, const char *kind, const char *plan) {
+  char err[256];
+  json *doc = json_parse_file(path, err, sizeof err);
+  ck_assert_msg(doc != NULL, "%s", err);
+  trace_summary sum;
+  ck_assert_msg(trace_check(doc, &sum, err, sizeof err), "%s", err);
+  const json *ev = json_get(doc, "traceEvents");
+  unsigned n = 0;
+  for (size_t i = 0; i < ev->len; i++) {
+    const json *e = &ev->items[i];
+    if (strcmp(json_str(e, "ph"), "i") != 0 ||
+        strcmp(json_str(e, "cat"), "fault") != 0 ||
+        strcmp(json_str(e, "name"), kind) != 0)
+      continue;
+    const char *text = json_str(json_get(e, "args"), "fault");
+    ck_assert_msg(strstr(plan, text) != NULL, "%s is not in %s", text, plan);
+    ck_assert_int_eq(strncmp(text, "at ", 3), 0);
+    bool on_host = false;
+    for (size_t j = 0; j < ev->len; j++) {
+      const json *m = &ev->items[j];
+      on_host |= strcmp(json_str(m, "ph"), "M") == 0 &&
+                 strcmp(json_str(m, "name"), "thread_name") == 0 &&
+                 json_num(m, "tid", -1) == json_num(e, "tid", -2) &&
+                 strcmp(json_str(json_get(m, "args"), "name"), "host") == 0;
+    }
+    ck_assert(on_host);
+    n++;
+  }
+  json_free(doc);
+  return n;
+}
+
+START_TEST(network_faults_are_in_the_plan_replayed_and_shrunk) {
+  char path[] = "/tmp/vat-sim-net-trace-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  o.trace_path = path;
+  vat_sim_result r, again;
+  ck_assert_vat_ok(vat_sim_run(&retry_buggy, &o, 1, 200, &r));
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.nfaults, 0);
+  ck_assert_uint_eq(r.timed_faults, 1);
+  ck_assert_msg(strncmp(r.plan, "at ", 3) == 0 &&
+                    strstr(r.plan, "ns: disconnect m0-bank") != NULL,
+                "%s", r.plan);
+  o.trace_path = NULL;
+  /* Pasted back, the plan strikes the disconnect again: the same run. */
+  o.plan = r.plan;
+  ck_assert_vat_ok(vat_sim_replay(&retry_buggy, &o, r.seed, &again));
+  ck_assert(again.failed);
+  ck_assert_str_eq(again.message, r.message);
+  ck_assert_str_eq(again.plan, r.plan);
+  ck_assert_str_eq(again.notes, r.notes);
+  ck_assert_uint_eq(again.digest, r.digest);
+  ck_assert_uint_eq(again.plan_missed, 0);
+  /* A plan without it: the seed's disconnect gives way to the plan, and
+   * the deposit is made once. */
+  o.plan = "none";
+  ck_assert_vat_ok(vat_sim_replay(&retry_buggy, &o, r.seed, &again));
+  ck_assert_msg(!again.failed, "%s", again.message);
+  ck_assert_str_eq(again.notes, "none");
+  /* Shrunk: the disconnect stays (the run passes without it), and the
+   * shrunk run's line, seed and plan through the environment, replays it
+   * exactly. */
+  ck_assert(r.shrunk.done);
+  ck_assert_uint_eq(r.shrunk.timed_faults, 1);
+  ck_assert_msg(strstr(r.shrunk.plan, ": disconnect m0-bank") != NULL, "%s",
+                r.shrunk.plan);
+  ck_assert_ptr_nonnull(strstr(r.shrunk.replay, r.shrunk.plan));
+  /* ...moved earlier on the clock: the run fails as soon as the deposit is
+   * on its way, not only when the seed's disconnect came. */
+  uint64_t drawn_at, shrunk_at;
+  ck_assert_vat_ok(vat_sim_time_parse(r.plan + 3, &drawn_at, NULL));
+  ck_assert_int_eq(strncmp(r.shrunk.plan, "at ", 3), 0);
+  ck_assert_vat_ok(vat_sim_time_parse(r.shrunk.plan + 3, &shrunk_at, NULL));
+  ck_assert_uint_lt(shrunk_at, drawn_at);
+  char seed[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)r.seed);
+  setenv("VAT_SIM_SEED", seed, 1);
+  setenv("VAT_SIM_PLAN", r.shrunk.plan, 1);
+  o.plan = NULL;
+  o.shrink_runs = 0;
+  ck_assert_vat_ok(vat_sim_run(&retry_buggy, &o, 1, 200, &again));
+  unsetenv("VAT_SIM_SEED");
+  unsetenv("VAT_SIM_PLAN");
+  ck_assert(again.failed);
+  ck_assert_str_eq(again.message, r.shrunk.message);
+  ck_assert_uint_eq(again.digest, r.shrunk.digest);
+  /* The failing run's trace (the shrunk one) marks the disconnect. */
+  ck_assert(r.trace_written);
+  ck_assert_uint_eq(marked(path, "network", r.shrunk.plan), 1);
+  unlink(path);
+}
+END_TEST
+
+/* A failure among many faults at a time (partitions, disconnects, a
+ * machine's crash) shrinks to those it needs: a disconnect. */
+START_TEST(network_faults_and_crashes_shrink) {
+  vat_sim_scenario noisy = {.name = "retry-noisy",
+                            .setup = noisy_bank_setup,
+                            .check = bank_check,
+                            .done = bank_done};
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  unsigned found = 0;
+  for (uint64_t next = 1; found < 3; next++) {
+    vat_sim_result r, again;
+    ck_assert_vat_ok(vat_sim_run(&noisy, &o, next, 500, &r));
+    ck_assert(r.failed);
+    next = r.seed;
+    if (r.verdict != VAT_SIM_BROKE_INVARIANT)
+      continue;
+    found++;
+    ck_assert_ptr_nonnull(strstr(r.plan, ": crash spare"));
+    ck_assert_uint_ge(r.timed_faults, 3);
+    ck_assert(r.shrunk.done);
+    fprintf(stderr,
+            "sim: retry-noisy: seed %llu, %u faults: %s\n"
+            "  shrunk in %llu runs to %u: %s\n",
+            (unsigned long long)r.seed, r.timed_faults, r.plan,
+            (unsigned long long)r.shrunk.runs, r.shrunk.timed_faults,
+            r.shrunk.plan);
+    ck_assert_uint_lt(r.shrunk.timed_faults, r.timed_faults);
+    ck_assert_ptr_null(strstr(r.shrunk.plan, "crash"));
+    ck_assert_ptr_nonnull(strstr(r.shrunk.plan, "disconnect m0-bank"));
+    ck_assert_ptr_nonnull(strstr(r.shrunk.message, "balance is 20"));
+    o.plan = r.shrunk.plan;
+    ck_assert_vat_ok(vat_sim_replay(&noisy, &o, r.seed, &again));
+    o.plan = NULL;
+    ck_assert(again.failed);
+    ck_assert_str_eq(again.message, r.shrunk.message);
+    ck_assert_uint_eq(again.digest, r.shrunk.digest);
+  }
+}
+END_TEST
+
+/* Every seed's plan, partitions and disconnects drawn, and faults at a
+ * step among them, replays its run. */
+START_TEST(drawn_partitions_and_disconnects_replay_from_the_plan) {
+  net_params p = replay_params();
+  vat_sim_scenario sc = {
+      .name = "replay", .setup = net_setup, .done = net_done, .ctx = &p};
+  unsigned timed = 0, mixed = 0;
+  for (uint64_t seed = 1; seed <= 40; seed++) {
+    vat_sim_options o;
+    vat_sim_options_default(&o);
+    o.fault_rate = 0.02;
+    o.max_faults = 2;
+    o.shrink_runs = 0;
+    vat_sim_result r, again;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
+    timed += r.timed_faults;
+    mixed += r.timed_faults > 0 && r.nfaults > 0;
+    o.plan = r.plan;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &again));
+    ck_assert_msg(again.digest == r.digest, "seed %llu: %s / %s",
+                  (unsigned long long)seed, r.plan, again.plan);
+    ck_assert_str_eq(again.notes, r.notes);
+    ck_assert_str_eq(again.plan, r.plan);
+    ck_assert_uint_eq(again.turns, r.turns);
+    ck_assert_uint_eq(again.now_ns, r.now_ns);
+    ck_assert_uint_eq(again.plan_missed, 0);
+  }
+  ck_assert_uint_gt(timed, 20);
+  ck_assert_uint_gt(mixed, 5);
+}
+END_TEST
+
+/* Faults at a time written by hand: a partition, a disconnect and a
+ * crash strike as the scenario's own would; one naming what is not there
+ * (or nothing the world knows) never strikes. */
+START_TEST(network_faults_written_in_a_plan_strike) {
+  net_params p = params(1 * MS, partition_start);
+  vat_sim_scenario sc = {
+      .name = "net", .setup = net_setup, .done = net_done, .ctx = &p};
+  vat_sim_options o;
+  vat_sim_options_default(&o);
+  vat_sim_result r;
+  o.plan = "at 5ms: partition m0-server for 50ms";
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 3, &r));
+  ck_assert_msg(!r.failed, "%s", r.message);
+  ck_assert_uint_eq(r.timed_faults, 1);
+  ck_assert_str_eq(r.plan, "at 5ms: partition m0-server for 50ms");
+  ck_assert_str_eq(r.notes, "5.000 ms: partition m0-server for 0.050 s");
+  ck_assert_uint_eq(p.world->s[1].at, 56 * MS);
+  p = params(1 * MS, partition_start);
+  p.client_opt.question_timeout_s = 0.050;
+  o.plan = "at 5ms: crash server";
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 4, &r));
+  ck_assert_str_eq(r.notes, "5.000 ms: crash server");
+  ck_assert(vat_is_atom(p.world->s[1].value, vat_atom_timeout()));
+  p = params(1 * MS, partition_start);
+  o.plan = "at 3ms: disconnect m0-server";
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 3, &r));
+  ck_assert_str_eq(r.notes,
+                   "3.000 ms: disconnect m0-server: 2 connection ends reset");
+  /* The call at 10 ms, on the connection reset at 3 ms. */
+  ck_assert(p.world->s[1].settled && !p.world->s[1].resolved);
+  ck_assert(vat_is_atom(p.world->s[1].value, vat_atom_noconnection()));
+  /* Two at one time strike in the plan's order, and are so reported. */
+  static const char *const tied[] = {
+      "at 3ms: disconnect m0-server; at 3ms: partition m0-server for 50ms",
+      "at 3ms: partition m0-server for 50ms; at 3ms: disconnect m0-server"};
+  for (size_t i = 0; i < 2; i++) {
+    p = params(1 * MS, partition_start);
+    o.plan = tied[i];
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, 3, &r));
+    ck_assert_uint_eq(r.timed_faults, 2);
+    ck_assert_str_eq(r.plan, tied[i]);
+    const char *first = i ? "3.000 ms: partition" : "3.000 ms: disconnect";
+    ck_assert_int_eq(strncmp(r.notes, first, strlen(first)), 0);
+  }
+  static const char *const missed[] = {
+      "at 5ms: partition m0-nobody for 50ms",
+      "at 5ms: crash nobody",
+      "at 5ms: explode m0-server",
+      "at 5ms: partition m0-server for ever",
+      "at 5ms: partition m0-serv for 50ms",
+      "at 5ms: partition m0-server for 50ms or so",
+      "at 5ms: partition m0-server for 0s",
+      "at 5ms: disconnect m0-server now"};
+  for (size_t i = 0; i < sizeof missed / sizeof missed[0]; i++) {
+    p = params(1 * MS, partition_start);
+    o.plan = missed[i];
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, 3, &r));
+    ck_assert_msg(!r.failed, "%s: %s", missed[i], r.message);
+    ck_assert_uint_eq(r.timed_faults, 0);
+    ck_assert_uint_eq(r.plan_missed, 1);
+    ck_assert_str_eq(r.notes, "none");
+    ck_assert_str_eq(r.plan, "none");
+  }
+}
+END_TEST
+
 Suite *test_sim_net_suite(void) {
   Suite *s = suite_create("sim_net");
   TCase *tc = test_case("link", 120);
@@ -1200,11 +1472,15 @@ Suite *test_sim_net_suite(void) {
   tcase_add_test(tc, faults_planned_for_later_do_not_keep_the_world_going);
   tcase_add_test(tc, too_much_on_the_way_ends_the_connection);
   tcase_add_test(tc, a_seed_replays_exactly_bytes_included);
+  tcase_add_test(tc, drawn_partitions_and_disconnects_replay_from_the_plan);
+  tcase_add_test(tc, network_faults_written_in_a_plan_strike);
   tcase_add_test(tc, bad_input_is_refused);
   suite_add_tcase(s, tc);
   TCase *bugs = test_case("bugs", 300);
   tcase_add_test(bugs, a_retry_after_a_disconnect_applies_twice_random);
   tcase_add_test(bugs, a_retry_after_a_disconnect_applies_twice_pct);
+  tcase_add_test(bugs, network_faults_are_in_the_plan_replayed_and_shrunk);
+  tcase_add_test(bugs, network_faults_and_crashes_shrink);
   suite_add_tcase(s, bugs);
   return s;
 }

@@ -66,6 +66,13 @@
  * ms: partition m0-m1 for 1.500 s", "disconnect m0-m1: 2 connection ends
  * reset"). A fault strikes only while the world has something else to do
  * (vat/sim.h): one planned for after the program is done never does.
+ * The faults drawn from the seed are faults at a time of the run
+ * (vat/sim.h), in its plan as "at 2ms: partition m0-m1 for 1500ms" and
+ * "at 3223613ns: disconnect m0-m1": replayed from a plan (VAT_SIM_PLAN),
+ * which may also hold such faults written by hand (on links made by
+ * then), replaced by an explicit plan, and shrunk. Those a scenario
+ * plans itself (vat_sim_net_fault) are its own: in every run, in the
+ * notes and not in the plan.
  *
  * Not simulated: a connection's pause of reading past out_pause_bytes (a
  * link delivers what arrives; out_max_bytes still bounds what a side has

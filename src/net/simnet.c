@@ -142,7 +142,25 @@ static int plan_fault(sim_net *n, sim_link *l, int kind, uint64_t at,
   return VAT_OK;
 }
 
-/* The link's faults, drawn as it is made. */
+static const char *link_name(const sim_link *l, char *buf, size_t size);
+
+/* A fault as a plan writes it: "partition m0-m1 for 150ms", "disconnect
+ * m0-m1" (strike() reads it back). */
+static void fault_text(const sim_link *l, int kind, uint64_t duration,
+                       char *buf, size_t size) {
+  char name[80], time[32];
+  link_name(l, name, sizeof name);
+  if (kind == EV_PARTITION) {
+    vat_sim_time_format(duration, time, sizeof time);
+    snprintf(buf, size, "partition %s for %s", name, time);
+  } else {
+    snprintf(buf, size, "disconnect %s", name);
+  }
+}
+
+/* The link's faults, drawn as it is made: faults at a time of the world
+ * (vat_sim_source_fault), in its plan, which strikes them through
+ * strike() below. */
 static int draw_faults(sim_net *n, sim_link *l) {
   const vat_sim_link_options *o = &l->opt;
   unsigned kinds = o->fault_kinds ? o->fault_kinds : VAT_SIM_NET_FAULTS_ALL;
@@ -158,7 +176,9 @@ static int draw_faults(sim_net *n, sim_link *l) {
     uint64_t span = o->partition_max_ns - o->partition_min_ns;
     uint64_t duration =
         o->partition_min_ns + (span ? sim_link_draw(l) % (span + 1) : 0);
-    int rc = plan_fault(n, l, (int)kind, at, duration);
+    char text[160];
+    fault_text(l, (int)kind, duration, text, sizeof text);
+    int rc = vat_sim_source_fault(n->sys, &net_source, at, text);
     if (rc != VAT_OK)
       return rc;
   }
@@ -484,6 +504,47 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return (h ^ v) * 0x100000001B3ull;
 }
 
+/* A fault at a time of the world's plan, as fault_text writes it: struck
+ * now on its link. */
+static int strike(void *ctx, const char *text, uint64_t *hash) {
+  sim_net *n = ctx;
+  int kind;
+  size_t skip;
+  if (strncmp(text, "partition ", 10) == 0) {
+    kind = EV_PARTITION;
+    skip = 10;
+  } else if (strncmp(text, "disconnect ", 11) == 0) {
+    kind = EV_DISCONNECT;
+    skip = 11;
+  } else {
+    return VAT_EINVAL;
+  }
+  const char *name = text + skip, *end = strchr(name, ' ');
+  size_t len = end != NULL ? (size_t)(end - name) : strlen(name);
+  uint64_t duration = 0;
+  if (kind == EV_PARTITION) {
+    const char *after;
+    if (end == NULL || strncmp(end, " for ", 5) != 0 ||
+        vat_sim_time_parse(end + 5, &duration, &after) != VAT_OK ||
+        *after != '\0' || duration == 0)
+      return VAT_EINVAL;
+  } else if (end != NULL) {
+    return VAT_EINVAL;
+  }
+  for (size_t i = 0; i < n->nlinks; i++) {
+    char buf[80];
+    sim_link *l = n->links[i];
+    link_name(l, buf, sizeof buf);
+    if (strlen(buf) != len || strncmp(buf, name, len) != 0)
+      continue;
+    uint64_t now = sim_link_now(l);
+    *hash = kind == EV_PARTITION ? partition(n, l, now, duration)
+                                 : disconnect(n, l);
+    return VAT_OK;
+  }
+  return VAT_ENOTFOUND;
+}
+
 static uint64_t fire(void *ctx, uint64_t now) {
   sim_net *n = ctx;
   uint64_t h = 0xCBF29CE484222325ull;
@@ -522,7 +583,9 @@ static void ended(void *ctx) {
       sim_end_forget(n->links[i]->ends[j]);
 }
 
-static const vat_sim_source net_source = {.next_event = next_event,
+static const vat_sim_source net_source = {.name = "network",
+                                          .strike = strike,
+                                          .next_event = next_event,
                                           .next_fault = next_fault,
                                           .fire = fire,
                                           .down = down,

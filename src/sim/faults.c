@@ -123,6 +123,8 @@ static void planned(vat__sim_world *w, uint32_t chosen) {
   for (unsigned j = 0; j < w->plan->n; j++) {
     const vat__sim_planned *p = &w->plan->faults[j];
     uint32_t i;
+    if (p->text != NULL) /* at a time: timed.c */
+      continue;
     if (w->planned_done[j] || p->step > w->steps ||
         !vat__sim_planned_vat(w, p, &i))
       continue;

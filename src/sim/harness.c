@@ -97,7 +97,8 @@ static void report(const vat__sim_world *w, uint64_t seed,
   r->steps = w->steps;
   r->digest = w->digest;
   r->nfaults = w->nfaults;
-  r->total_faults += w->nfaults;
+  r->timed_faults = w->ntimed;
+  r->total_faults += w->nfaults + w->ntimed;
   memset(r->faults, 0, sizeof r->faults);
   unsigned shown = w->nfaults < VAT_SIM_MAX_REPORTED_FAULTS
                        ? w->nfaults
@@ -212,7 +213,7 @@ static vat_sim_verdict run_steps(const vat_sim_scenario *sc, vat__sim_world *w,
 static bool may_delay(const vat_sim_options *o, const vat__sim_plan *plan) {
   if (plan != NULL) {
     for (unsigned j = 0; j < plan->n; j++)
-      if (plan->faults[j].kind == VAT_SIM_DELAY)
+      if (plan->faults[j].text == NULL && plan->faults[j].kind == VAT_SIM_DELAY)
         return true;
     return false;
   }

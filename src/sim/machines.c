@@ -21,6 +21,7 @@
 #include "sched/sched.h"
 #include "sim/hold.h"
 #include "sim/machines.h"
+#include "sim/timed.h"
 #include "timer/timer.h"
 #include "util/gc.h"
 #include "util/mem.h"
@@ -130,6 +131,7 @@ void vat__sim_machines_begin(vat__sim_world *w, vat_system *sys,
   m->outer = running;
   running = w;
   add(m, sys, NULL);
+  vat__sim_timed_begin(w);
 }
 
 void vat__sim_machines_end(vat__sim_world *w) {
@@ -188,12 +190,13 @@ static uint64_t next_fault(const source_entry *e) {
   return e->src->next_fault != NULL ? e->src->next_fault(e->ctx) : UINT64_MAX;
 }
 
-/* What is due now, crashes first: each may make more due (a source's
- * event at once), so until nothing is. */
+/* What is due now, faults at a time first (the seed's or a plan's), then
+ * crashes the scenario planned, then the sources' events: each may make
+ * more due (a source's event at once), so until nothing is. */
 static void fire_due(struct vat__sim_machines *m) {
   uint64_t now = world_now(m);
   for (bool again = true; again;) {
-    again = false;
+    again = vat__sim_timed_fire(m->w, now);
     for (unsigned i = 0; i < m->n; i++)
       if (!down(m, i) && m->crash_at[i] <= now) {
         crash_now(m, i);
@@ -303,6 +306,8 @@ void vat__sim_machines_next(vat__sim_world *w, int64_t *ns) {
     if ((t = next_fault(&m->sources[j])) < fault)
       fault = t;
   }
+  if (vat__sim_timed_next(w) < fault)
+    fault = vat__sim_timed_next(w);
   if (next != UINT64_MAX && fault < next)
     next = fault;
   *ns = next == UINT64_MAX ? -1 : next <= now ? 0 : (int64_t)(next - now);
@@ -315,6 +320,62 @@ void vat__sim_machines_advance(vat__sim_world *w, uint64_t ns) {
 }
 
 /* --- The public calls ----------------------------------------------------- */
+
+/* A name a plan can write: a word of [A-Za-z0-9_.] (a link's name joins
+ * two with '-'), up to NAME_SIZE - 1 bytes, and not m and a number, which
+ * are the names of machines not given one. */
+static bool good_name(const char *name) {
+  size_t n = strlen(name);
+  if (n == 0 || n >= NAME_SIZE)
+    return false;
+  bool digits = n > 1 && name[0] == 'm';
+  for (size_t k = 0; k < n; k++) {
+    char c = name[k];
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+          (c >= '0' && c <= '9') || c == '_' || c == '.'))
+      return false;
+    if (k > 0 && !(c >= '0' && c <= '9'))
+      digits = false;
+  }
+  return !digits;
+}
+
+/* The index of the machine named `name`; -1: none. */
+static int named(const struct vat__sim_machines *m, const char *name) {
+  for (unsigned i = 0; i < m->n; i++)
+    if (strcmp(m->name[i], name) == 0)
+      return (int)i;
+  return -1;
+}
+
+bool vat__sim_machines_crash_named(vat__sim_world *w, const char *name) {
+  struct vat__sim_machines *m = w->machines;
+  int i = named(m, name);
+  if (i < 0 || down(m, (unsigned)i))
+    return false;
+  crash_now(m, (unsigned)i);
+  return true;
+}
+
+bool vat__sim_machines_source_strike(vat__sim_world *w,
+                                     const vat_sim_source *src,
+                                     const char *text, uint64_t *hash,
+                                     const char **kind) {
+  struct vat__sim_machines *m = w->machines;
+  for (unsigned j = 0; j < m->nsources; j++) {
+    const source_entry *e = &m->sources[j];
+    if ((src != NULL && e->src != src) || e->src->strike == NULL)
+      continue;
+    int rc = e->src->strike(e->ctx, text, hash);
+    if (rc == VAT_OK) {
+      *kind = e->src->name != NULL ? e->src->name : "source";
+      return true;
+    }
+    if (rc != VAT_EINVAL) /* its fault, and what it names is not there */
+      return false;
+  }
+  return false;
+}
 
 void vat_sim_system_options_default(vat_sim_system_options *o) {
   if (o != NULL)
@@ -331,12 +392,14 @@ int vat_sim_system_new(vat_system *sys, const vat_sim_system_options *o,
   struct vat__sim_machines *m = machines_of(sys, NULL);
   if (m == NULL || out == NULL ||
       !(o->crash_chance >= 0 && o->crash_chance <= 1) ||
-      (o->crash_chance > 0 && o->crash_window_ns == 0))
+      (o->crash_chance > 0 && o->crash_window_ns == 0) ||
+      (o->name != NULL && !good_name(o->name)))
     return VAT_EINVAL;
   int rc = vat__check_host();
   if (rc != VAT_OK)
     return rc;
-  if (m->n == VAT_SIM_MAX_SYSTEMS)
+  if (m->n == VAT_SIM_MAX_SYSTEMS ||
+      (o->name != NULL && named(m, o->name) >= 0))
     return VAT_EBUSY;
   vat_config cfg;
   vat_config_default(&cfg);
@@ -356,11 +419,16 @@ int vat_sim_system_new(vat_system *sys, const vat_sim_system_options *o,
     m->sys[i]->sched.det_choose = follow;
     m->sys[i]->sched.det_choose_ctx = m->w;
   }
+  /* Drawn under an explicit plan too, which then drops it: the draws
+   * after it stay as they were. */
   if (o->crash_chance > 0 &&
       (double)(vat__sim_draw(&m->machine_rng) >> 11) * 0x1p-53 <
-          o->crash_chance)
-    m->crash_at[m->n - 1] =
-        world_now(m) + vat__sim_draw(&m->machine_rng) % o->crash_window_ns;
+          o->crash_chance) {
+    uint64_t window = vat__sim_draw(&m->machine_rng) % o->crash_window_ns;
+    char text[NAME_SIZE + 8];
+    snprintf(text, sizeof text, "crash %s", m->name[m->n - 1]);
+    vat__sim_timed_drawn(m->w, world_now(m) + window, text, NULL);
+  }
   *out = made;
   return VAT_OK;
 }
@@ -423,6 +491,17 @@ void *vat_sim_source_find(vat_system *sys, const vat_sim_source *src) {
 uint64_t vat_sim_draw(vat_system *sys) {
   struct vat__sim_machines *m = machines_of(sys, NULL);
   return m != NULL ? vat__sim_draw(&m->source_rng) : 0;
+}
+
+int vat_sim_source_fault(vat_system *sys, const vat_sim_source *src,
+                         uint64_t at_ns, const char *text) {
+  struct vat__sim_machines *m = machines_of(sys, NULL);
+  if (m == NULL || src == NULL || src->strike == NULL || text == NULL ||
+      strlen(text) > VAT__SIM_TEXT_MAX || !vat__sim_fault_text_ok(text) ||
+      strncmp(text, "crash ", 6) == 0 || vat_sim_source_find(sys, src) == NULL)
+    return VAT_EINVAL;
+  vat__sim_timed_drawn(m->w, at_ns, text, src);
+  return VAT_OK;
 }
 
 int vat_sim_note(vat_system *sys, const char *text) {

@@ -30,4 +30,15 @@ void vat__sim_machines_notes(const vat__sim_world *w, char *buf, size_t size);
  *  down and destroyed, and no world runs on this thread any more. */
 void vat__sim_machines_end(vat__sim_world *w);
 
+/** A fault at a time (sim/timed.c) strikes: the machine named `name`
+ *  crashes now; false when there is none of that name, or it is down. */
+bool vat__sim_machines_crash_named(vat__sim_world *w, const char *name);
+/** ...or a source's fault: `src` (NULL: each source in turn, until one
+ *  knows `text`) strikes `text` now. True when it struck, with its hash
+ *  for the digest and its source's name (its kind in the trace). */
+bool vat__sim_machines_source_strike(vat__sim_world *w,
+                                     const vat_sim_source *src,
+                                     const char *text, uint64_t *hash,
+                                     const char **kind);
+
 #endif
