@@ -252,7 +252,7 @@ sim-machines-step-in-the-wrong-system|src/sim/machines.c|sim_machines|while (end
 sim-machines-faults-skip-the-world|src/sim/machines.c|sim_machines|vat__sim_faults_step(w, vat__vat_of(ready[k]), index);|(void)index;
 sim-machines-first-system-keeps-its-chooser|src/sim/machines.c|sim_machines|m->sys[i]->sched.det_choose = follow;|if (i > 0) m->sys[i]->sched.det_choose = follow;
 sim-machines-crash-never-strikes|src/sim/machines.c|sim_machines|if (!down(m, i) && m->crash_at[i] <= now) {|if (0) {
-sim-machines-drawn-crash-at-once|src/sim/machines.c|sim_machines|world_now(m) + vat__sim_draw(&m->machine_rng) % o->crash_window_ns;|world_now(m);
+sim-machines-drawn-crash-at-once|src/sim/machines.c|sim_machines|uint64_t window = vat__sim_draw(&m->machine_rng) % o->crash_window_ns;|uint64_t window = vat__sim_draw(&m->machine_rng) % 1;
 sim-machines-source-not-in-digest|src/sim/machines.c|sim_machines|m->w->digest = vat__sim_mix(vat__sim_mix(m->w->digest, now), h);|(void)h;
 sim-machines-clocks-apart|src/sim/machines.c|sim_machines|vat_system_advance_clock(m->sys[i], ns);|if (i == 0) vat_system_advance_clock(m->sys[i], ns);
 sim-machines-delay-first-system-only|src/sim/machines.c|sim_world_faults|if (m->w->watching) /* delay faults may strike its vats too */|if (0)
@@ -260,6 +260,27 @@ sim-machines-stop-the-first-system|src/sim/faults.c|sim_world_faults|w->stop = v
 sim-machines-stop-ends-the-world|src/sim/machines.c|sim_world_faults|if (w->stop != NULL) { /* even when the step ran no turn (a drop) */|if (0) {
 sim-machines-stopped-still-steps|src/sim/machines.c|sim_world_faults|return m->crashed[i] \|\| m->stopped[i];|return m->crashed[i];
 sim-machines-stop-not-silent|src/sim/machines.c|sim_net|went_down(m, i, "stop");|note(m, "stop");
+# Faults at a time (src/sim/timed.c): crashes and sources' faults in the plan.
+sim-timed-never-fired|src/sim/machines.c|sim_machines sim_net|again = vat__sim_timed_fire(m->w, now);|again = false;
+sim-timed-not-awaited|src/sim/machines.c|sim_net|if (vat__sim_timed_next(w) < fault)|if (0)
+sim-machines-name-m-number|src/sim/machines.c|sim_machines|bool digits = n > 1 && name[0] == 'm';|bool digits = false;
+sim-machines-name-twice|src/sim/machines.c|sim_machines|(o->name != NULL && named(m, o->name) >= 0))|(0))
+sim-source-fault-crash-word|src/sim/machines.c|sim_machines|strncmp(text, "crash ", 6) == 0 \|\| vat_sim_source_find(sys, src) == NULL)|vat_sim_source_find(sys, src) == NULL)
+sim-timed-ties-reversed|src/sim/timed.c|sim_net|while (*p != NULL && (*p)->at <= at)|while (*p != NULL && (*p)->at < at)
+sim-timed-plan-ignored|src/sim/timed.c|sim_net|if (p->text != NULL)|if (0)
+sim-timed-drawn-under-plan|src/sim/timed.c|sim_machines sim_net|if (w->plan != NULL)|if (0)
+sim-timed-struck-counted-missed|src/sim/timed.c|sim_net|w->planned_done[d->plan_index] = 1;|(void)d;
+sim-timed-crash-unknown|src/sim/timed.c|sim_machines sim_net|if (d->src == NULL &&|if (0 &&
+sim-faults-timed-as-step|src/sim/faults.c|sim_net sim_plan|if (p->text != NULL) /* at a time: timed.c */|if (0)
+sim-plan-no-at|src/sim/plan.c|sim_plan|if (word(r, "at"))|if (0)
+sim-plan-timed-listed-last|src/sim/plan.c|sim_plan|(step == w->nfaults \|\| w->timed[time].after <= step);|(step == w->nfaults);
+sim-plan-text-quote|src/sim/plan.c|sim_plan sim_machines|if (text[k] < ' ' \|\| text[k] > '~' \|\| text[k] == ';' \|\| text[k] == '\'')|if (text[k] < ' ' \|\| text[k] > '~' \|\| text[k] == ';')
+sim-time-always-ns|src/sim/plan.c|sim_plan|size_t i = 0;|size_t i = 3;
+sim-plan-timed-not-shrunk|src/sim/plan.c|sim_net|for (unsigned i = 0; i < w->ntimed; i++)|for (unsigned i = 0; i < w->ntimed && 0; i++)
+sim-shrink-time-not-moved|src/sim/shrink.c|sim_net|c.faults[j].at = where;|(void)where;
+sim-net-link-name-prefix|src/net/simnet.c|sim_net|if (strlen(buf) != len \|\| strncmp(buf, name, len) != 0)|if (strncmp(buf, name, len) != 0)
+sim-net-partition-text-trailing|src/net/simnet.c|sim_net|*after != '\0' \|\| duration == 0)|duration == 0)
+sim-net-faults-not-in-plan|src/net/simnet.c|sim_net|int rc = vat_sim_source_fault(n->sys, &net_source, at, text);|int rc = plan_fault(n, l, (int)kind, at, duration);
 # The simulated network (src/net/simstream.c, simnet.c) and its bug program.
 sim-net-no-latency|src/net/simstream.c|sim_net|uint64_t at = sim_link_now(to->link) + o->latency_ns;|uint64_t at = sim_link_now(to->link);
 sim-net-no-jitter|src/net/simstream.c|sim_net|at += sim_link_draw(to->link) % (o->jitter_ns + 1);|(void)0;
