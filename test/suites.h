@@ -51,6 +51,7 @@
   X(sim_faults)                                                                \
   X(sim_machines)                                                              \
   X(sim_world_faults)                                                          \
+  X(sim_replay)                                                                \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)
 

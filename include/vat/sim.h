@@ -195,7 +195,8 @@
  * vat_sim_result.replay is that line, ready to paste. With VAT_TRACE=FILE
  * set too, each world writes its trace of turns to FILE as it ends
  * (vat/trace.h), so a replay of one seed leaves that seed's trace there
- * (the last world's, when a program runs several campaigns).
+ * (the last world's, when a program runs several campaigns), in virtual
+ * time.
  *
  * The failing run's trace: with vat_sim_options.trace_path (or
  * VAT_SIM_TRACE=FILE in the environment) a campaign that finds a failure
@@ -209,7 +210,12 @@
  * ("network"), with the world's step count then and its text ("at 3s:
  * crash m1"). In a world of several systems the trace is of the first
  * system's turns only (the scenario's own); every fault is marked there,
- * wherever it struck.
+ * wherever it struck. The trace is in the world's virtual time
+ * (vat/trace.h: each turn 1 ns long, and a turn after the clock moved at
+ * exactly the virtual time), a fault at the time of its step's turn (a
+ * fault at a time: of the turn after it struck); and one seed and plan
+ * traced again, in this process or another, write the same file byte for
+ * byte.
  *
  * The crash hook of the simulated systems is off (a fault would print a
  * report for each seed); a scenario that wants to see crashes monitors

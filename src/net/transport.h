@@ -23,7 +23,9 @@ typedef struct net_places net_places; /* internal.h */
  * own (net_conn.io). The calls and their promises are those of io.c's
  * functions of the same names (internal.h), which the socket's table
  * wraps: net_io_run, net_io_write (its NET_WRITE_* results and flags),
- * net_io_abort, net_io_frame_done, net_io_info, net_io_close, net_io_end. */
+ * net_io_abort, net_io_frame_done, net_io_info, net_io_close, net_io_end.
+ * A write copies its frame: the caller may reuse or free it on return
+ * (net_send's encode buffer). */
 typedef struct net_transport {
   const char *name;
   void (*run)(void *io);
