@@ -311,6 +311,7 @@ sim-net-link-name-prefix|src/net/simnet.c|sim_net|if (strlen(buf) != len \|\| st
 sim-net-partition-text-trailing|src/net/simnet.c|sim_net|*after != '\0' \|\| duration == 0)|duration == 0)
 sim-net-faults-not-in-plan|src/net/simnet.c|sim_net|int rc = vat_sim_source_fault(n->sys, &net_source, at, text);|int rc = plan_fault(n, l, (int)kind, at, duration);
 # The simulated network (src/net/simstream.c, simnet.c) and its bug program.
+sim-net-send-bypasses-transport|src/net/conn.c|sim_net|int wrote = c->tp->write(c->io, frame, len, flags, &queued);|int wrote = net_io_write(c->io, frame, len, flags, &queued);
 sim-net-no-latency|src/net/simstream.c|sim_net|uint64_t at = sim_link_now(to->link) + o->latency_ns;|uint64_t at = sim_link_now(to->link);
 sim-net-no-jitter|src/net/simstream.c|sim_net|at += sim_link_draw(to->link) % (o->jitter_ns + 1);|(void)0;
 sim-net-partition-lets-through|src/net/simstream.c|sim_net|return e->head->at > healed ? e->head->at : healed;|return e->head->at;
