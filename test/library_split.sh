@@ -16,11 +16,13 @@ readelf -d "$net" | grep -q 'NEEDED.*libvat\.so' ||
   { echo "$net does not load libvat.so" >&2; fail=1; }
 
 defined() { nm -D --defined-only "$1" | awk '{print $3}'; }
-if defined "$vat" | grep -E '^vat_(captp|conn|connect|listen|listener)'; then
+if defined "$vat" |
+  grep -E '^vat_(captp|conn|connect|listen|listener|sim_(link|serve|connect|dial|net))'; then
   echo "$vat defines the CapTP functions above" >&2
   fail=1
 fi
-for sym in vat_captp_decode vat_captp_encode_frame vat_connect vat_listen; do
+for sym in vat_captp_decode vat_captp_encode_frame vat_connect vat_listen \
+  vat_sim_connect; do
   defined "$net" | grep -qx "$sym" ||
     { echo "$net does not define $sym" >&2; fail=1; }
 done

@@ -202,7 +202,7 @@ direct-send-passes-taken-frames|src/net/io.c|net|if (!done && io->head == NULL &
 direct-send-passes-queued-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->frames_out == 0 && io->sock >= 0) {
 direct-send-remainder-from-the-start|src/net/io.c|net|*data += n;|(void)0;
 not-a-stream-accepted|src/net/io.c|net|bool stream = kind == UV_TCP \|\| kind == UV_NAMED_PIPE;|bool stream = true;
-out-overload-end-keeps-queue|src/net/conn.c|net|net_io_abort(c->io);|(void)c;
+out-overload-end-keeps-queue|src/net/conn.c|net|c->tp->abort(c->io);|(void)c;
 flow-own-calls-pause-reading|src/net/io.c|bounds|return atomic_load(&io->out_answers) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);
 flow-answers-not-counted|src/net/conn.c|net bounds|flags \|= NET_WRITE_ANSWER;|(void)0;
 flow-answers-never-taken-off|src/net/io.c|net bounds|atomic_fetch_sub(&io->out_answers, answers);|(void)answers;
@@ -243,10 +243,10 @@ sim-kinds-default-all|src/sim/faults.c|sim|unsigned mask =|unsigned mask = VAT_S
 sim-drawn-jitter-on-step-vat-only|src/sim/faults.c|sim_faults|for (uint32_t k = 1; !struck && k < w->nvats; k++) {|for (uint32_t k = 1; 0; k++) {
 sim-jitter-early|src/timer/timer.c|sim_faults|first->deadline > UINT64_MAX - ns ? UINT64_MAX : first->deadline + ns;|first->deadline - ns;
 sim-timeout-never|src/promise/promise.c|sim_faults|bool due = p->timeout != NULL &&|bool due = false &&
-sim-stop-ignored|src/sim/harness.c|sim_faults|if (w->stop) /* even when the step ran no turn (a drop) */|if (0)
+sim-stop-ignored|src/sim/harness.c|sim_faults|if (w->stop != NULL) /* even when the step ran no turn (a drop) */|if (0)
 sim-delay-never-watched|src/core/deliver.c|sim_faults|to->sys != w->deliver_direct \|\||to->sys != w->sys \|\|
 sim-hold-later-delay-first|src/sim/hold.c|sim_faults|if (e->from == from && e->to == to && e->until > h->until)|if (0)
-sim-hold-send-overtakes-held|src/sim/hold.c|sim_faults|release(w, wk, from, to, false);|(void)0;
+sim-hold-send-overtakes-held|src/sim/hold.c|sim_faults|release(w, wk, &(which){.from = from, .to = to});|(void)0;
 sim-hold-signals-attributed|src/sim/hold.c|sim_faults|turn != NULL && turn->effects_head == NULL && plain(first, last)|turn != NULL && turn->effects_head == NULL
 sim-hold-kept-when-quiet|src/sim/harness.c|sim_faults|if (vat__sim_holding(w)) { /* nothing runs until they arrive */|if (0) {
 sim-shrink-drops-nothing|src/sim/shrink.c|sim_plan|if (!attempt(s, &c, UINT64_MAX))|if (1)
@@ -275,6 +275,58 @@ sim-bugs-2pc-no-monitor|test/test_sim_bugs.c|sim_bugs|expect_vat_ok(vat_monitor(
 sim-bugs-election-no-quorum|test/test_sim_bugs.c|sim_bugs|if (++n->votes >= MAJORITY)|if (++n->votes >= 1)
 sim-bugs-election-votes-twice|test/test_sim_bugs.c|sim_bugs|if (n->voted < 0) {|if (1) {
 sim-bugs-cache-ignores-version|test/test_sim_bugs.c|sim_bugs|if (w->versioned && c->version <= w->cache_version)|if (0)
+# Worlds of several systems (src/sim/machines.c): one step among every system's
+# ready vats, one clock, crashes, event sources.
+sim-machines-step-in-the-wrong-system|src/sim/machines.c|sim_machines|while (end[i] <= k)|while (end[i] < k)
+sim-machines-faults-skip-the-world|src/sim/machines.c|sim_machines|vat__sim_faults_step(w, vat__vat_of(ready[k]), index);|(void)index;
+sim-machines-first-system-keeps-its-chooser|src/sim/machines.c|sim_machines|m->sys[i]->sched.det_choose = follow;|if (i > 0) m->sys[i]->sched.det_choose = follow;
+sim-machines-crash-never-strikes|src/sim/machines.c|sim_machines|if (!down(m, i) && m->crash_at[i] <= now) {|if (0) {
+sim-machines-drawn-crash-at-once|src/sim/machines.c|sim_machines|uint64_t window = vat__sim_draw(&m->machine_rng) % o->crash_window_ns;|uint64_t window = vat__sim_draw(&m->machine_rng) % 1;
+sim-machines-source-not-in-digest|src/sim/machines.c|sim_machines|m->w->digest = vat__sim_mix(vat__sim_mix(m->w->digest, now), h);|(void)h;
+sim-machines-clocks-apart|src/sim/machines.c|sim_machines|vat_system_advance_clock(m->sys[i], ns);|if (i == 0) vat_system_advance_clock(m->sys[i], ns);
+sim-machines-delay-first-system-only|src/sim/machines.c|sim_world_faults|if (m->w->watching) /* delay faults may strike its vats too */|if (0)
+sim-machines-stop-the-first-system|src/sim/faults.c|sim_world_faults|w->stop = v->sys;|w->stop = w->sys;
+sim-machines-stop-ends-the-world|src/sim/machines.c|sim_world_faults|if (w->stop != NULL) { /* even when the step ran no turn (a drop) */|if (0) {
+sim-machines-stopped-still-steps|src/sim/machines.c|sim_world_faults|return m->crashed[i] \|\| m->stopped[i];|return m->crashed[i];
+sim-machines-stop-not-silent|src/sim/machines.c|sim_net|went_down(m, i, "stop");|note(m, "stop");
+# Faults at a time (src/sim/timed.c): crashes and sources' faults in the plan.
+sim-timed-never-fired|src/sim/machines.c|sim_machines sim_net|again = vat__sim_timed_fire(m->w, now);|again = false;
+sim-timed-not-awaited|src/sim/machines.c|sim_net|if (vat__sim_timed_next(w) < fault)|if (0)
+sim-machines-name-m-number|src/sim/machines.c|sim_machines|bool digits = n > 1 && name[0] == 'm';|bool digits = false;
+sim-machines-name-twice|src/sim/machines.c|sim_machines|(o->name != NULL && named(m, o->name) >= 0))|(0))
+sim-source-fault-crash-word|src/sim/machines.c|sim_machines|strncmp(text, "crash ", 6) == 0 \|\| vat_sim_source_find(sys, src) == NULL)|vat_sim_source_find(sys, src) == NULL)
+sim-timed-ties-reversed|src/sim/timed.c|sim_net|while (*p != NULL && (*p)->at <= at)|while (*p != NULL && (*p)->at < at)
+sim-timed-plan-ignored|src/sim/timed.c|sim_net|if (p->text != NULL)|if (0)
+sim-timed-drawn-under-plan|src/sim/timed.c|sim_machines sim_net|if (w->plan != NULL)|if (0)
+sim-timed-struck-counted-missed|src/sim/timed.c|sim_net|w->planned_done[d->plan_index] = 1;|(void)d;
+sim-timed-crash-unknown|src/sim/timed.c|sim_machines sim_net|if (d->src == NULL &&|if (0 &&
+sim-faults-timed-as-step|src/sim/faults.c|sim_net sim_plan|if (p->text != NULL) /* at a time: timed.c */|if (0)
+sim-plan-no-at|src/sim/plan.c|sim_plan|if (word(r, "at"))|if (0)
+sim-plan-timed-listed-last|src/sim/plan.c|sim_plan|(step == w->nfaults \|\| w->timed[time].after <= step);|(step == w->nfaults);
+sim-plan-text-quote|src/sim/plan.c|sim_plan sim_machines|if (text[k] < ' ' \|\| text[k] > '~' \|\| text[k] == ';' \|\| text[k] == '\'')|if (text[k] < ' ' \|\| text[k] > '~' \|\| text[k] == ';')
+sim-time-always-ns|src/sim/plan.c|sim_plan|size_t i = 0;|size_t i = 3;
+sim-plan-timed-not-shrunk|src/sim/plan.c|sim_net|for (unsigned i = 0; i < w->ntimed; i++)|for (unsigned i = 0; i < w->ntimed && 0; i++)
+sim-shrink-time-not-moved|src/sim/shrink.c|sim_net|c.faults[j].at = where;|(void)where;
+sim-net-link-name-prefix|src/net/simnet.c|sim_net|if (strlen(buf) != len \|\| strncmp(buf, name, len) != 0)|if (strncmp(buf, name, len) != 0)
+sim-net-partition-text-trailing|src/net/simnet.c|sim_net|*after != '\0' \|\| duration == 0)|duration == 0)
+sim-net-faults-not-in-plan|src/net/simnet.c|sim_net|int rc = vat_sim_source_fault(n->sys, &net_source, at, text);|int rc = plan_fault(n, l, (int)kind, at, duration);
+# The simulated network (src/net/simstream.c, simnet.c) and its bug program.
+sim-net-send-bypasses-transport|src/net/conn.c|sim_net|int wrote = c->tp->write(c->io, frame, len, flags, &queued);|int wrote = net_io_write(c->io, frame, len, flags, &queued);
+sim-net-no-latency|src/net/simstream.c|sim_net|uint64_t at = sim_link_now(to->link) + o->latency_ns;|uint64_t at = sim_link_now(to->link);
+sim-net-no-jitter|src/net/simstream.c|sim_net|at += sim_link_draw(to->link) % (o->jitter_ns + 1);|(void)0;
+sim-net-partition-lets-through|src/net/simstream.c|sim_net|return e->head->at > healed ? e->head->at : healed;|return e->head->at;
+sim-net-reset-unheard|src/net/simstream.c|sim_net|if (!e->gone) /* a reset it had not heard of */|if (0)
+sim-net-out-max-ignored|src/net/simstream.c|sim_net|if (*queued > e->out_max)|if (0)
+sim-net-crash-not-silent|src/net/simstream.c|sim_net|e->frozen = true;|(void)e;
+sim-net-frames-uncounted|src/net/simstream.c|sim_net|e->in_pending += len;|(void)len;
+sim-net-partition-noop|src/net/simnet.c|sim_net|if (healed > l->healed_at)|if (0)
+sim-net-disconnect-noop|src/net/simnet.c|sim_net|sim_end_reset(e);|(void)e;
+sim-net-dial-through-partitions|src/net/simnet.c|sim_net|bool blocked = machine_down(d->to) \|\| l->healed_at > now;|bool blocked = machine_down(d->to);
+sim-net-faults-at-the-start|src/net/simnet.c|sim_net|uint64_t at = sim_link_now(l) + sim_link_draw(l) % o->fault_window_ns;|uint64_t at = sim_link_now(l);
+sim-net-bytes-not-in-digest|src/net/simnet.c|sim_net|h = mix(h, sim_end_deliver(n->links[i]->ends[j], now));|sim_end_deliver(n->links[i]->ends[j], now);
+sim-net-bank-not-idempotent|test/test_sim_net.c|sim_net|if (!(b->fixed && id == b->applied_id)) {|if (1) {
+# The seam between the connection vat and its I/O (src/net/transport.c).
+transport-frame-done-lost|src/net/transport.c|bounds|net_io_frame_done(io, len);|(void)io, (void)len;
 net-handshake-not-armed|src/net/timeouts.c|bounds|if (c->handshake_timeout_s > 0)|if (c->handshake_timeout_s < 0)
 net-idle-while-peer-waits|src/net/timeouts.c|bounds|if (c->heard_since_tick \|\| c->open_answers > 0 \|\| io.reading_paused \|\||if (c->heard_since_tick \|\| io.reading_paused \|\|
 net-place-never-left|src/net/conn.c|bounds|net_places_leave(c->places);|(void)c->places;

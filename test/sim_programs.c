@@ -38,9 +38,10 @@ void sim_find_replay_and_pass(const vat_sim_scenario *buggy,
   ck_assert_msg(strstr(r.message, expect) != NULL, "%s", r.message);
   fprintf(stderr,
           "sim: %s/%s: first failure at seed %llu (%llu seeds): %s;"
-          " faults: %s; %s\n",
+          " faults: %s; notes: %s; %s\n",
           buggy->name, sim_strategy_name(s), (unsigned long long)r.seed,
-          (unsigned long long)r.seeds_run, r.message, r.plan, r.replay);
+          (unsigned long long)r.seeds_run, r.message, r.plan, r.notes,
+          r.replay);
   /* How often it fails: the campaign restarted after each failing seed. */
   unsigned failing = 0;
   for (uint64_t next = 1; next <= bound;) {
@@ -59,6 +60,7 @@ void sim_find_replay_and_pass(const vat_sim_scenario *buggy,
   ck_assert(again.failed);
   ck_assert_str_eq(again.message, r.message);
   ck_assert_str_eq(again.plan, r.plan);
+  ck_assert_str_eq(again.notes, r.notes);
   ck_assert_uint_eq(again.turns, r.turns);
   ck_assert_uint_eq(again.digest, r.digest);
   uint64_t n = sim_fixed_seeds();

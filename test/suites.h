@@ -13,7 +13,7 @@
 
 /* The net suites exist when the library was built with connections. */
 #if VAT_TEST_NET
-#define VAT__NET_SUITE(X) X(net) X(conns) X(bounds)
+#define VAT__NET_SUITE(X) X(net) X(conns) X(bounds) X(sim_net)
 #else
 #define VAT__NET_SUITE(X)
 #endif
@@ -49,6 +49,8 @@
   X(sim_bugs)                                                                  \
   X(sim_plan)                                                                  \
   X(sim_faults)                                                                \
+  X(sim_machines)                                                              \
+  X(sim_world_faults)                                                          \
   X(sim_replay)                                                                \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)

@@ -260,6 +260,20 @@ START_TEST(a_bad_plan_is_refused_with_a_clear_message) {
       {"step 3: jitter a +0ms", "expected a jitter of 1 ns or more"},
       {"step 3: jitter a +99999999999s", "expected a shorter jitter"},
       {"step 3: kill a\001", "expected \";\" or the plan's end"},
+      {"at", "at its end: expected the time, as \"1500us\""},
+      {"at5ms: crash m1", "expected \"step\" or \"at\""},
+      {"at x: crash m1", "expected the time"},
+      {"at 5: crash m1", "expected a unit: ns, us, ms or s"},
+      {"at 5 ms: crash m1", "expected a unit"},
+      {"at 99999999999s: crash m1", "expected a shorter time"},
+      {"at 5ms crash m1", "expected \":\" after the time"},
+      {"at 5ms:", "at its end: expected what strikes then"},
+      {"at 5ms: ;", "expected what strikes then"},
+      {"at 5ms: it's", "expected what strikes then"},
+      {"at 5ms: crash m1\001", "expected what strikes then"},
+      {"at 5ms: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+       "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+       "expected a shorter text"},
   };
   vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -279,6 +293,113 @@ START_TEST(a_bad_plan_is_refused_with_a_clear_message) {
            "step 7: timeout vault-b;\tstep 8: stop vault-a  ";
   vat_sim_result r;
   ck_assert_vat_ok(vat_sim_replay(&ledger_sc, &o, 1, &r));
+  /* Faults at a time too, their text up to the next ';' (what it says is
+   * for its machine or source to read: here, nothing knows them). */
+  o.plan = "at 0s: crash m0;at 1500us :  partition a-b for 3s ; step 2: kill "
+           "vat#1; at 7ns: anything (words of a source)";
+  ck_assert_vat_ok(vat_sim_replay(&ledger_sc, &o, 1, &r));
+  vat__sim_plan plan;
+  char why[256];
+  ck_assert_vat_ok(vat__sim_plan_parse(o.plan, &plan, why, sizeof why));
+  ck_assert_uint_eq(plan.n, 4);
+  ck_assert_str_eq(plan.faults[0].text, "crash m0");
+  ck_assert_uint_eq(plan.faults[0].at, 0);
+  ck_assert_str_eq(plan.faults[1].text, "partition a-b for 3s");
+  ck_assert_uint_eq(plan.faults[1].at, 1500000);
+  ck_assert_ptr_null(plan.faults[2].text);
+  ck_assert_str_eq(plan.faults[3].text, "anything (words of a source)");
+  ck_assert_uint_eq(plan.faults[3].at, 7);
+}
+END_TEST
+
+/* A reported plan lists the faults in the order they struck, both kinds
+ * interleaved: a fault at a time goes before the faults at a step that
+ * struck after it, and after those that struck before it. */
+START_TEST(a_plan_lists_both_kinds_in_the_order_they_struck) {
+  vat_sim_fault faults[3] = {
+      {.kind = VAT_SIM_KILL, .step = 2, .vat = 1},
+      {.kind = VAT_SIM_FAIL, .step = 9, .vat = 2},
+      {.kind = VAT_SIM_KILL, .step = 12, .vat = 0},
+  };
+  const char *labels[3] = {"a", "b", NULL};
+  vat__sim_timed timed[3] = {
+      {.at = 0, .text = "crash m1", .after = 0},
+      {.at = 5000000, .text = "disconnect m0-m1", .after = 1},
+      {.at = 7000000, .text = "crash m2", .after = 3},
+  };
+  vat__sim_world w = {0};
+  w.faults = faults;
+  w.fault_labels = labels;
+  w.nfaults = 3;
+  w.timed = timed;
+  w.ntimed = 3;
+  char buf[VAT_SIM_PLAN_SIZE];
+  ck_assert(vat__sim_plan_format(&w, buf, sizeof buf));
+  ck_assert_str_eq(buf, "at 0s: crash m1; step 2: kill a; at 5ms: disconnect "
+                        "m0-m1; step 9: fail b; step 12: kill vat#0; at 7ms: "
+                        "crash m2");
+  /* Read back, the same faults, each kind in its order. */
+  vat__sim_plan plan;
+  char why[256];
+  ck_assert_vat_ok(vat__sim_plan_parse(buf, &plan, why, sizeof why));
+  ck_assert_uint_eq(plan.n, 6);
+  ck_assert_str_eq(plan.faults[0].text, "crash m1");
+  ck_assert_uint_eq(plan.faults[1].step, 2);
+  ck_assert_uint_eq(plan.faults[2].at, 5000000);
+  ck_assert_uint_eq(plan.faults[3].kind, VAT_SIM_FAIL);
+  ck_assert_uint_eq(plan.faults[4].index, 0);
+  ck_assert_str_eq(plan.faults[5].text, "crash m2");
+  /* Too long for the buffer: cut with "...", and said so. */
+  char small[40];
+  ck_assert(!vat__sim_plan_format(&w, small, sizeof small));
+  ck_assert_str_eq(small, "at 0s: crash m1; step 2: kill a; ...");
+}
+END_TEST
+
+/* A time, as plans write and read it: exact, in the largest unit. */
+START_TEST(times_are_written_and_read_exactly) {
+  static const struct {
+    uint64_t ns;
+    const char *text;
+  } times[] = {{0, "0s"},
+               {7, "7ns"},
+               {1500, "1500ns"},
+               {250000, "250us"},
+               {1500000, "1500us"},
+               {3000000000ull, "3s"},
+               {3223613, "3223613ns"},
+               {UINT64_MAX, "18446744073709551615ns"}};
+  for (size_t i = 0; i < sizeof times / sizeof times[0]; i++) {
+    char buf[32];
+    vat_sim_time_format(times[i].ns, buf, sizeof buf);
+    ck_assert_str_eq(buf, times[i].text);
+    uint64_t ns;
+    const char *end;
+    ck_assert_vat_ok(vat_sim_time_parse(buf, &ns, &end));
+    ck_assert_uint_eq(ns, times[i].ns);
+    ck_assert_str_eq(end, "");
+  }
+  uint64_t ns;
+  const char *end;
+  ck_assert_vat_ok(vat_sim_time_parse("12ms: rest", &ns, &end));
+  ck_assert_uint_eq(ns, 12000000);
+  ck_assert_str_eq(end, ": rest");
+  static const char *const bad[] = {"",
+                                    "ms",
+                                    " 5ms",
+                                    "5",
+                                    "5 ms",
+                                    "5m",
+                                    "5mss",
+                                    "-5ms",
+                                    "20000000000s",
+                                    "18446744073709551616ns"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    ck_assert_msg(vat_sim_time_parse(bad[i], &ns, &end) == VAT_EINVAL, "%s",
+                  bad[i]);
+  ck_assert_vat_err(vat_sim_time_parse(NULL, &ns, &end), VAT_EINVAL);
+  ck_assert_vat_err(vat_sim_time_parse("5ms", NULL, &end), VAT_EINVAL);
+  ck_assert_vat_ok(vat_sim_time_parse("5ms", &ns, NULL));
 }
 END_TEST
 
@@ -552,6 +673,8 @@ Suite *test_sim_plan_suite(void) {
   tcase_add_test(plans, a_planned_fault_waits_until_it_can_strike);
   tcase_add_test(plans, a_bad_plan_is_refused_with_a_clear_message);
   tcase_add_test(plans, mangled_plans_parse_or_are_refused);
+  tcase_add_test(plans, times_are_written_and_read_exactly);
+  tcase_add_test(plans, a_plan_lists_both_kinds_in_the_order_they_struck);
   suite_add_tcase(s, plans);
   TCase *shrink = test_case("shrink", 120);
   tcase_add_test(shrink, a_failure_shrinks_to_the_fault_that_matters);

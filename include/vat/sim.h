@@ -3,7 +3,9 @@
  *
  * A scenario builds the program in a simulated world: a fresh host-driven
  * system in deterministic mode (vat/host.h), made by the harness for each
- * seed. The harness then runs it one step at a time. A step is one choice
+ * seed, and as many more systems, simulated machines, as the scenario
+ * makes in it ("Worlds of several systems" below). The harness then runs
+ * it one step at a time. A step is one choice
  * of the scheduler: one ready vat is chosen and handles one message (a
  * turn). After every turn it asks the scenario's check; when nothing is
  * ready it moves the virtual clock to the next timer; once the world is
@@ -42,8 +44,8 @@
  * Strategies (which ready vat runs next; the runtime's rules stay its
  * rules: a vat's messages from one sender keep their order, signals
  * overtake as they do, a muted vat is not ready). A step's choice is made
- * among the first 256 ready vats in the order they became ready, as the
- * deterministic mode's own draw is:
+ * among the first 256 ready vats of each system in the order they became
+ * ready, as the deterministic mode's own draw is:
  *  - VAT_SIM_RANDOM: uniformly among the ready vats, at every step.
  *  - VAT_SIM_PCT: probabilistic concurrency testing (Burckhardt et al.,
  *    ASPLOS 2010). Each vat gets a random priority when it is first
@@ -87,7 +89,10 @@
  *    a promise forwards, anything sent outside a turn: a dying vat's exit
  *    signals and down notifications, a timer) first releases everything
  *    held for that vat. Held messages are delivered when the world would
- *    otherwise go quiet, and at its end. Only the vat the step runs.
+ *    otherwise go quiet, and at its end. Only the vat the step runs. In
+ *    a world of several systems, on any of them, between vats of one
+ *    system (what a turn sends another machine's vat by a ref is never
+ *    held; what crosses a simulated network is late by its latency).
  *  - VAT_SIM_JITTER: the armed timer the vat set (vat_later, vat_every)
  *    that is due first fires later by 1 ns to max_jitter_ns on the
  *    virtual clock (the plan says how much); never earlier. A periodic
@@ -110,50 +115,78 @@
  *    vat_ref_exit_reason reads `shutdown`) and their stop callbacks do not
  *    run. The scenario's check then runs once, with `quiescent` true, and
  *    must hold; `done` is not asked (a stopped program need not have
- *    finished).
+ *    finished). In a world of several systems it is the struck vat's
+ *    machine that stops so, and the world goes on (below).
+ * Faults at a time: in a world of several systems, a machine's crash and
+ * an event source's faults (a simulated network's partitions and
+ * disconnects: vat/sim_net.h) are drawn from the seed too (crash_chance
+ * of vat_sim_system_options, a link's fault_rate), each at a time on the
+ * world's clock rather than at a step, and strike when the clock gets
+ * there (only while the world has something else to do: "Worlds of
+ * several systems" below). They are faults of the run like the others:
+ * in its plan, replayed from it, shrunk. (What the scenario asks for
+ * itself, vat_sim_system_crash and vat_sim_net_fault, is part of the
+ * scenario: every run has it, whatever the plan, and it is in
+ * vat_sim_result.notes, not in the plan.)
+ *
  * The faults that struck are reported with a failure (vat_sim_result.plan)
  * in a plan's text form, in the order they struck:
  *
  *   step 12: kill acct-b; step 30: delay vat#2 3 steps; step 41: jitter
- *   ticker +250ms; step 50: fail acct-a; step 60: timeout server;
- *   step 70: stop acct-a
+ *   ticker +250ms; at 3223613ns: disconnect m0-bank; step 50: fail
+ *   acct-a; at 40ms: crash m1; step 60: timeout server; at 1500us:
+ *   partition m0-m1 for 3s; step 70: stop acct-a
  *
  * (one line; "none" for no fault). A vat is named by its label when that
  * is a plain word ([A-Za-z0-9_.-]) that no other vat seen had as the fault
  * struck, else as vat#I, I counting the vats in the order they were first
- * ready. A jitter is a whole number of ns, us, ms or s.
+ * ready. A jitter, a fault's time and a partition's length are each a
+ * whole number of ns, us, ms or s, exact (vat_sim_time_format). After
+ * "at T:" comes what strikes then: "crash" and the machine's name, or the
+ * text of a source's fault, as the source wrote it (vat_sim_source_fault;
+ * the network's are "partition A-B for D" and "disconnect A-B", A-B the
+ * link between machines A and B).
  *
  * An explicit plan: vat_sim_options.plan (or VAT_SIM_PLAN in the
  * environment, which wins) in that same form replaces the faults the seed
- * would draw (fault_rate, max_faults and fault_kinds are then not read),
- * while the seed still drives the schedule. Each fault strikes the vat it
- * names at its step; when it cannot strike then (its vat not seen yet, or
- * not in a state where that kind can strike, as above), it waits, and
- * strikes at the first later step where it can; a fault whose vat never
- * allows it never strikes (vat_sim_result.plan_missed counts those).
- * Faults due at one step strike in the plan's order. So the plan a run
- * reports, pasted back with its seed, strikes the same faults at the same
- * steps and replays that run exactly (same turns, digest and message),
- * whether its faults were drawn or planned. The text is read strictly:
- * anything not in the form above is refused with VAT_EINVAL and a line in
- * vat_sim_result.message saying where and what was expected. A reported
- * plan too long for vat_sim_result.plan ends with "..." and cannot be
- * pasted back (the seed alone still replays a drawn plan).
+ * would draw, of both kinds (fault_rate, max_faults and fault_kinds are
+ * then not read, and the crashes and source faults the seed draws do not
+ * strike), while the seed still drives the schedule and all else. Each
+ * fault at a step strikes the vat it names at its step; when it cannot
+ * strike then (its vat not seen yet, or not in a state where that kind can
+ * strike, as above), it waits, and strikes at the first later step where
+ * it can; a fault whose vat never allows it never strikes
+ * (vat_sim_result.plan_missed counts those). Faults due at one step
+ * strike in the plan's order. A fault at a time strikes at its time, in
+ * the order of the plan among those of one time, before that step looks
+ * at what is ready; one whose machine is not there or is down, whose
+ * text no source knows, or whose source finds nothing it names then (a
+ * link not made yet) never strikes (plan_missed counts it too). So the
+ * plan a run reports, pasted back with its seed, strikes the same faults
+ * at the same steps and times and replays that run exactly (same turns,
+ * digest, notes and message), whether its faults were drawn or planned. The
+ * text is read strictly: anything not in the form above is refused with
+ * VAT_EINVAL and a line in vat_sim_result.message saying where and what was
+ * expected. A reported plan too long for vat_sim_result.plan ends with "..."
+ * and cannot be pasted back (the seed alone still replays a drawn plan).
  *
  * Shrinking: when a seed fails, the campaign looks for a smaller run that
  * fails the same way (the same vat_sim_result.verdict), under the same
  * seed and options, with explicit plans made from the failing run's
- * faults: faults are dropped (halves, then quarters, ... then one at a
- * time) while the run still fails so, and then each fault left is moved
- * to an earlier step (a binary search) while the run still fails so in
- * no more turns, which shortens it; both again while they change the
- * plan. Fewer faults come first: a shrunk run may take more turns than
- * the failing one when it has fewer faults. The result is in
- * vat_sim_result.shrunk: its plan, message, turns, digest, and a one-line
- * replay (the seed and VAT_SIM_PLAN) that runs it again exactly. Cost:
- * each candidate is one more run of the seed, at most shrink_runs of them
- * (default 200); the tests' failures with two to six faults took 6 to 19
- * runs, one with no fault takes none. Set shrink_runs to 0 to skip it.
+ * faults, of both kinds: faults are dropped (halves, then quarters, ...
+ * then one at a time) while the run still fails so, and then each fault
+ * left is moved to an earlier step, or an earlier time for a fault at a
+ * time (a binary search), while the run still fails so in no more turns,
+ * which shortens it; both again while they change the plan. Fewer faults come
+ * first: a shrunk run may take more turns than the failing one when it has
+ * fewer faults. The result is in vat_sim_result.shrunk: its plan, message,
+ * turns, digest, and a one-line replay (the seed and VAT_SIM_PLAN) that runs it
+ * again exactly. Cost: each candidate is one more run of the seed, at most
+ * shrink_runs of them (default 200); the tests' failures with two to six faults
+ * at a step took 6 to 19 runs, one with no fault takes none; a fault at a
+ * time's search is over nanoseconds, some 20 to 40 runs each (the network's bug
+ * program: one to six faults at a time shrunk in 43 to 119 runs). Set
+ * shrink_runs to 0 to skip it.
  *
  * Replay: set VAT_SIM_SEED=N in the environment to make every vat_sim_run
  * run seed N alone (with the options the program gives it, and the plan
@@ -172,11 +205,17 @@
  * track per vat (named as plans name it), a slice per turn, an arrow per
  * message, and each fault that struck as an instant event on its vat's
  * track, named by its kind, with its step and its text in the plan
- * ("args": {"step": N, "fault": "step N: kill acct-b"}). The trace is in
- * the world's virtual time (vat/trace.h: each turn 1 ns long, and a turn
- * after the clock moved at exactly the virtual time), a fault at the time
- * of its step's turn; and one seed and plan traced again, in this process
- * or another, write the same file byte for byte.
+ * ("args": {"step": N, "fault": "step N: kill acct-b"}); a fault at a
+ * time on the host's track, named "crash" or by its source's name
+ * ("network"), with the world's step count then and its text ("at 3s:
+ * crash m1"). In a world of several systems the trace is of the first
+ * system's turns only (the scenario's own); every fault is marked there,
+ * wherever it struck. The trace is in the world's virtual time
+ * (vat/trace.h: each turn 1 ns long, and a turn after the clock moved at
+ * exactly the virtual time), a fault at the time of its step's turn (a
+ * fault at a time: of the turn after it struck); and one seed and plan
+ * traced again, in this process or another, write the same file byte for
+ * byte.
  *
  * The crash hook of the simulated systems is off (a fault would print a
  * report for each seed); a scenario that wants to see crashes monitors
@@ -278,6 +317,7 @@ typedef struct vat_sim_scenario {
 enum {
   VAT_SIM_MAX_REPORTED_FAULTS = 32,
   VAT_SIM_PLAN_SIZE = 1024, /* a plan's text, its terminating NUL included */
+  VAT_SIM_NOTES_SIZE = 512, /* vat_sim_result.notes, its NUL included */
 };
 
 typedef struct vat_sim_fault {
@@ -303,7 +343,8 @@ typedef struct vat_sim_shrunk {
   bool done;     /* shrinking ran on this failure */
   uint64_t runs; /* runs it took */
   uint64_t turns, steps, digest;
-  unsigned nfaults;
+  unsigned nfaults;      /* faults at a step */
+  unsigned timed_faults; /* faults at a time */
   char message[256];
   char plan[VAT_SIM_PLAN_SIZE];
   char replay[VAT_SIM_PLAN_SIZE + 256];
@@ -320,18 +361,27 @@ typedef struct vat_sim_result {
   uint64_t digest;       /* hash of its choices and faults, in order */
   uint64_t now_ns;       /* virtual clock at its end, from the world's start */
   uint64_t total_turns;  /* over every seed run */
-  uint64_t total_faults; /* over every seed run */
+  uint64_t total_faults; /* over every seed run, both kinds */
   vat_sim_verdict verdict;
-  unsigned nfaults; /* faults that struck (the first
+  unsigned nfaults; /* faults at a step that struck (the first
                        VAT_SIM_MAX_REPORTED_FAULTS are in `faults`) */
   vat_sim_fault faults[VAT_SIM_MAX_REPORTED_FAULTS];
-  unsigned plan_missed; /* an explicit plan's faults that never struck */
-  char message[256];    /* what failed; "" when nothing did */
+  unsigned timed_faults; /* faults at a time that struck (crashes, a
+                            source's: "Faults at a time" below), in `plan` */
+  unsigned plan_missed;  /* an explicit plan's faults that never struck */
+  char message[256];     /* what failed; "" when nothing did */
   char plan[VAT_SIM_PLAN_SIZE]; /* the faults, "step 12: kill acct-b; ...";
                                    "none" */
   char replay[VAT_SIM_PLAN_SIZE + 256]; /* one line that runs the seed again */
-  vat_sim_shrunk shrunk;                /* when it failed */
-  bool trace_written; /* the failing run's trace is in the file */
+  /** What the world's machines and event sources went through (crashes,
+   *  a network's partitions and disconnects: "Worlds of several systems"
+   *  below), in order, each with its time on the virtual clock:
+   *  "2.500 ms: partition m0-m1 for 3.000 s; 40.000 ms: crash m1";
+   *  "none". They come from the seed too: the replay line runs them
+   *  again. */
+  char notes[VAT_SIM_NOTES_SIZE];
+  vat_sim_shrunk shrunk; /* when it failed */
+  bool trace_written;    /* the failing run's trace is in the file */
 } vat_sim_result;
 
 /** Runs seeds [first, first + count), one fresh world each, and stops at
@@ -353,6 +403,201 @@ int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
  *  (VAT_SIM_SEED and VAT_SIM_PLAN are not read). Errors as vat_sim_run. */
 int vat_sim_replay(const vat_sim_scenario *sc, const vat_sim_options *o,
                    uint64_t seed, vat_sim_result *out);
+
+/* --- Worlds of several systems: simulated machines -----------------------
+ *
+ * A scenario may make more systems in its world (vat_sim_system_new), each
+ * a machine of its own: host-driven, deterministic, its seed drawn from
+ * the world's. The harness runs them as one. A step chooses among the
+ * ready vats of every system that has not crashed or stopped, by the
+ * world's
+ * strategy: VAT_SIM_RANDOM uniformly over all of them, VAT_SIM_PCT by
+ * priorities shared by every system (a vat's index counts the vats of all
+ * systems as they were first ready). (A step that ran no turn, a dead vat
+ * dropping what it was sent, is followed by one among its own system's
+ * ready vats.) When nothing is ready, the world's one virtual clock moves,
+ * for every system at once, to the earliest thing due in any of them: a
+ * timer, a crash, an event source's event or fault. The liveness
+ * deadline counts all of them; the world is quiescent when no system has
+ * a vat ready or a timer armed and no source an event pending: a crash or
+ * a source's fault planned for later does not keep it going (and never
+ * strikes). Faults strike vats of any system alike.
+ * The same seed runs the same turns of the same systems in the same order,
+ * with the same digest.
+ *
+ * Vats of different systems should talk only as programs on different
+ * machines do: over connections (vat/sim_net.h joins machines with
+ * libvat's real CapTP connections over a simulated network). A ref of
+ * another system's vat works as it does between any two systems, carried
+ * by no network, which no fault can reach.
+ *
+ * A machine crash (vat_sim_system_crash, or drawn when the system is made:
+ * vat_sim_system_options) freezes the system where it stands: none of its
+ * vats runs again, none of its timers fires, what it was sent waits for
+ * ever, and no vat ends (no exit signal, no monitor fires: the other
+ * machines learn of it as a network shows it, by silence). It is shut
+ * down with the world. The crash is in vat_sim_result.notes; a drawn one
+ * is a fault at a time of the run's plan too ("at 40ms: crash m1").
+ *
+ * A stop fault (VAT_SIM_STOP) that strikes a vat stops that vat's machine
+ * after the step, as vat_system_shutdown(sys, 0) stops a system: what it
+ * has queued (and held by delay faults) is dropped and counted, its
+ * pending timers are cancelled, its vats read `shutdown` and are not
+ * ended one by one. The other machines run on: the world ends as any
+ * world does, its check asked at quiescence and then `done` (a world of
+ * one system ends at the stop instead, as above). A stop is a shutdown,
+ * not a crash: the machine's own promises break, its queues are
+ * emptied; but as its connection vats are not ended one by one they
+ * write nothing, and to the other machines it is silent as a crashed
+ * one (the network drops what is sent to it). It is in the plan as the
+ * fault that struck, and in vat_sim_result.notes as "stop NAME";
+ * vat_sim_system_stopped says so.
+ *
+ * Event sources. What a world simulates beyond its systems (libvat-net's
+ * network: vat/sim_net.h) registers as a source: the time of its next
+ * event, and a call that fires what is due. The clock goes to its events
+ * as to timers; a world with one pending is not quiescent; each firing is
+ * mixed into the digest. A source draws from the world's seed
+ * (vat_sim_draw), so the seed replays what it does. The faults it draws
+ * it hands to the world as faults at a time (vat_sim_source_fault: a
+ * text, which the world hands back to its strike call when their time
+ * comes), so that they are in the plan, replayed from it and shrunk; what
+ * each fault did, it reports in the notes (vat_sim_note).
+ *
+ * Times are on the world's virtual clock as vat_system_now reads it on
+ * any of its systems (they move together, from 0 at the world's start).
+ * The calls below name the world by one of its systems, and are made
+ * while it runs (from its scenario's setup or check, a source's calls,
+ * or where one says so a turn of its vats), on the thread that runs it;
+ * a system of no world running there is VAT_EINVAL. */
+
+enum { VAT_SIM_MAX_SYSTEMS = 16 };
+
+typedef struct vat_sim_system_options {
+  /** Its name in reports and plans: a word of [A-Za-z0-9_.], at most 31
+   *  bytes, not "m" and a number, no other machine's (copied); NULL: "m"
+   *  and its index in the world (the scenario's first system is m0). */
+  const char *name;
+  /** The probability, drawn from the world's seed as the system is made,
+   *  that this machine crashes, at a time drawn uniformly from [now, now
+   *  + crash_window_ns): a fault at a time ("at T: crash NAME"), which an
+   *  explicit plan replaces. Default 0: never. */
+  double crash_chance;
+  uint64_t crash_window_ns; /* default 1 s; at least 1 with a chance */
+} vat_sim_system_options;
+
+/** Fills `o` with the defaults. Any thread. */
+void vat_sim_system_options_default(vat_sim_system_options *o);
+
+/** Makes one more system in the world of `sys` (*out): host-driven,
+ *  deterministic, its seed drawn from the world's, its clock at the
+ *  world's time, no crash hook. The harness runs it, and shuts it down
+ *  and destroys it when the world ends: the scenario must not. `o` NULL:
+ *  defaults. Not inside a turn. Errors: VAT_EINVAL (NULL out, sys of no
+ *  running world, crash_chance outside [0, 1] or a window of 0, a name
+ *  not of the form above), VAT_EINTURN, VAT_EBUSY (the world has
+ *  VAT_SIM_MAX_SYSTEMS, or a machine of that name), and those of
+ *  vat_system_new. */
+int vat_sim_system_new(vat_system *sys, const vat_sim_system_options *o,
+                       vat_system **out);
+
+/** Crashes the machine of `sys` at `at_ns` on the world's clock (before
+ *  the next step when that is not later than now), as above, unless a
+ *  crash is due before that. Also inside a turn: the crash comes between
+ *  steps. Errors: VAT_EINVAL. A crashed system: VAT_OK, nothing more. */
+int vat_sim_system_crash(vat_system *sys, uint64_t at_ns);
+
+/** Whether the machine of `sys` has crashed (false outside a world). */
+bool vat_sim_system_crashed(vat_system *sys);
+
+/** Whether the machine of `sys` was stopped by a stop fault (false
+ *  outside a world): see VAT_SIM_STOP in a world of several systems. */
+bool vat_sim_system_stopped(vat_system *sys);
+
+/** The name of `sys` in reports; NULL when no world running here has it. */
+const char *vat_sim_system_name(vat_system *sys);
+
+typedef struct vat_sim_source {
+  /** Its name in the failing run's trace, where its faults are marked
+   *  ("network"); NULL: "source". */
+  const char *name;
+  /** The time of its next event on the world's clock; UINT64_MAX: none.
+   *  One due (at or before now) fires before the next step. A pending
+   *  event keeps the world from being quiescent. */
+  uint64_t (*next_event)(void *ctx);
+  /** The time of its next fault (may be NULL: none). It fires as an
+   *  event does when the clock gets there, but does not keep the world
+   *  going: a world with nothing else to do is quiescent, and a fault
+   *  planned for later never strikes (nor does a crash planned for
+   *  later). */
+  uint64_t (*next_fault)(void *ctx);
+  /** Fires every event due at or before `now`, from the host side (it
+   *  may send to the world's vats with vat_host_send, make connections,
+   *  make systems); returns a hash of what it did, for the digest. */
+  uint64_t (*fire)(void *ctx, uint64_t now);
+  /** A system of the world went down: it crashed, or a stop fault
+   *  stopped it (may be NULL). It runs no more. */
+  void (*down)(void *ctx, vat_system *sys);
+  /** The world ends, before its systems are shut down: what the source
+   *  holds outside the collector goes now (may be NULL). */
+  void (*ended)(void *ctx);
+  /** Strikes now one of its faults at a time, `text` as it gave it to
+   *  vat_sim_source_fault or as a plan holds it (may be NULL: it has none
+   *  a plan can name). Returns VAT_OK when it struck (it notes it, with
+   *  vat_sim_note, as any fault it makes), with a hash of what it did in
+   *  *hash, for the digest; VAT_ENOTFOUND when `text` is one of its
+   *  faults but what it names is not there (the fault does not strike);
+   *  VAT_EINVAL when `text` is none of its faults (the world asks its
+   *  next source). */
+  int (*strike)(void *ctx, const char *text, uint64_t *hash);
+} vat_sim_source;
+
+/** Registers `src` (kept by address: give it static storage) with `ctx`
+ *  in the world of `sys`, until the world ends. Errors: VAT_EINVAL (NULL
+ *  src or ctx, next_event or fire missing, no world), VAT_EBUSY (src is
+ *  registered in that world already). */
+int vat_sim_source_add(vat_system *sys, const vat_sim_source *src, void *ctx);
+
+/** The ctx `src` is registered with in the world of `sys`; NULL when it
+ *  is not, or no world runs. */
+void *vat_sim_source_find(vat_system *sys, const vat_sim_source *src);
+
+/** A number drawn from the world's seed for its sources: a stream of its
+ *  own, so drawing changes neither the schedule nor the harness's
+ *  faults. 0 when no world runs `sys`. */
+uint64_t vat_sim_draw(vat_system *sys);
+
+/** A fault at a time that `src`, registered in the world of `sys`, drew
+ *  from the world's seed (vat_sim_draw): the world strikes it at `at_ns`
+ *  on its clock (before the next step, when that is not later than now)
+ *  by calling src->strike(ctx, text), and reports it in the run's plan as
+ *  "at T: text" (T as vat_sim_time_format writes it). Under an explicit
+ *  plan the call does nothing and returns VAT_OK: the plan's faults
+ *  replace the seed's, and a source that draws the same either way keeps
+ *  its later draws as they were. `text` (copied): printable ASCII, at
+ *  most 120 bytes, with no ';' or "'", no blank at either end, not
+ *  beginning "crash " (the harness's own word); it must say all the fault
+ *  is (what it strikes, how long), for a plan to strike it again from the
+ *  text alone. Errors: VAT_EINVAL (no world, src not registered there or
+ *  without strike, a bad text). */
+int vat_sim_source_fault(vat_system *sys, const vat_sim_source *src,
+                         uint64_t at_ns, const char *text);
+
+/** Writes `ns` as a plan writes a time: a whole number in the largest
+ *  unit that states it exactly, "3s", "1500ms", "250us", "7ns" ("0s" for
+ *  0). Returns what snprintf returns. Any thread. */
+int vat_sim_time_format(uint64_t ns, char *buf, size_t size);
+
+/** Reads a time so written at the start of `text` (digits, then ns, us,
+ *  ms or s, no blank between nor a word character after), into *ns, and
+ *  where it ends into *end (may be NULL). Errors: VAT_EINVAL (NULL text
+ *  or ns, no such time there, past UINT64_MAX ns). Any thread. */
+int vat_sim_time_parse(const char *text, uint64_t *ns, const char **end);
+
+/** Reports a fault a source made: `text` (cut at 120 bytes) goes into
+ *  vat_sim_result.notes with the time, and into the digest. Errors:
+ *  VAT_EINVAL (NULL text, no world). */
+int vat_sim_note(vat_system *sys, const char *text);
 
 #ifdef __cplusplus
 }

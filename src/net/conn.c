@@ -13,16 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
+#include "transport.h"
 #include "vat/observe.h"
 
 struct vat_conn {
   vat_ref *ref;
   vat_promise *bootstrap;
   vat_promise *closed;
-  net_io_owner *io; /* the handle's share: closes it after a shutdown */
+  const net_transport *tp;
+  void *io; /* the handle's share: closes it after a shutdown */
 };
 
 const vat_atom *vat_atom_disconnected(void) {
@@ -157,7 +158,7 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
    * (see held() in io.c); all else answers the peer. */
   if (msg->type != VAT_CAPTP_CALL && msg->type != VAT_CAPTP_BOOTSTRAP)
     flags |= NET_WRITE_ANSWER;
-  int wrote = net_io_write(c->io, frame, len, flags, &queued);
+  int wrote = c->tp->write(c->io, frame, len, flags, &queued);
   if (buf != NULL && buf->cap > ENCODE_KEEP) /* the write copied the frame */
     vat_captp_frame_buf_free(buf);
   switch (wrote) {
@@ -254,8 +255,8 @@ static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
    * it holds (vat/net.h): the vat ends then, and not before, so that its
    * I/O can still tell it. */
   if (c->io != NULL && drop)
-    net_io_abort(c->io);
-  if (c->io == NULL || net_io_end(c->io))
+    c->tp->abort(c->io);
+  if (c->io == NULL || c->tp->end(c->io))
     net_on_io_done(turn, c, NULL);
 }
 
@@ -274,8 +275,8 @@ static void conn_stop(void *state, vat_value reason) {
   leave_place(c);
   if (c->io == NULL)
     return;
-  net_io_close(c->io);
-  net_io_release(c->owner);
+  c->tp->close(c->io);
+  c->tp->release(c->owner);
   c->io = NULL;
   c->ended = true;
 }
@@ -336,7 +337,7 @@ static void handle(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
 
 static void take_frame(vat_turn *turn, net_conn *c, net_frame *f) {
   if (c->io != NULL)
-    net_io_frame_done(c->io, f->len);
+    c->tp->frame_done(c->io, f->len);
   if (c->ended)
     return;
   /* Counted before it decodes: one that does not ends the connection. */
@@ -429,7 +430,7 @@ static void start(vat_turn *turn, void *state, void *arg) {
   net_conn *c = state;
   (void)arg;
   c->self = vat_self(turn);
-  net_io_run(c->io);
+  c->tp->run(c->io);
   net_timeouts_start(turn, c);
   uint64_t n;
   if (net_ask(turn, c, NULL, &n) != VAT_OK ||
@@ -459,9 +460,19 @@ int vat_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
 int net_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
                   const vat_conn_options *opt, net_places *places,
                   vat_conn **out) {
+  if (fd < 0)
+    return VAT_EINVAL;
+  return net_conn_open_with(sys, bootstrap, opt, places, &net_socket_transport,
+                            net_socket_attach, &fd, out);
+}
+
+int net_conn_open_with(vat_system *sys, vat_ref *bootstrap,
+                       const vat_conn_options *opt, net_places *places,
+                       const net_transport *tp, net_attach_fn attach, void *ctx,
+                       vat_conn **out) {
   size_t out_pause, out_max;
   double handshake_s, idle_s;
-  if (sys == NULL || out == NULL || fd < 0)
+  if (sys == NULL || out == NULL)
     return VAT_EINVAL;
   int rc = net_out_limits(opt, &out_pause, &out_max);
   if (rc == VAT_OK)
@@ -515,25 +526,17 @@ int net_conn_open(vat_system *sys, int fd, vat_ref *bootstrap,
   c->idle_timeout_s = idle_s;
   c->max_questions = o.max_questions ? o.max_questions : VAT_CONN_MAX_QUESTIONS;
   c->max_exports = o.max_exports ? o.max_exports : VAT_CONN_MAX_EXPORTS;
-  /* libvat's own descriptor: libuv closes it with the handle, even when
-   * opening fails, and the caller's stays open until we succeed. */
-  c->owner = net_io_owner_new();
-  h->io = net_io_owner_new();
-  if (c->owner == NULL || h->io == NULL) {
-    vat_host_send(h->ref, abandon, NULL);
-    return VAT_ENOMEM;
-  }
-  int mine = dup(fd);
-  if (mine < 0 || (c->io = net_io_new(mine, h->ref, o.max_frame, out_pause,
-                                      out_max, o.loop)) == NULL) {
+  c->tp = h->tp = tp;
+  net_conn_io io;
+  rc = attach(ctx, h->ref, &o, out_pause, out_max, &io);
+  if (rc != VAT_OK) {
     c->ended = true;
     vat_host_send(h->ref, abandon, NULL);
-    return VAT_EIO;
+    return rc;
   }
-  net_io_owner_set(c->owner, c->io);
-  net_io_share(c->io);
-  net_io_owner_set(h->io, c->io);
-  close(fd);
+  c->io = io.io;
+  c->owner = io.vat_share;
+  h->io = io.handle_share;
   rc = vat_host_send(h->ref, start, NULL);
   if (rc != VAT_OK)
     return rc;
@@ -553,9 +556,9 @@ int vat_conn_inspect(vat_conn *conn, vat_conn_info *out) {
   if (conn == NULL || out == NULL)
     return VAT_EINVAL;
   *out = (vat_conn_info){0};
-  net_io *io = net_io_owner_io(conn->io);
+  void *io = conn->tp->owned(conn->io);
   if (io != NULL)
-    net_io_info(io, out);
+    conn->tp->info(io, out);
   return VAT_OK;
 }
 
@@ -572,8 +575,8 @@ int vat_conn_close(vat_conn *conn) {
   /* The system is shutting down or gone: no turn will end the connection,
    * so its socket is closed from here, or it would hold its thread, or
    * the host's loop, open for ever. */
-  net_io *io = net_io_owner_io(conn->io);
+  void *io = conn->tp->owned(conn->io);
   if (io != NULL)
-    net_io_close(io);
+    conn->tp->close(io);
   return VAT_OK;
 }

@@ -147,8 +147,9 @@ typedef struct net_answer_ring {
 } net_answer_ring;
 
 struct net_conn {
-  net_io *io;
-  net_io_owner *owner;
+  const struct net_transport *tp; /* its I/O's calls (transport.h) */
+  void *io;                       /* the transport's */
+  void *owner;                    /* the vat's share of io */
   vat_ref *self;
   vat_ref *bootstrap;             /* offered to the peer; may be NULL */
   vat_resolver *remote_bootstrap; /* the peer's, until answered */

@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "transport.h"
 #include "vat/timer.h"
 
 enum { IDLE_TICKS = 4 }; /* ticks a period; this many silent ones end it */
@@ -84,7 +85,7 @@ static void idle_tick(vat_turn *turn, void *state, void *arg) {
     return;
   vat_conn_info io = {0};
   if (c->io != NULL)
-    net_io_info(c->io, &io);
+    c->tp->info(c->io, &io);
   if (c->heard_since_tick || c->open_answers > 0 || io.reading_paused ||
       io.in_pending > 0) {
     c->heard_since_tick = false;

@@ -114,7 +114,7 @@ static uint64_t det_random(vat__sched *s) {
  * is flushed), and one is drawn from the union. The run queue holds at
  * most its size, so the draw needs no extra memory: the drawn vat is
  * swapped to the head and popped. */
-vat__task *vat__pick_seeded(vat__runner *r) {
+uint32_t vat__pick_seeded_ready(vat__runner *r, vat__task **ready) {
   vat__sched *s = r->sched;
   vat__runq *q = &r->runq;
   if (r->next) {
@@ -129,17 +129,25 @@ vat__task *vat__pick_seeded(vat__runner *r) {
                      (t = vat__inject_pop(&s->inject)) != NULL;)
     vat__runq_push(q, t);
   uint32_t n = vat__runq_size(q);
+  /* Taken out and put back as they were, which leaves the queue
+   * unchanged. */
+  for (uint32_t i = 0; ready != NULL && i < n; i++)
+    ready[i] = vat__runq_pop(q);
+  for (uint32_t i = 0; ready != NULL && i < n; i++)
+    vat__runq_push(q, ready[i]);
+  return n;
+}
+
+vat__task *vat__pick_seeded(vat__runner *r) {
+  vat__sched *s = r->sched;
+  vat__runq *q = &r->runq;
+  /* A chooser (src/sim/) sees them all, in queue order. */
+  vat__task *ready[VAT__RUNQ_SIZE];
+  uint32_t n = vat__pick_seeded_ready(r, s->det_choose ? ready : NULL);
   if (n == 0)
     return NULL;
   if (s->det_choose == NULL)
     return vat__runq_draw(q, (uint32_t)(det_random(s) % n));
-  /* A chooser (src/sim/) sees them all, in queue order: taken out and put
-   * back as they were, which leaves the queue unchanged. */
-  vat__task *ready[VAT__RUNQ_SIZE];
-  for (uint32_t i = 0; i < n; i++)
-    ready[i] = vat__runq_pop(q);
-  for (uint32_t i = 0; i < n; i++)
-    vat__runq_push(q, ready[i]);
   uint32_t k = s->det_choose(s->det_choose_ctx, ready, n);
   return vat__runq_draw(q, k < n ? k : 0);
 }

@@ -55,6 +55,13 @@ vat__task *vat__pick_fifo(vat__runner *r);
 /** Deterministic mode's choice: drawn from every ready vat with the
  *  seeded generator (s->det_rng). NULL when none is ready. */
 vat__task *vat__pick_seeded(vat__runner *r);
+/** What vat__pick_seeded draws from, as it sees it: every ready vat
+ *  moved to the run queue (up to its size), their count returned and,
+ *  when `ready` is not NULL (VAT__RUNQ_SIZE slots), the vats stored
+ *  oldest first. The queue is left as the pick would find it, so a
+ *  simulated world (src/sim/) can see what each of its systems has ready
+ *  before it chooses which one runs. */
+uint32_t vat__pick_seeded_ready(vat__runner *r, vat__task **ready);
 /** A host-driven system has a vat ready. */
 bool vat__sched_ready(vat__runner *r);
 /** After the runners stopped: takes any vat still queued anywhere (next

@@ -130,9 +130,9 @@ static uint32_t pick_pct(vat__sim_world *w, const uint32_t *idx, uint32_t n) {
   return k;
 }
 
-uint32_t vat__sim_choose(void *ctx, vat__task *const *ready, uint32_t n) {
-  vat__sim_world *w = ctx;
-  uint32_t idx[VAT__RUNQ_SIZE];
+uint32_t vat__sim_decide(vat__sim_world *w, vat__task *const *ready, uint32_t n,
+                         uint32_t *index) {
+  uint32_t idx[VAT__SIM_READY_MAX];
   for (uint32_t k = 0; k < n; k++)
     idx[k] = index_of(w, vat__vat_of(ready[k]));
   w->steps++;
@@ -140,6 +140,13 @@ uint32_t vat__sim_choose(void *ctx, vat__task *const *ready, uint32_t n) {
                    ? pick_pct(w, idx, n)
                    : (uint32_t)(vat__sim_draw(&w->pick_rng) % n);
   w->digest = vat__sim_mix(w->digest, idx[k]);
-  vat__sim_faults_step(w, vat__vat_of(ready[k]), idx[k]);
+  *index = idx[k];
+  return k;
+}
+
+uint32_t vat__sim_choose(void *ctx, vat__task *const *ready, uint32_t n) {
+  vat__sim_world *w = ctx;
+  uint32_t i, k = vat__sim_decide(w, ready, n, &i);
+  vat__sim_faults_step(w, vat__vat_of(ready[k]), i);
   return k;
 }

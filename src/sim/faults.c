@@ -82,9 +82,9 @@ static bool strike(vat__sim_world *w, vat__vat *v, uint32_t i, uint32_t chosen,
   case VAT_SIM_TIMEOUT:
     return vat__promises_time_out(v);
   case VAT_SIM_STOP:
-    if (w->stop || vat__system_state(v->sys) != VAT__RUNNING)
+    if (w->stop != NULL || vat__system_state(v->sys) != VAT__RUNNING)
       return false;
-    w->stop = true;
+    w->stop = v->sys;
     return true;
   }
   return false;
@@ -123,6 +123,8 @@ static void planned(vat__sim_world *w, uint32_t chosen) {
   for (unsigned j = 0; j < w->plan->n; j++) {
     const vat__sim_planned *p = &w->plan->faults[j];
     uint32_t i;
+    if (p->text != NULL) /* at a time: timed.c */
+      continue;
     if (w->planned_done[j] || p->step > w->steps ||
         !vat__sim_planned_vat(w, p, &i))
       continue;

@@ -9,6 +9,7 @@
 
 #include "core/system.h"
 #include "sim/hold.h"
+#include "sim/machines.h"
 #include "sim/run.h"
 #include "sim/world.h"
 #include "util/mem.h"
@@ -96,7 +97,8 @@ static void report(const vat__sim_world *w, uint64_t seed,
   r->steps = w->steps;
   r->digest = w->digest;
   r->nfaults = w->nfaults;
-  r->total_faults += w->nfaults;
+  r->timed_faults = w->ntimed;
+  r->total_faults += w->nfaults + w->ntimed;
   memset(r->faults, 0, sizeof r->faults);
   unsigned shown = w->nfaults < VAT_SIM_MAX_REPORTED_FAULTS
                        ? w->nfaults
@@ -107,6 +109,7 @@ static void report(const vat__sim_world *w, uint64_t seed,
   for (unsigned j = 0; w->plan != NULL && j < w->plan->n; j++)
     r->plan_missed += !w->planned_done[j];
   vat__sim_plan_format(w, r->plan, sizeof r->plan);
+  vat__sim_machines_notes(w, r->notes, sizeof r->notes);
   vat__sim_replay_line(sc, &w->opt, seed, w->plan ? r->plan : NULL, r->replay,
                        sizeof r->replay);
 }
@@ -163,11 +166,11 @@ static vat_sim_verdict run_steps(const vat_sim_scenario *sc, vat__sim_world *w,
   for (;;) {
     vat__sim_hold_release(w, false);
     vat_run_result rr;
-    int rc = vat_system_run(sys, 1, 0, &rr);
+    int rc = vat__sim_machines_run(w, &rr);
     if (rc != VAT_OK)
       return fail(r, VAT_SIM_RUN_FAILED, "run call failed: %d", rc);
     *turns += rr.turns;
-    if (w->stop) /* even when the step ran no turn (a drop) */
+    if (w->stop != NULL) /* even when the step ran no turn (a drop) */
       return stop(sc, w, world, r);
     if (rr.turns > 0) {
       if (sc->check && !sc->check(world, false, why, sizeof why))
@@ -185,7 +188,7 @@ static vat_sim_verdict run_steps(const vat_sim_scenario *sc, vat__sim_world *w,
       continue;
     }
     int64_t ns;
-    vat_system_next_timer(sys, &ns);
+    vat__sim_machines_next(w, &ns);
     uint64_t now = vat_system_now(sys) - start;
     if (ns < 0)
       break; /* quiescent */
@@ -195,7 +198,7 @@ static vat_sim_verdict run_steps(const vat_sim_scenario *sc, vat__sim_world *w,
                   "quiescent",
                   o->deadline_ns * 1e-9);
     if (ns > 0)
-      vat_system_advance_clock(sys, (uint64_t)ns);
+      vat__sim_machines_advance(w, (uint64_t)ns);
   }
   if (sc->check && !sc->check(world, true, why, sizeof why))
     return fail(r, VAT_SIM_BROKE_INVARIANT, "invariant at quiescence: %s", why);
@@ -210,7 +213,7 @@ static vat_sim_verdict run_steps(const vat_sim_scenario *sc, vat__sim_world *w,
 static bool may_delay(const vat_sim_options *o, const vat__sim_plan *plan) {
   if (plan != NULL) {
     for (unsigned j = 0; j < plan->n; j++)
-      if (plan->faults[j].kind == VAT_SIM_DELAY)
+      if (plan->faults[j].text == NULL && plan->faults[j].kind == VAT_SIM_DELAY)
         return true;
     return false;
   }
@@ -243,7 +246,8 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
   sys->trace_vat_track = vat__sim_track;
   sys->trace_vat_track_ctx = w;
   if (may_delay(o, plan))
-    vat__sim_hold_watch(w);
+    vat__sim_hold_watch(w, sys);
+  vat__sim_machines_begin(w, sys, seed);
   uint64_t start = vat_system_now(sys), turns = 0;
   void *world = sc->setup(sys, sc->ctx);
   r->verdict = world == NULL ? fail(r, VAT_SIM_SETUP_FAILED, "setup failed")
@@ -253,7 +257,8 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
   r->now_ns = vat_system_now(sys) - start;
   report(w, seed, sc, r);
   vat__sim_hold_release(w, true); /* accepted: dropped at shutdown if queued */
-  sys->sched.det_choose = NULL;   /* shutdown's drain is not a step */
+  vat__sim_machines_end(w);
+  sys->sched.det_choose = NULL; /* shutdown's drain is not a step */
   vat_system_shutdown(sys, 0);
   r->trace_written =
       trace_path != NULL && vat_system_trace_write(sys, trace_path) == VAT_OK;

@@ -22,7 +22,10 @@
  * A held message is in flight: delivered (or dropped at a dead vat) when
  * released, in the order held, through vat__deliver as its commit would
  * have. Nothing stays held past the world's end, nor while the world
- * would otherwise go quiet (harness.c).
+ * would otherwise go quiet (harness.c), nor past its machine's stop.
+ * In a world of several systems each system's deliveries are watched,
+ * and a message is held only between two vats of one system (what a
+ * turn sends another machine's vat directly, by no network, never is).
  */
 #include "sim/hold.h"
 
@@ -53,20 +56,36 @@ static bool plain(vat__msg *first, vat__msg *last) {
   }
 }
 
-/* Releases what is held for `to` from `from` (NULL: from anyone), or,
- * with `to` NULL, what is due (everything, with `all`): taken off the list
- * first, then delivered in the order held. A delivery may deliver more on
- * its way (a message dropped at a dead vat breaks a promise, which
- * notifies its observers): those come through hold() again and may
- * release more, from a list that is whole. */
-static void release(vat__sim_world *w, vat__worker *wk, vat__vat *from,
-                    vat__vat *to, bool all) {
+/* What release() takes: held for `to` (from `from`, or anyone's with
+ * `from` NULL); else, with `sys` set, held for that system's vats; else
+ * what is due (everything, with `all`). */
+typedef struct which {
+  vat__vat *from, *to;
+  vat_system *sys;
+  bool all;
+} which;
+
+static bool taken(const vat__sim_world *w, const held *h, const which *q) {
+  if (q->to != NULL)
+    return h->to == q->to && (q->from == NULL || h->from == q->from);
+  if (q->sys != NULL)
+    return h->to->sys == q->sys;
+  return q->all || h->until <= w->steps;
+}
+
+/* Releases what `q` says: taken off the list first, then delivered in the
+ * order held, by `wk` (a delivery's own worker, inside a run call), or,
+ * with `wk` NULL, each by its receiver's system's worker as inside that
+ * system's run call. A delivery may deliver more on its way (a message
+ * dropped at a dead vat breaks a promise, which notifies its observers):
+ * those come through hold() again and may release more, from a list that
+ * is whole. */
+static void release(vat__sim_world *w, vat__worker *wk, const which *q) {
   held *go = NULL, **go_tail = &go, **at = &w->held;
   w->held_tail = NULL;
   while (*at != NULL) {
     held *h = *at;
-    bool due = to != NULL ? h->to == to && (from == NULL || h->from == from)
-                          : all || h->until <= w->steps;
+    bool due = taken(w, h, q);
     if (!due) {
       w->held_tail = h;
       at = &h->next;
@@ -78,8 +97,14 @@ static void release(vat__sim_world *w, vat__worker *wk, vat__vat *from,
     go_tail = &h->next;
   }
   for (held *h = go; h != NULL; h = h->next) {
+    vat__worker *by = wk != NULL ? wk : h->to->sys->workers[0];
+    vat__worker *outer = vat__current_worker;
+    vat__current_worker = by;
     w->passing = h->first; /* hold() lets it through as it is */
-    vat__deliver(wk, h->header, h->first, h->last);
+    vat__deliver(by, h->header, h->first, h->last);
+    if (wk == NULL && by->run.wake_owed)
+      vat__pay_wake(&by->run);
+    vat__current_worker = outer;
   }
   w->passing = NULL;
 }
@@ -103,7 +128,7 @@ static bool hold(void *ctx, vat__worker *wk, vat__msg *header, vat__msg *first,
       to == from || to->sys != wk->sys) {
     /* Not held: after what is held from its sender (anyone's: all). */
     if (w->held != NULL)
-      release(w, wk, from, to, false);
+      release(w, wk, &(which){.from = from, .to = to});
     return false;
   }
   held *h = vat__gc_alloc(sizeof *h);
@@ -125,8 +150,8 @@ static bool hold(void *ctx, vat__worker *wk, vat__msg *header, vat__msg *first,
   return true;
 }
 
-void vat__sim_hold_watch(vat__sim_world *w) {
-  vat_system *sys = w->sys;
+void vat__sim_hold_watch(vat__sim_world *w, vat_system *sys) {
+  w->watching = true;
   sys->det_hold = hold;
   sys->det_hold_ctx = w;
   sys->workers[0]->deliver_direct = NULL;
@@ -143,14 +168,11 @@ bool vat__sim_holding(const vat__sim_world *w) {
 }
 
 void vat__sim_hold_release(vat__sim_world *w, bool all) {
-  if (w->held == NULL)
-    return;
-  /* Delivered as the world's worker would, as inside a run call. */
-  vat__worker *wk = w->sys->workers[0];
-  vat__worker *outer = vat__current_worker;
-  vat__current_worker = wk;
-  release(w, wk, NULL, NULL, all);
-  if (wk->run.wake_owed)
-    vat__pay_wake(&wk->run);
-  vat__current_worker = outer;
+  if (w->held != NULL)
+    release(w, NULL, &(which){.all = all});
+}
+
+void vat__sim_hold_release_to(vat__sim_world *w, vat_system *sys) {
+  if (w->held != NULL)
+    release(w, NULL, &(which){.sys = sys});
 }

@@ -1,6 +1,6 @@
 /* Delay faults (vat/sim.h): messages a turn sends to other vats held back
  * for some steps, so that others' messages to the same vat overtake them.
- * The world watches its system's deliveries (core/system.h, det_hold) only
+ * The world watches its systems' deliveries (core/system.h, det_hold) only
  * while delay faults may strike. */
 #ifndef VAT_SIM_HOLD_H
 #define VAT_SIM_HOLD_H
@@ -10,9 +10,10 @@
 #include "core/vat.h"
 #include "sim/world.h"
 
-/** Starts watching the deliveries of w's system. Host thread, between run
- *  calls, before the first. */
-void vat__sim_hold_watch(vat__sim_world *w);
+/** Starts watching the deliveries of `sys`, a system of w's world, and
+ *  sets w->watching (each system the world makes later is watched too).
+ *  Host thread, before the system's first run call. */
+void vat__sim_hold_watch(vat__sim_world *w, vat_system *sys);
 
 /** A delay fault on `v`, the vat this step runs: what its turn now sends
  *  to other vats, and may keep its place in their queues, is held for
@@ -25,5 +26,9 @@ bool vat__sim_holding(const vat__sim_world *w);
 /** Delivers what is held: all of it, or (all false) what is due by the
  *  world's step count. Host thread, between run calls. */
 void vat__sim_hold_release(vat__sim_world *w, bool all);
+
+/** Delivers what is held for the vats of `sys`, before it stops. Host
+ *  thread, between run calls. */
+void vat__sim_hold_release_to(vat__sim_world *w, vat_system *sys);
 
 #endif

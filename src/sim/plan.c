@@ -3,15 +3,18 @@
  * ways, so that a reported plan pasted back strikes the same faults:
  *
  *   plan   := "none" | fault (";" fault)*
- *   fault  := "step" N ":" kind vat [amount]
+ *   fault  := "step" N ":" kind vat [amount] | "at" time ":" text
  *   kind   := kill | fail | delay | jitter | timeout | stop
  *   vat    := a label ([A-Za-z0-9_.-]+) | "vat#" I
- *   amount := N "steps" (delay; "1 step" too) | "+" N unit (jitter;
- *             unit ns, us, ms or s)
+ *   amount := N "steps" (delay; "1 step" too) | "+" time (jitter)
+ *   time   := N unit (unit ns, us, ms or s, no blank between)
+ *   text   := "crash" machine | a source's fault (vat_sim_source_fault):
+ *             printable, up to the next ";" or the end, no "'"
  *
  * with blanks between the tokens (at least one between two words and
  * numbers). The parser is strict: anything else is refused with where and
- * what was expected, never guessed at.
+ * what was expected, never guessed at. What a fault at a time's text says
+ * is for its machine or source to read when its time comes (timed.c).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -69,20 +72,37 @@ bool vat__sim_planned_vat(const vat__sim_world *w, const vat__sim_planned *p,
   return false;
 }
 
+bool vat__sim_fault_text_ok(const char *text) {
+  size_t n = text != NULL ? strlen(text) : 0;
+  if (n == 0 || text[0] == ' ' || text[n - 1] == ' ')
+    return false;
+  for (size_t k = 0; k < n; k++)
+    if (text[k] < ' ' || text[k] > '~' || text[k] == ';' || text[k] == '\'')
+      return false;
+  return true;
+}
+
+/* --- Times ---------------------------------------------------------------- */
+
+static const struct {
+  const char *unit;
+  uint64_t ns;
+} units[] = {{"s", 1000000000ull}, {"ms", 1000000}, {"us", 1000}, {"ns", 1}};
+enum { NUNITS = sizeof units / sizeof units[0] };
+
+int vat_sim_time_format(uint64_t ns, char *buf, size_t size) {
+  size_t i = 0;
+  while (ns % units[i].ns != 0)
+    i++;
+  return snprintf(buf, size, "%" PRIu64 "%s", ns / units[i].ns, units[i].unit);
+}
+
 /* --- Writing -------------------------------------------------------------- */
 
 /* The jitter in the largest unit that states it exactly. */
 static void put_duration(char *buf, size_t size, uint64_t ns) {
-  static const struct {
-    const char *unit;
-    uint64_t ns;
-  } units[] = {{"s", 1000000000ull}, {"ms", 1000000}, {"us", 1000}};
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-    if (ns % units[i].ns == 0) {
-      snprintf(buf, size, "+%" PRIu64 "%s", ns / units[i].ns, units[i].unit);
-      return;
-    }
-  snprintf(buf, size, "+%" PRIu64 "ns", ns);
+  buf[0] = '+';
+  vat_sim_time_format(ns, buf + 1, size - 1);
 }
 
 static void put_fault(char *buf, size_t size, const vat_sim_fault *f,
@@ -101,39 +121,81 @@ static void put_fault(char *buf, size_t size, const vat_sim_fault *f,
            vat__sim_fault_name(f->kind), label ? label : vat, amount);
 }
 
-const char *vat__sim_fault_text(const vat__sim_world *w, unsigned i) {
-  char one[VAT_LABEL_MAX + 128];
-  put_fault(one, sizeof one, &w->faults[i], w->fault_labels[i]);
+static void put_timed(char *buf, size_t size, const vat__sim_timed *t) {
+  char at[32];
+  vat_sim_time_format(t->at, at, sizeof at);
+  snprintf(buf, size, "at %s: %s", at, t->text);
+}
+
+static const char *copied(const char *one) {
   size_t n = strlen(one);
   char *text = vat__oom_check(GC_MALLOC_ATOMIC(n + 1), "a fault's text");
   memcpy(text, one, n + 1);
   return text;
 }
 
+const char *vat__sim_fault_text(const vat__sim_world *w, unsigned i) {
+  char one[VAT_LABEL_MAX + 128];
+  put_fault(one, sizeof one, &w->faults[i], w->fault_labels[i]);
+  return copied(one);
+}
+
+const char *vat__sim_timed_text(const vat__sim_timed *t) {
+  char one[VAT__SIM_TEXT_MAX + 64];
+  put_timed(one, sizeof one, t);
+  return copied(one);
+}
+
+/* The faults that struck in `w` in the order they struck, both kinds: the
+ * k-th of them is a fault at a time when *timed (index *i), else at a
+ * step. Those at a time go before the faults at a step that struck after
+ * them. */
+static void nth_struck(const vat__sim_world *w, unsigned k, bool *timed,
+                       unsigned *i) {
+  unsigned step = 0, time = 0;
+  for (;;) {
+    bool t = time < w->ntimed &&
+             (step == w->nfaults || w->timed[time].after <= step);
+    if (step + time == k) {
+      *timed = t;
+      *i = t ? time : step;
+      return;
+    }
+    t ? time++ : step++;
+  }
+}
+
 bool vat__sim_plan_format(const vat__sim_world *w, char *buf, size_t size) {
-  if (w->nfaults == 0) {
+  unsigned total = w->nfaults + w->ntimed;
+  if (total == 0) {
     snprintf(buf, size, "none");
     return true;
   }
   size_t at = 0;
   buf[0] = '\0';
-  for (unsigned i = 0; i < w->nfaults; i++) {
-    char one[VAT_LABEL_MAX + 128];
-    put_fault(one, sizeof one, &w->faults[i], w->fault_labels[i]);
-    size_t need = strlen(one) + (i ? 2 : 0);
+  for (unsigned k = 0; k < total; k++) {
+    char one[VAT_LABEL_MAX + VAT__SIM_TEXT_MAX + 128];
+    bool timed;
+    unsigned i;
+    nth_struck(w, k, &timed, &i);
+    if (timed)
+      put_timed(one, sizeof one, &w->timed[i]);
+    else
+      put_fault(one, sizeof one, &w->faults[i], w->fault_labels[i]);
+    size_t need = strlen(one) + (k ? 2 : 0);
     /* Room for this one and, unless it is the last, for "; ...". */
-    if (at + need + (i + 1 < w->nfaults ? 5 : 0) >= size) {
-      snprintf(buf + at, size - at, "%s...", i ? "; " : "");
+    if (at + need + (k + 1 < total ? 5 : 0) >= size) {
+      snprintf(buf + at, size - at, "%s...", k ? "; " : "");
       return false;
     }
-    at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? "; " : "", one);
+    at += (size_t)snprintf(buf + at, size - at, "%s%s", k ? "; " : "", one);
   }
   return true;
 }
 
 void vat__sim_plan_of(const vat__sim_world *w, vat__sim_plan *out) {
-  out->n = w->nfaults;
-  out->faults = vat__gc_alloc((w->nfaults + 1) * sizeof *out->faults);
+  out->n = w->nfaults + w->ntimed;
+  out->faults = vat__gc_alloc((out->n + 1) * sizeof *out->faults);
   for (unsigned i = 0; i < w->nfaults; i++) {
     const vat_sim_fault *f = &w->faults[i];
     out->faults[i] = (vat__sim_planned){.step = f->step,
@@ -142,6 +204,9 @@ void vat__sim_plan_of(const vat__sim_world *w, vat__sim_plan *out) {
                                         .label = w->fault_labels[i],
                                         .index = f->vat};
   }
+  for (unsigned i = 0; i < w->ntimed; i++)
+    out->faults[w->nfaults + i] =
+        (vat__sim_planned){.text = w->timed[i].text, .at = w->timed[i].at};
 }
 
 /* --- Reading -------------------------------------------------------------- */
@@ -259,38 +324,91 @@ static int delay_steps(reader *r, vat__sim_planned *p) {
   return VAT_OK;
 }
 
-static int jitter(reader *r, vat__sim_planned *p) {
-  static const char *expected =
-      "the jitter, as \"+250ms\" (a whole number of ns, us, ms or s)";
-  static const struct {
-    const char *unit;
-    uint64_t ns;
-  } units[] = {{"ns", 1}, {"us", 1000}, {"ms", 1000000}, {"s", 1000000000}};
-  if (!blank(*r->at) || !punct(r, '+') || blank(*r->at))
-    return refuse(r, expected);
+/* A time: a number and its unit, no blank between. `what` names it in a
+ * refusal; `least` is its smallest value. */
+static int time_value(reader *r, uint64_t *out, const char *what,
+                      uint64_t least) {
   uint64_t n;
-  if (number(r, &n, expected) != VAT_OK)
+  if (number(r, &n, what) != VAT_OK)
     return VAT_EINVAL;
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+  for (size_t i = 0; i < NUNITS; i++) {
     size_t len = strlen(units[i].unit);
     if (strncmp(r->at, units[i].unit, len) == 0 && !plain_char(r->at[len])) {
-      if (n == 0)
-        return refuse(r, "a jitter of 1 ns or more");
       if (n > UINT64_MAX / units[i].ns)
-        return refuse(r, "a shorter jitter");
+        return refuse(r, least == 1 ? "a shorter jitter" : "a shorter time");
+      if (n * units[i].ns < least)
+        return refuse(r, "a jitter of 1 ns or more");
       r->at += len;
-      p->amount = n * units[i].ns;
+      *out = n * units[i].ns;
       return VAT_OK;
     }
   }
   return refuse(r, "a unit: ns, us, ms or s");
 }
 
+int vat_sim_time_parse(const char *text, uint64_t *ns, const char **end) {
+  if (text == NULL || ns == NULL || *text < '0' || *text > '9')
+    return VAT_EINVAL;
+  reader r = {.text = text, .at = text, .why = NULL, .size = 0};
+  if (time_value(&r, ns, "a time", 0) != VAT_OK)
+    return VAT_EINVAL;
+  if (end != NULL)
+    *end = r.at;
+  return VAT_OK;
+}
+
+static int jitter(reader *r, vat__sim_planned *p) {
+  static const char *expected =
+      "the jitter, as \"+250ms\" (a whole number of ns, us, ms or s)";
+  if (!blank(*r->at) || !punct(r, '+') || blank(*r->at))
+    return refuse(r, expected);
+  return time_value(r, &p->amount, expected, 1);
+}
+
+/* A fault at a time: "at" already read. */
+static int timed(reader *r, vat__sim_planned *p) {
+  static const char *expected = "the time, as \"1500us\" (a whole number of "
+                                "ns, us, ms or s)";
+  if (!blank(*r->at))
+    return refuse(r, expected);
+  skip_blanks(r);
+  int rc = time_value(r, &p->at, expected, 0);
+  if (rc != VAT_OK)
+    return rc;
+  if (!punct(r, ':'))
+    return refuse(r, "\":\" after the time");
+  skip_blanks(r);
+  const char *start = r->at;
+  while (*r->at != '\0' && *r->at != ';')
+    r->at++;
+  const char *end = r->at;
+  while (end > start && blank(end[-1]))
+    end--;
+  size_t n = (size_t)(end - start);
+  if (n > VAT__SIM_TEXT_MAX) {
+    r->at = start;
+    return refuse(r, "a shorter text (120 bytes at most)");
+  }
+  char *text = vat__oom_check(GC_MALLOC_ATOMIC(n + 1), "a plan");
+  memcpy(text, start, n);
+  text[n] = '\0';
+  if (!vat__sim_fault_text_ok(text)) {
+    r->at = start;
+    return refuse(r, "what strikes then: \"crash\" and a machine, or a "
+                     "source's fault, in printable text without ';' or "
+                     "\"'\"");
+  }
+  p->text = text;
+  return VAT_OK;
+}
+
 static int fault(reader *r, vat__sim_planned *p) {
   *p = (vat__sim_planned){0};
   int rc;
+  if (word(r, "at"))
+    return timed(r, p);
   if (!word(r, "step"))
-    return refuse(r, "\"step\"");
+    return refuse(r, "\"step\" or \"at\"");
   if ((rc = number(r, &p->step, "the step's number")) != VAT_OK)
     return rc;
   if (p->step == 0)

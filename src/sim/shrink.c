@@ -78,18 +78,37 @@ static void drop_faults(shrinker *s) {
   }
 }
 
-/* The best plan with fault `j` planned at `step`. */
-static vat__sim_plan moved(const vat__sim_plan *p, unsigned j, uint64_t step) {
+/* Where fault `j` of `p` strikes: its step, or its time for a fault at a
+ * time. */
+static uint64_t place(const vat__sim_plan *p, unsigned j) {
+  return p->faults[j].text != NULL ? p->faults[j].at : p->faults[j].step;
+}
+
+/* The earliest place fault `j` may move to: where the fault of its kind
+ * before it strikes (a plan lists the faults at a step first, then those
+ * at a time, each in the order they struck), or the first step, or 0 ns. */
+static uint64_t earliest(const vat__sim_plan *p, unsigned j) {
+  bool timed = p->faults[j].text != NULL;
+  if (j > 0 && (p->faults[j - 1].text != NULL) == timed)
+    return place(p, j - 1);
+  return timed ? 0 : 1;
+}
+
+/* The best plan with fault `j` planned at `where`. */
+static vat__sim_plan moved(const vat__sim_plan *p, unsigned j, uint64_t where) {
   vat__sim_plan c = without(p, p->n, 0);
-  c.faults[j].step = step;
+  if (c.faults[j].text != NULL)
+    c.faults[j].at = where;
+  else
+    c.faults[j].step = where;
   return c;
 }
 
 static void move_earlier(shrinker *s) {
   for (unsigned j = 0; j < s->best.n && s->runs < s->budget; j++) {
-    uint64_t lo = j ? s->best.faults[j - 1].step : 1;
-    while (lo < s->best.faults[j].step && s->runs < s->budget) {
-      uint64_t hi = s->best.faults[j].step; /* it fails with the fault here */
+    uint64_t lo = earliest(&s->best, j);
+    while (lo < place(&s->best, j) && s->runs < s->budget) {
+      uint64_t hi = place(&s->best, j); /* it fails with the fault here */
       uint64_t mid = lo + (hi - lo) / 2;
       unsigned n = s->best.n;
       vat__sim_plan c = moved(&s->best, j, mid);
@@ -99,7 +118,7 @@ static void move_earlier(shrinker *s) {
       }
       if (s->best.n != n)
         break; /* a fault fell away: the plan is another one now */
-      if (s->best.faults[j].step >= hi)
+      if (place(&s->best, j) >= hi)
         lo = mid + 1; /* it waited until where it was: no earlier */
     }
   }
@@ -137,6 +156,7 @@ void vat__sim_shrink(const vat_sim_scenario *sc, const vat_sim_options *o,
   sh->steps = b->steps;
   sh->digest = b->digest;
   sh->nfaults = b->nfaults;
+  sh->timed_faults = b->timed_faults;
   memcpy(sh->message, b->message, sizeof sh->message);
   memcpy(sh->plan, b->plan, sizeof sh->plan);
   vat__sim_replay_line(sc, o, out->seed, sh->plan, sh->replay,

@@ -7,25 +7,47 @@
 #include <stdint.h>
 
 #include "core/vat.h"
+#include "sched/runq.h"
 #include "sched/task.h"
 #include "vat/sim.h"
 
-enum { VAT__SIM_MAX_DEPTH = 16 };
+enum {
+  VAT__SIM_MAX_DEPTH = 16,
+  VAT__SIM_TEXT_MAX = 120, /* a fault at a time's text, its NUL not counted */
+};
 
-/* One fault of an explicit plan (vat_sim_options.plan): it strikes its vat
- * at its step, or at the first step after it where it can (vat/sim.h). */
+/* The most ready vats a step chooses among: the first VAT__RUNQ_SIZE of
+ * each of the world's systems (VAT_SIM_MAX_SYSTEMS). */
+#define VAT__SIM_READY_MAX (VAT__RUNQ_SIZE * VAT_SIM_MAX_SYSTEMS)
+
+struct vat__sim_machines;
+
+/* One fault of an explicit plan (vat_sim_options.plan): a fault at a step
+ * strikes its vat at that step, or at the first step after it where it
+ * can; a fault at a time (`text` set) strikes when the world's clock gets
+ * there, or never (vat/sim.h). */
 typedef struct vat__sim_planned {
   uint64_t step;
   vat_sim_fault_kind kind;
   uint64_t amount;   /* delay: steps; jitter: nanoseconds; else 0 */
   const char *label; /* its vat by label, or NULL: by index */
   unsigned index;
+  const char *text; /* at a time: "crash m1", a source's fault; else NULL */
+  uint64_t at;      /* ...and its time on the world's clock */
 } vat__sim_planned;
 
 typedef struct vat__sim_plan {
   vat__sim_planned *faults; /* collector memory */
   unsigned n;
 } vat__sim_plan;
+
+/* A fault at a time that struck (timed.c): a machine's crash or an event
+ * source's fault, as a plan's text says it. */
+typedef struct vat__sim_timed {
+  uint64_t at;      /* on the world's clock */
+  const char *text; /* "crash m1", "partition m0-m1 for 150ms" */
+  unsigned after;   /* the faults at a step that struck before it */
+} vat__sim_timed;
 
 typedef struct vat__sim_world {
   vat_sim_options opt;
@@ -58,15 +80,27 @@ typedef struct vat__sim_world {
   vat_sim_fault *faults;
   const char **fault_labels;
   unsigned nfaults, faults_cap;
-  /* A stop struck: the harness stops the system after this step. */
-  bool stop;
-  /* Delay faults (hold.c): the vat whose turn at step hold_step has its
+  /* Faults at a time (timed.c): those waiting for their time, and every
+   * one that struck, in order (collector memory). */
+  struct vat__sim_due *due;
+  uint64_t due_seq;
+  vat__sim_timed *timed;
+  unsigned ntimed, timed_cap;
+  /* A stop struck a vat of this system: it stops after this step (the
+   * world with it, in a world of one: harness.c; else machines.c). */
+  vat_system *stop;
+  /* Delay faults (hold.c): whether the world watches its systems'
+   * deliveries; the vat whose turn at step hold_step has its
    * sends held, for hold_steps steps; what is held, oldest first; and the
    * first message of what it delivers now. */
+  bool watching;
   vat__vat *hold_from;
   uint64_t hold_step, hold_steps;
   struct vat__sim_held *held, *held_tail;
   struct vat__msg *passing;
+  /* Its systems, when it has several, and its event sources
+   * (sim/machines.c). */
+  struct vat__sim_machines *machines;
 } vat__sim_world;
 
 /** Prepares `w` for `seed` (the table, the draws, PCT's change points),
@@ -76,6 +110,13 @@ void vat__sim_world_init(vat__sim_world *w, const vat_sim_options *o,
 
 /** The chooser the world's system calls at every step (sched/queues.h). */
 uint32_t vat__sim_choose(void *ctx, vat__task *const *ready, uint32_t n);
+
+/** vat__sim_choose without the faults: the step's choice among `ready`
+ *  (n at most VAT__SIM_READY_MAX, of any of the world's systems), its
+ *  index in *index. The faults due at that step strike next
+ *  (vat__sim_faults_step), inside the run call of its vat's system. */
+uint32_t vat__sim_decide(vat__sim_world *w, vat__task *const *ready, uint32_t n,
+                         uint32_t *index);
 
 /** The world's vats' tracks for its trace (core/system.h): a vat's index,
  *  and its name as plans write it into `name` (when not NULL); -1 for a
@@ -131,7 +172,16 @@ bool vat__sim_plan_format(const vat__sim_world *w, char *buf, size_t size);
 const char *vat__sim_fault_text(const vat__sim_world *w, unsigned i);
 
 /** The faults that struck in `w` as a plan that strikes them again, each
- *  vat named as the text names it (collector memory). */
+ *  vat named as the text names it: those at a step first, then those at
+ *  a time, each kind in the order it struck (collector memory). */
 void vat__sim_plan_of(const vat__sim_world *w, vat__sim_plan *out);
+
+/** A fault at a time's text as a plan may hold it: printable ASCII, no
+ *  ';' nor "'", not empty, no blank at either end. */
+bool vat__sim_fault_text_ok(const char *text);
+
+/** A fault at a time that struck, as its plan's text says it ("at 1500us:
+ *  crash m1"; collector memory). */
+const char *vat__sim_timed_text(const vat__sim_timed *t);
 
 #endif
