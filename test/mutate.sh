@@ -223,6 +223,9 @@ sim-bugs-2pc-no-monitor|test/test_sim_bugs.c|sim_bugs|expect_vat_ok(vat_monitor(
 sim-bugs-election-no-quorum|test/test_sim_bugs.c|sim_bugs|if (++n->votes >= MAJORITY)|if (++n->votes >= 1)
 sim-bugs-election-votes-twice|test/test_sim_bugs.c|sim_bugs|if (n->voted < 0) {|if (1) {
 sim-bugs-cache-ignores-version|test/test_sim_bugs.c|sim_bugs|if (w->versioned && c->version <= w->cache_version)|if (0)
+sim-bugs-calls-not-reentrant|test/test_sim_bugs.c|sim_bugs|if (v->busy && (kind == R_SUM \|\| !v->world->reentrant)) {|if (v->busy) {
+sim-bank-no-monitor|examples/bank_accounts.c|sim|vat_host_send(b->acct[i], watch_peer, NULL);|(void)watch_peer;
+sim-locks-reversed|test/test_sim.c|sim|bool reverse = i == 1 && !ordered;|bool reverse = i == 1;
 net-handshake-not-armed|src/net/timeouts.c|bounds|if (c->handshake_timeout_s > 0)|if (c->handshake_timeout_s < 0)
 net-idle-while-peer-waits|src/net/timeouts.c|bounds|if (c->heard_since_tick \|\| c->open_answers > 0 \|\| io.reading_paused \|\||if (c->heard_since_tick \|\| io.reading_paused \|\|
 net-place-never-left|src/net/conn.c|bounds|net_places_leave(c->places);|(void)c->places;
