@@ -226,6 +226,11 @@ sim-bugs-cache-ignores-version|test/test_sim_bugs.c|sim_bugs|if (w->versioned &&
 sim-bugs-calls-not-reentrant|test/test_sim_bugs.c|sim_bugs|if (v->busy && (kind == R_SUM \|\| !v->world->reentrant)) {|if (v->busy) {
 sim-bank-no-monitor|examples/bank_accounts.c|sim|vat_host_send(b->acct[i], watch_peer, NULL);|(void)watch_peer;
 sim-locks-reversed|test/test_sim.c|sim|bool reverse = i == 1 && !ordered;|bool reverse = i == 1;
+# The progress line (src/sim/progress.c): a terminal only, a few times a second, erased.
+sim-progress-not-only-a-terminal|src/sim/progress.c|sim_campaign|if (total < 2 \|\| off \|\| fd < 0 \|\| isatty(fd) != 1)|if (total < 2 \|\| off \|\| fd < 0)
+sim-progress-at-once|src/sim/progress.c|sim_campaign|p->next_ns = p->start_ns + (at_once ? 0 : FIRST_DRAW_NS);|p->next_ns = p->start_ns;
+sim-progress-every-update|src/sim/progress.c|sim_campaign|p->next_ns = now + REDRAW_NS;|p->next_ns = now;
+sim-progress-not-erased|src/sim/progress.c|sim_campaign|put(p->fd, "\r\033[K", 4);|(void)0;
 net-handshake-not-armed|src/net/timeouts.c|bounds|if (c->handshake_timeout_s > 0)|if (c->handshake_timeout_s < 0)
 net-idle-while-peer-waits|src/net/timeouts.c|bounds|if (c->heard_since_tick \|\| c->open_answers > 0 \|\| io.reading_paused \|\||if (c->heard_since_tick \|\| io.reading_paused \|\|
 net-place-never-left|src/net/conn.c|bounds|net_places_leave(c->places);|(void)c->places;

@@ -47,6 +47,7 @@
   X(observe)                                                                   \
   X(sim)                                                                       \
   X(sim_bugs)                                                                  \
+  X(sim_campaign)                                                              \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)
 

@@ -86,6 +86,13 @@
  * (vat/trace.h), so a replay of one seed leaves that seed's trace there
  * (the last world's, when a program runs several campaigns).
  *
+ * Progress: while a campaign of more than one seed has run for a second,
+ * and stderr is a terminal, a line on stderr shows the seeds run of the
+ * campaign's count, seeds and turns per second and the seeds that failed,
+ * redrawn four times a second and erased when the campaign ends. Nothing
+ * is written when stderr is not a terminal. VAT_SIM_PROGRESS=0 in the
+ * environment turns it off; VAT_SIM_PROGRESS=1 draws it from the start.
+ *
  * The crash hook of the simulated systems is off (a fault would print a
  * report for each seed); a scenario that wants to see crashes monitors
  * its vats. Host thread; the calls run the worlds on the calling thread.

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/system.h"
+#include "sim/progress.h"
 #include "sim/world.h"
 #include "util/mem.h"
 #include "vat/host.h"
@@ -160,6 +162,27 @@ end:
   return ok;
 }
 
+/* The seeds one after another, here. */
+static int serially(const vat_sim_scenario *sc, const vat_sim_options *o,
+                    uint64_t first, uint64_t count, vat__sim_progress *progress,
+                    vat_sim_result *out) {
+  int rc = VAT_OK;
+  for (uint64_t i = 0; i < count; i++) {
+    out->message[0] = '\0';
+    out->seeds_run++;
+    bool ok = run_seed(sc, o, first + i, out, &rc);
+    if (rc != VAT_OK)
+      return rc;
+    if (!ok) {
+      out->failed = true;
+      return VAT_OK;
+    }
+    vat__sim_progress_update(progress, out->seeds_run, out->total_turns, 0);
+  }
+  out->message[0] = '\0';
+  return VAT_OK;
+}
+
 static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
                     uint64_t first, uint64_t count, vat_sim_result *out) {
   vat_sim_options dflt;
@@ -173,19 +196,11 @@ static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
   if (count == 0)
     return VAT_EINVAL;
   memset(out, 0, sizeof *out);
-  for (uint64_t i = 0; i < count; i++) {
-    out->message[0] = '\0';
-    out->seeds_run++;
-    bool ok = run_seed(sc, o, first + i, out, &rc);
-    if (rc != VAT_OK)
-      return rc;
-    if (!ok) {
-      out->failed = true;
-      return VAT_OK;
-    }
-  }
-  out->message[0] = '\0';
-  return VAT_OK;
+  vat__sim_progress progress;
+  vat__sim_progress_begin(&progress, STDERR_FILENO, sc->name, count);
+  rc = serially(sc, o, first, count, &progress, out);
+  vat__sim_progress_end(&progress);
+  return rc;
 }
 
 int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
