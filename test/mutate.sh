@@ -226,6 +226,12 @@ sim-bugs-cache-ignores-version|test/test_sim_bugs.c|sim_bugs|if (w->versioned &&
 sim-bugs-calls-not-reentrant|test/test_sim_bugs.c|sim_bugs|if (v->busy && (kind == R_SUM \|\| !v->world->reentrant)) {|if (v->busy) {
 sim-bank-no-monitor|examples/bank_accounts.c|sim|vat_host_send(b->acct[i], watch_peer, NULL);|(void)watch_peer;
 sim-locks-reversed|test/test_sim.c|sim|bool reverse = i == 1 && !ordered;|bool reverse = i == 1;
+# Parallel campaigns (src/sim/parallel.c): the result is the serial one.
+sim-parallel-not-the-lowest|src/sim/parallel.c|sim_campaign|(!e->found \|\| h.index < e->index))|(!e->found \|\| h.index > e->index))
+sim-parallel-totals-of-one-seed|src/sim/parallel.c|sim_campaign|out->total_turns = turns;|(void)turns;
+sim-parallel-death-ignored|src/sim/parallel.c|sim_campaign|.found = true, .died = true, .index = running - 1, .status = status[i]};|.found = false, .died = true, .index = running - 1, .status = status[i]};
+sim-parallel-nondeterminism-hidden|src/sim/parallel.c|sim_campaign|not_deterministic(&e, rc, &here, out);|*out = here;
+sim-parallel-last-chunk-overruns|src/sim/parallel.c|sim_campaign|c->count - k * c->chunk < c->chunk ? c->count : (k + 1) * c->chunk;|(k + 1) * c->chunk;
 # The progress line (src/sim/progress.c): a terminal only, a few times a second, erased.
 sim-progress-not-only-a-terminal|src/sim/progress.c|sim_campaign|if (total < 2 \|\| off \|\| fd < 0 \|\| isatty(fd) != 1)|if (total < 2 \|\| off \|\| fd < 0)
 sim-progress-at-once|src/sim/progress.c|sim_campaign|p->next_ns = p->start_ns + (at_once ? 0 : FIRST_DRAW_NS);|p->next_ns = p->start_ns;

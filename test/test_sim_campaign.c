@@ -1,5 +1,9 @@
-/* Simulation campaigns (vat/sim.h): the progress line shows on a
- * terminal only. */
+/* Simulation campaigns (vat/sim.h): seeds run in parallel worker
+ * processes give the result the same campaign gives run serially (the
+ * lowest failing seed, run again here, its figures and totals), a seed
+ * that fails only in a worker or kills its worker is reported as such,
+ * a failed pipe is an error, and the progress line shows on a terminal
+ * only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -98,6 +102,249 @@ static vat_sim_scenario seeded(seeded_ctx *c) {
       .name = "seeded", .setup = seeded_setup, .check = seeded_check, .ctx = c};
 }
 
+/* Every field of two results. */
+static void assert_same_result(const vat_sim_result *a,
+                               const vat_sim_result *b) {
+  ck_assert_int_eq(a->failed, b->failed);
+  ck_assert_uint_eq(a->seed, b->seed);
+  ck_assert_uint_eq(a->seeds_run, b->seeds_run);
+  ck_assert_uint_eq(a->turns, b->turns);
+  ck_assert_uint_eq(a->steps, b->steps);
+  ck_assert_uint_eq(a->digest, b->digest);
+  ck_assert_uint_eq(a->now_ns, b->now_ns);
+  ck_assert_uint_eq(a->total_turns, b->total_turns);
+  ck_assert_uint_eq(a->total_faults, b->total_faults);
+  ck_assert_uint_eq(a->nfaults, b->nfaults);
+  for (unsigned i = 0; i < a->nfaults && i < VAT_SIM_MAX_REPORTED_FAULTS; i++) {
+    ck_assert_uint_eq(a->faults[i].step, b->faults[i].step);
+    ck_assert_int_eq(a->faults[i].kind, b->faults[i].kind);
+    ck_assert_uint_eq(a->faults[i].vat, b->faults[i].vat);
+  }
+  ck_assert_str_eq(a->message, b->message);
+  ck_assert_str_eq(a->plan, b->plan);
+  ck_assert_str_eq(a->replay, b->replay);
+}
+
+/* The campaign run serially and with `jobs` workers gives one result. */
+static void assert_parallel_is_serial(const vat_sim_scenario *sc,
+                                      vat_sim_options o, uint64_t first,
+                                      uint64_t count, unsigned jobs,
+                                      vat_sim_result *out) {
+  vat_sim_result serial;
+  o.jobs = 1;
+  ck_assert_vat_ok(vat_sim_run(sc, &o, first, count, &serial));
+  o.jobs = jobs;
+  ck_assert_vat_ok(vat_sim_run(sc, &o, first, count, out));
+  assert_same_result(out, &serial);
+}
+
+/* A low failing seed that runs long, and higher ones that fail at once:
+ * a worker finds a higher one first, yet the report is the lowest's, with
+ * the totals of the seeds up to it alone. */
+START_TEST(parallel_reports_the_lowest_failing_seed) {
+  seeded_ctx *c = seeded_new();
+  c->failing[0] = (listed_seed){13, 20000 / TEST_SCALE};
+  c->failing[1] = (listed_seed){40, 2};
+  c->failing[2] = (listed_seed){41, 2};
+  c->nfailing = 3;
+  vat_sim_scenario sc = seeded(c);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  unsigned jobs[] = {2, 3, 0};
+  for (unsigned j = 0; j < sizeof jobs / sizeof jobs[0]; j++) {
+    vat_sim_result r;
+    assert_parallel_is_serial(&sc, o, 1, 64, jobs[j], &r);
+    ck_assert(r.failed);
+    ck_assert_uint_eq(r.seed, 13);
+    ck_assert_uint_eq(r.seeds_run, 13);
+    ck_assert_uint_eq(r.total_turns, 12 * 3 + 20000 / TEST_SCALE);
+  }
+  /* The failing seed ran again here, after the workers: this process
+   * made its world (and the serial campaigns' 13 each). */
+  ck_assert_uint_eq(c->setups, 3 * 13 + 3);
+}
+END_TEST
+
+/* The campaign where nothing fails: the last seed's figures, as its worker
+ * found them, and totals over all; with faults too. */
+START_TEST(parallel_is_serial_when_every_seed_passes) {
+  seeded_ctx *c = seeded_new();
+  vat_sim_scenario sc = seeded(c);
+  uint64_t n = 300 / TEST_SCALE;
+  for (int s = VAT_SIM_RANDOM; s <= VAT_SIM_PCT; s++) {
+    vat_sim_result r;
+    assert_parallel_is_serial(&sc, sim_options(s, 0), 5, n, 2, &r);
+    ck_assert(!r.failed);
+    ck_assert_uint_eq(r.seed, 5 + n - 1);
+    ck_assert_uint_eq(r.seeds_run, n);
+    ck_assert_uint_eq(r.total_turns, 3 * n);
+    ck_assert_str_eq(r.message, "");
+    /* The bank's fixed version, killed and failed by faults on its way. */
+    vat_sim_options o = sim_options(s, sim_program_get(SIM_BANK)->fault_rate);
+    assert_parallel_is_serial(sim_program_get(SIM_BANK)->fixed, o, 1, 4 * n / 3,
+                              0, &r);
+    ck_assert(!r.failed);
+    ck_assert_uint_ge(r.total_faults, n / 3);
+  }
+}
+END_TEST
+
+/* The bug programs' campaigns, in parallel: the same first failure, its
+ * plan and digest, as the serial campaign that the bugs tests check. */
+START_TEST(parallel_finds_the_bug_programs_failures_as_serial_does) {
+  for (int id = 0; id < SIM_PROGRAMS; id++) {
+    const sim_program *p = sim_program_get((sim_program_id)id);
+    for (int s = VAT_SIM_RANDOM; s <= VAT_SIM_PCT; s++) {
+      vat_sim_options o = sim_options(s, p->fault_rate);
+      for (uint64_t first = 1; first < 1 + 400 / TEST_SCALE; first += 100) {
+        vat_sim_result r;
+        assert_parallel_is_serial(p->buggy, o, first, 200, 2, &r);
+        ck_assert(r.failed);
+      }
+    }
+  }
+}
+END_TEST
+
+/* A campaign of more seeds than the workers take one at a time (1,024):
+ * they take them in chunks (here of 3), and the last chunk is shorter. A
+ * failure in the middle of a chunk, another in a later chunk. */
+START_TEST(a_long_campaign_takes_its_seeds_in_chunks) {
+#if VAT_HOSTILE
+  return; /* thousands of seeds: too slow with a collection every turn */
+#endif
+  seeded_ctx *c = seeded_new();
+  vat_sim_scenario sc = seeded(c);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  vat_sim_result r;
+  assert_parallel_is_serial(&sc, o, 10, 2101, 2, &r);
+  ck_assert(!r.failed);
+  ck_assert_uint_eq(r.seed, 2110);
+  ck_assert_uint_eq(r.total_turns, 2101 * 3);
+  c->failing[0] = (listed_seed){1511, 5}; /* the second of its chunk */
+  c->failing[1] = (listed_seed){1900, 5};
+  c->nfailing = 2;
+  assert_parallel_is_serial(&sc, o, 10, 2101, 3, &r);
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.seed, 1511);
+  ck_assert_uint_eq(r.seeds_run, 1502);
+  ck_assert_uint_eq(r.total_turns, 1501 * 3 + 5);
+}
+END_TEST
+
+/* A seed that fails in a worker and passes here: not deterministic. */
+START_TEST(a_seed_that_fails_only_in_a_worker_is_not_deterministic) {
+  seeded_ctx *c = seeded_new();
+  c->fail_in_workers = 6;
+  vat_sim_scenario sc = seeded(c);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  o.jobs = 2;
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 1, 50, &r));
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.seed, 6);
+  ck_assert_uint_eq(r.seeds_run, 6);
+  ck_assert_uint_eq(r.turns, 3);
+  ck_assert_msg(strstr(r.message, "not deterministic: in a worker process 3 "
+                                  "turns") == r.message,
+                "%s", r.message);
+  ck_assert_msg(strstr(r.message, ": failed after 3 turns; run again here: "
+                                  "it passed") != NULL,
+                "%s", r.message);
+}
+END_TEST
+
+/* A worker that dies inside a seed fails that seed, by exit or signal; the
+ * others stop above it, and what ran below it counts. */
+START_TEST(a_worker_that_dies_fails_its_seed) {
+  for (int how = 0; how < 2; how++) {
+    seeded_ctx *c = seeded_new();
+    if (how == 0)
+      c->exit_in_workers = 9;
+    else
+      c->kill_in_workers = 9;
+    vat_sim_scenario sc = seeded(c);
+    vat_sim_options o = sim_options(VAT_SIM_PCT, 0);
+    o.jobs = 3;
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_run(&sc, &o, 1, 200, &r));
+    ck_assert(r.failed);
+    ck_assert_uint_eq(r.seed, 9);
+    ck_assert_uint_eq(r.seeds_run, 9);
+    ck_assert_uint_eq(r.total_turns, 8 * 3);
+    ck_assert_uint_eq(r.turns, 0);
+    ck_assert_str_eq(r.plan, "unknown");
+    const char *want = how == 0 ? "its worker process died running it: it "
+                                  "exited with status 7"
+                                : "its worker process died running it: it "
+                                  "was killed by signal 9";
+    ck_assert_msg(strstr(r.message, want) == r.message, "%s", r.message);
+    ck_assert_msg(strstr(r.replay, "VAT_SIM_SEED=9 ") != NULL, "%s", r.replay);
+  }
+}
+END_TEST
+
+/* A pipe that cannot be made: VAT_EIO with errno, and nothing runs. With
+ * room for the first worker's pipe only, the first worker started is
+ * stopped and waited for. */
+static int lowest_free_fd(void) {
+  int fd = dup(0);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  return fd;
+}
+
+START_TEST(a_pipe_that_cannot_be_made_is_an_error) {
+  seeded_ctx *c = seeded_new();
+  vat_sim_scenario sc = seeded(c);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  o.jobs = 2;
+  struct rlimit old;
+  ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+  for (int room = 0; room <= 2; room += 2) {
+    /* Every descriptor below the lowest free one is taken: a limit there
+     * leaves `room` descriptors. */
+    int fd = lowest_free_fd();
+    for (int k = fd + 1; k < fd + 2 + room; k++)
+      ck_assert_int_eq(fcntl(k, F_GETFD), -1); /* free too */
+    struct rlimit low = {.rlim_cur = (rlim_t)(fd + room),
+                         .rlim_max = old.rlim_max};
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    vat_sim_result r;
+    errno = 0;
+    int rc = vat_sim_run(&sc, &o, 1, 100, &r);
+    int err = errno;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    ck_assert_vat_err(rc, VAT_EIO);
+    ck_assert_int_eq(err, EMFILE);
+    ck_assert_int_eq(lowest_free_fd(), fd); /* nothing left open */
+  }
+  ck_assert_uint_eq(c->setups, 0);
+}
+END_TEST
+
+START_TEST(jobs_are_checked_and_one_seed_runs_here) {
+  seeded_ctx *c = seeded_new();
+  vat_sim_scenario sc = seeded(c);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  vat_sim_result r;
+  o.jobs = VAT_SIM_MAX_JOBS + 1;
+  ck_assert_vat_err(vat_sim_run(&sc, &o, 1, 10, &r), VAT_EINVAL);
+  o.jobs = VAT_SIM_MAX_JOBS;
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 3, &r)); /* here, not forked */
+  ck_assert_uint_eq(c->setups, 1);
+  setenv("VAT_SIM_SEED", "4", 1);
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 1, 10, &r));
+  unsetenv("VAT_SIM_SEED");
+  ck_assert_uint_eq(r.seed, 4);
+  ck_assert_uint_eq(c->setups, 2);
+  /* More jobs than seeds: a worker per seed at most. */
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 1, 5, &r));
+  ck_assert(!r.failed);
+  ck_assert_uint_eq(r.seeds_run, 5);
+  ck_assert_uint_eq(c->setups, 2);
+}
+END_TEST
+
 /* --- The progress line ---------------------------------------------------- */
 
 START_TEST(the_progress_line_says_seeds_rates_and_failures) {
@@ -190,18 +437,20 @@ START_TEST(progress_shows_on_a_terminal_and_is_erased) {
 }
 END_TEST
 
-/* A whole campaign with stderr on a terminal: a line, erased at the end;
- * with stderr on a pipe: nothing at all. */
-static size_t campaign_on_stderr(int fd, char *got, size_t size, int read_fd) {
+/* A whole campaign, serial and parallel, with stderr on a terminal: a
+ * line, erased at the end; with stderr on a pipe: nothing at all. */
+static size_t campaign_on_stderr(int fd, unsigned jobs, char *got, size_t size,
+                                 int read_fd) {
   seeded_ctx *c = seeded_new();
   vat_sim_scenario sc = seeded(c);
   vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  o.jobs = jobs;
   fflush(stderr);
   int saved = dup(STDERR_FILENO);
   ck_assert_int_ge(saved, 0);
   ck_assert_int_ge(dup2(fd, STDERR_FILENO), 0);
   vat_sim_result r;
-  int rc = vat_sim_run(&sc, &o, 1, 200, &r);
+  int rc = vat_sim_run(&sc, &o, 1, 200 / TEST_SCALE, &r);
   dup2(saved, STDERR_FILENO);
   close(saved);
   ck_assert_vat_ok(rc);
@@ -219,14 +468,17 @@ static size_t campaign_on_stderr(int fd, char *got, size_t size, int read_fd) {
 START_TEST(a_campaign_draws_progress_on_a_terminal_only) {
   setenv("VAT_SIM_PROGRESS", "1", 1);
   char got[4096];
-  int fds[2];
-  ck_assert_int_eq(pipe(fds), 0);
-  ck_assert_uint_eq(campaign_on_stderr(fds[1], got, sizeof got, fds[0]), 0);
-  close(fds[0]);
-  close(fds[1]);
-  tty t;
-  if (tty_open(&t)) {
-    size_t len = campaign_on_stderr(t.slave, got, sizeof got, t.master);
+  for (unsigned jobs = 1; jobs <= 2; jobs++) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_uint_eq(campaign_on_stderr(fds[1], jobs, got, sizeof got, fds[0]),
+                      0);
+    close(fds[0]);
+    close(fds[1]);
+    tty t;
+    if (!tty_open(&t))
+      continue;
+    size_t len = campaign_on_stderr(t.slave, jobs, got, sizeof got, t.master);
     ck_assert_msg(strncmp(got, "\rsim seeded: ", 13) == 0, "%s", got);
     ck_assert_msg(len >= 4 && strcmp(got + len - 4, "\r\033[K") == 0, "%s",
                   got);
@@ -238,6 +490,16 @@ END_TEST
 
 Suite *test_sim_campaign_suite(void) {
   Suite *s = suite_create("sim_campaign");
+  TCase *par = test_case("parallel", 300);
+  tcase_add_test(par, parallel_reports_the_lowest_failing_seed);
+  tcase_add_test(par, parallel_is_serial_when_every_seed_passes);
+  tcase_add_test(par, parallel_finds_the_bug_programs_failures_as_serial_does);
+  tcase_add_test(par, a_long_campaign_takes_its_seeds_in_chunks);
+  tcase_add_test(par, a_seed_that_fails_only_in_a_worker_is_not_deterministic);
+  tcase_add_test(par, a_worker_that_dies_fails_its_seed);
+  tcase_add_test(par, a_pipe_that_cannot_be_made_is_an_error);
+  tcase_add_test(par, jobs_are_checked_and_one_seed_runs_here);
+  suite_add_tcase(s, par);
   TCase *progress = test_case("progress", 60);
   tcase_add_test(progress, the_progress_line_says_seeds_rates_and_failures);
   tcase_add_test(progress, progress_shows_on_a_terminal_and_is_erased);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/system.h"
+#include "sim/parallel.h"
 #include "sim/progress.h"
 #include "sim/world.h"
 #include "util/mem.h"
@@ -22,7 +23,8 @@ void vat_sim_options_default(vat_sim_options *o) {
                          .pct_steps = 1000,
                          .max_faults = 1,
                          .max_turns = 1000000,
-                         .deadline_ns = 60000000000ull};
+                         .deadline_ns = 60000000000ull,
+                         .jobs = 1};
 }
 
 static int valid(const vat_sim_scenario *sc, const vat_sim_options *o,
@@ -31,7 +33,8 @@ static int valid(const vat_sim_scenario *sc, const vat_sim_options *o,
     return VAT_EINVAL;
   if (!(o->fault_rate >= 0 && o->fault_rate <= 1) || o->pct_depth == 0 ||
       o->pct_steps == 0 || o->max_turns == 0 ||
-      (o->strategy != VAT_SIM_RANDOM && o->strategy != VAT_SIM_PCT))
+      (o->strategy != VAT_SIM_RANDOM && o->strategy != VAT_SIM_PCT) ||
+      o->jobs > VAT_SIM_MAX_JOBS)
     return VAT_EINVAL;
   return VAT_OK;
 }
@@ -162,6 +165,20 @@ end:
   return ok;
 }
 
+static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
+                    uint64_t first, uint64_t count, vat_sim_result *out);
+
+/* What a worker process runs each seed of a parallel campaign with. */
+typedef struct campaign_of {
+  const vat_sim_scenario *sc;
+  const vat_sim_options *o;
+} campaign_of;
+
+static int one_seed(void *ctx, uint64_t seed, vat_sim_result *out) {
+  const campaign_of *c = ctx;
+  return campaign(c->sc, c->o, seed, 1, out);
+}
+
 /* The seeds one after another, here. */
 static int serially(const vat_sim_scenario *sc, const vat_sim_options *o,
                     uint64_t first, uint64_t count, vat__sim_progress *progress,
@@ -198,7 +215,12 @@ static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
   memset(out, 0, sizeof *out);
   vat__sim_progress progress;
   vat__sim_progress_begin(&progress, STDERR_FILENO, sc->name, count);
-  rc = serially(sc, o, first, count, &progress, out);
+  unsigned jobs = count > 1 ? vat__sim_jobs(o) : 1;
+  if (jobs > 1)
+    rc = vat__sim_parallel(one_seed, &(campaign_of){sc, o}, first, count, jobs,
+                           &progress, out);
+  else
+    rc = serially(sc, o, first, count, &progress, out);
   vat__sim_progress_end(&progress);
   return rc;
 }
