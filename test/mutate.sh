@@ -231,7 +231,7 @@ sim-parallel-not-the-lowest|src/sim/parallel.c|sim_campaign|(!e->found \|\| h.in
 sim-parallel-totals-of-one-seed|src/sim/parallel.c|sim_campaign|out->total_turns = turns;|(void)turns;
 sim-parallel-death-ignored|src/sim/parallel.c|sim_campaign|.found = true, .died = true, .index = running - 1, .status = status[i]};|.found = false, .died = true, .index = running - 1, .status = status[i]};
 sim-parallel-nondeterminism-hidden|src/sim/parallel.c|sim_campaign|not_deterministic(&e, rc, &here, out);|*out = here;
-sim-parallel-last-chunk-overruns|src/sim/parallel.c|sim_campaign|c->count - k * c->chunk < c->chunk ? c->count : (k + 1) * c->chunk;|(k + 1) * c->chunk;
+sim-parallel-totals-by-seed-not-chunk|src/sim/parallel.c|sim_campaign|for (uint64_t k = 0; k < c->nchunks && k * c->chunk <= upto; k++) {|for (uint64_t k = 0; k < c->nchunks && k <= upto; k++) {
 # The progress line (src/sim/progress.c): a terminal only, a few times a second, erased.
 sim-progress-not-only-a-terminal|src/sim/progress.c|sim_campaign|if (total < 2 \|\| off \|\| fd < 0 \|\| isatty(fd) != 1)|if (total < 2 \|\| off \|\| fd < 0)
 sim-progress-at-once|src/sim/progress.c|sim_campaign|p->next_ns = p->start_ns + (at_once ? 0 : FIRST_DRAW_NS);|p->next_ns = p->start_ns;
