@@ -18,11 +18,14 @@
  * Every answer is checked: in the sequential phase the count it carries is
  * the one expected, in the pipelined phase the answers sum to the counts
  * the server went through. Three RESULT lines, workloads remote_seq,
- * remote_pipe and remote_cast; -w sets the workers of both processes. */
+ * remote_pipe and remote_cast; -w sets the workers of both processes.
+ * REMOTE_PHASES (e.g. "pipe,cast") runs only the phases it names, for a
+ * profile of one pattern; the others print nothing. */
 #include <inttypes.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -253,6 +256,12 @@ static void report(const char *workload, const bench_args *args, uint64_t n,
          ph->p50_us, ph->p99_us, bench_peak_rss_mb(), ph->ok ? "" : " ok=0");
 }
 
+/* Whether REMOTE_PHASES, when set, names `phase`. */
+static bool wanted(const char *phase) {
+  const char *list = getenv("REMOTE_PHASES");
+  return list == NULL || strstr(list, phase) != NULL;
+}
+
 static int call(const bench_args *args, int port, uint64_t n, uint64_t p) {
   vat_system *sys = bench_system(args);
   char address[64];
@@ -263,18 +272,30 @@ static int call(const bench_args *args, int port, uint64_t n, uint64_t p) {
   bench_check(vat_promise_wait(vat_conn_bootstrap(conn), 30, &v), "bootstrap");
   vat_ref *remote = vat_value_ref(v);
 
-  phase seq = run_phase(sys, remote, n, 1, 0);
-  phase pipe = run_phase(sys, remote, p, WINDOW, (int64_t)n);
-  phase cast = run_casts(sys, remote, p, (int64_t)(n + p));
-  printf("remote: %" PRIu64 " sequential calls in %.3f s: %.0f round trips/s,"
-         " p50 %.1f us, p99 %.1f us\n",
-         n, seq.seconds, (double)n / seq.seconds, seq.p50_us, seq.p99_us);
-  printf("remote: %" PRIu64 " pipelined calls (%d outstanding) in %.3f s:"
-         " %.0f calls/s, %u workers\n",
-         p, WINDOW, pipe.seconds, (double)p / pipe.seconds, args->workers);
-  printf("remote: %" PRIu64 " one-way sends, then a call, in %.3f s:"
-         " %.0f sends/s\n",
-         p, cast.seconds, (double)p / cast.seconds);
+  bool do_seq = wanted("seq"), do_pipe = wanted("pipe"),
+       do_cast = wanted("cast");
+  phase seq = {.ok = true}, pipe = {.ok = true}, cast = {.ok = true};
+  int64_t base = 0; /* the count before each phase */
+  if (do_seq) {
+    seq = run_phase(sys, remote, n, 1, base);
+    base += (int64_t)n;
+    printf("remote: %" PRIu64 " sequential calls in %.3f s: %.0f round "
+           "trips/s, p50 %.1f us, p99 %.1f us\n",
+           n, seq.seconds, (double)n / seq.seconds, seq.p50_us, seq.p99_us);
+  }
+  if (do_pipe) {
+    pipe = run_phase(sys, remote, p, WINDOW, base);
+    base += (int64_t)p;
+    printf("remote: %" PRIu64 " pipelined calls (%d outstanding) in %.3f s:"
+           " %.0f calls/s, %u workers\n",
+           p, WINDOW, pipe.seconds, (double)p / pipe.seconds, args->workers);
+  }
+  if (do_cast) {
+    cast = run_casts(sys, remote, p, base);
+    printf("remote: %" PRIu64 " one-way sends, then a call, in %.3f s:"
+           " %.0f sends/s\n",
+           p, cast.seconds, (double)p / cast.seconds);
+  }
   if (!seq.ok || !pipe.ok || !cast.ok) {
     printf("verification failed\n");
     vat_value why;
@@ -284,9 +305,12 @@ static int call(const bench_args *args, int port, uint64_t n, uint64_t p) {
       printf("the connection ended: %s\n", text);
     }
   }
-  report("remote_seq", args, n, &seq);
-  report("remote_pipe", args, p, &pipe);
-  report("remote_cast", args, p, &cast);
+  if (do_seq)
+    report("remote_seq", args, n, &seq);
+  if (do_pipe)
+    report("remote_pipe", args, p, &pipe);
+  if (do_cast)
+    report("remote_cast", args, p, &cast);
   vat_conn_close(conn);
   vat_promise_wait(vat_conn_closed(conn), 10, &v);
   vat_system_shutdown(sys, 10);

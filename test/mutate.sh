@@ -210,14 +210,66 @@ flow-frames-past-the-limit-taken|src/net/conn.c|bounds|(c->waiting != NULL \|\| 
 flow-waiting-frames-not-resumed|src/net/calls.c|bounds|net_take_waiting_frames(turn, c);|(void)c;
 loop-polls-for-ever|src/net/loop.c|net|polling = t - active_at < POLL_SPIN_NS;|polling = true;
 spin-default-short|src/runtime/lifecycle.c|system|.spin = 512,|.spin = 64,
+frames-gathered-one-kept-past-reuse|src/net/io.c|net|if (!in_place \|\| n == RUN_MAX) {|if (n == RUN_MAX) {
+frames-run-first-only|src/net/conn.c|net|for (size_t i = 0; i < run->count; i++, f = net_frames_next(f))|for (size_t i = 0; i < 1; i++, f = net_frames_next(f))
+frames-last-run-kept|src/net/io.c|net|if (n > 0 && !io->finishing && !deliver(io, run, n))|if (0)
+frames-before-a-bad-one-dropped|src/net/io.c|net|if (n > 0 && !deliver(io, run, n)) {|if (0) {
+kept-answer-forgets-why-it-broke|src/net/calls.c|net|a->broken = !resolved;|a->broken = false;
+kept-answer-drops-the-ref|src/net/calls.c|net|a->settled = target ? value : vat_null();|a->settled = vat_null();
+name-digits-reversed|src/net/conn.c|net|s[2 + i] = digits[len - 1 - i];|s[2 + i] = digits[i];
+netstring-header-digits-reversed|src/captp/netstring.c|captp|buf[i] = digits[n - 1 - i];|buf[i] = digits[i];
+json-plain-quote|src/captp/json.c|captp|1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */
+json-plain-backslash|src/captp/json.c|captp|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x50 */
+json-plain-controls|src/captp/json.c|captp|0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x10 */
+json-plain-utf8|src/captp/json.c|captp|0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xc0 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0xc0 */
 # The simulation harness (src/sim/): what makes its campaigns find bugs.
 sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
-sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(splitmix(&w->pick_rng) % n);|: 0;
-sim-check-only-at-end|src/sim/harness.c|sim|if (sc->check && !sc->check(world, false, why, sizeof why)) {|if (0) {
-sim-stuck-counts-as-done|src/sim/harness.c|sim|if (sc->done && !sc->done(world)) {|if (0) {
-sim-fail-fault-noop|src/sim/choose.c|sim|vat__msg_set_fn(m, fail_turn);|(void)fail_turn;
+sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(vat__sim_draw(&w->pick_rng) % n);|: 0;
+sim-check-only-at-end|src/sim/harness.c|sim|if (sc->check && !sc->check(world, false, why, sizeof why))|if (0)
+sim-stuck-counts-as-done|src/sim/harness.c|sim|if (sc->done && !sc->done(world))|if (0)
+sim-fail-fault-noop|src/sim/faults.c|sim|vat__msg_set_fn(m, fail_turn);|(void)fail_turn;
 sim-chooser-ignored|src/sched/pick.c|sim|if (s->det_choose == NULL)|if (1)
-sim-dead-vat-victim|src/sim/choose.c|sim|if (atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD)|if (0)
+sim-dead-vat-victim|src/sim/faults.c|sim|if (atomic_load_explicit(&v->flags, memory_order_acquire) & VAT__DEAD)|if (0)
+# Plans, shrinking, the fault kinds and the failing run's trace (src/sim/,
+# and the runtime's seams they use).
+sim-no-world-unreported|src/sim/harness.c|sim|no_world(w, seed, sc, *err, r);|(void)no_world;
+sim-digest-kind-only|src/sim/faults.c|sim|w->digest = vat__sim_mix(w->digest, f.vat);|(void)0;
+sim-digest-no-amount|src/sim/faults.c|sim_faults|w->digest = vat__sim_mix(w->digest, f.amount);|(void)0;
+sim-plan-skips-not-waits|src/sim/faults.c|sim_plan|if (w->planned_done[j] \|\| p->step > w->steps \|\||if (w->planned_done[j] \|\| p->step != w->steps \|\|
+sim-plan-label-first-letter|src/sim/plan.c|sim_plan|if (label != NULL && strcmp(label, p->label) == 0) {|if (label != NULL && strncmp(label, p->label, 1) == 0) {
+sim-plan-trailing-text-accepted|src/sim/plan.c|sim_plan|return refuse(&r, "\";\" or the plan's end");|break;
+sim-plan-delay-without-steps|src/sim/plan.c|sim_faults|if (f->kind == VAT_SIM_DELAY)|if (0)
+sim-kinds-default-all|src/sim/faults.c|sim|unsigned mask =|unsigned mask = VAT_SIM_FAULTS_ALL; unsigned unused_mask =
+sim-drawn-jitter-on-step-vat-only|src/sim/faults.c|sim_faults|for (uint32_t k = 1; !struck && k < w->nvats; k++) {|for (uint32_t k = 1; 0; k++) {
+sim-jitter-early|src/timer/timer.c|sim_faults|first->deadline > UINT64_MAX - ns ? UINT64_MAX : first->deadline + ns;|first->deadline - ns;
+sim-timeout-never|src/promise/promise.c|sim_faults|bool due = p->timeout != NULL &&|bool due = false &&
+sim-stop-ignored|src/sim/harness.c|sim_faults|if (w->stop) /* even when the step ran no turn (a drop) */|if (0)
+sim-delay-never-watched|src/core/deliver.c|sim_faults|to->sys != w->deliver_direct \|\||to->sys != w->sys \|\|
+sim-hold-later-delay-first|src/sim/hold.c|sim_faults|if (e->from == from && e->to == to && e->until > h->until)|if (0)
+sim-hold-send-overtakes-held|src/sim/hold.c|sim_faults|release(w, wk, from, to, false);|(void)0;
+sim-hold-signals-attributed|src/sim/hold.c|sim_faults|turn != NULL && turn->effects_head == NULL && plain(first, last)|turn != NULL && turn->effects_head == NULL
+sim-hold-kept-when-quiet|src/sim/harness.c|sim_faults|if (vat__sim_holding(w)) { /* nothing runs until they arrive */|if (0) {
+sim-shrink-drops-nothing|src/sim/shrink.c|sim_plan|if (!attempt(s, &c, UINT64_MAX))|if (1)
+sim-shrink-moves-nothing|src/sim/shrink.c|sim_plan|uint64_t mid = lo + (hi - lo) / 2;|uint64_t mid = hi;
+sim-trace-no-fault-marker|src/sim/faults.c|sim_plan|if (ring != NULL)|if (0)
+sim-trace-tracks-per-worker|src/trace/write.c|sim_plan|if (sys->trace_vat_track == NULL \|\| vat == NULL)|if (1)
+# Replay across processes (test/test_sim_replay.c): the replay line, split
+# as a shell splits it, runs the same run in another process.
+sim-replay-plan-unquoted|src/sim/harness.c|sim_replay|"replay: VAT_SIM_SEED=%" PRIu64 " VAT_SIM_PLAN='%s' (scenario "|"replay: VAT_SIM_SEED=%" PRIu64 " VAT_SIM_PLAN=%s (scenario "
+sim-replay-env-plan-ignored|src/sim/harness.c|sim_replay|const char *plan = getenv("VAT_SIM_PLAN");|const char *plan = NULL;
+sim-replay-env-seed-ignored|src/sim/harness.c|sim_replay|if (env != NULL && *env != '\0') {|if (0) {
+sim-replay-label-with-quotes|src/sim/plan.c|sim_replay|(c >= '0' && c <= '9') \|\| c == '_' \|\| c == '.' \|\| c == '-';|(c >= '0' && c <= '9') \|\| c == '_' \|\| c == '.' \|\| c == '-' \|\| c == '\'' \|\| c == '$';
+sim-replay-label-shared|src/sim/plan.c|sim_replay|if (j != i && other != NULL && strcmp(other, label) == 0)|if (0)
+# A deterministic system's trace in virtual time, the same in every replay.
+trace-virtual-turns-share-instant|src/core/trace.h|trace sim_replay|r->virtual_next = t + 1;|r->virtual_next = t;
+trace-virtual-turns-real-clock|src/core/trace.h|trace sim_replay|if (r->virtual_now != NULL) { /* `left` stays 0: every turn reads it */|if (0) {
+trace-virtual-clock-unread|src/core/trace.c|trace sim_replay|if (sys->virtual_clock)|if (0)
+trace-virtual-between-turns-real|src/core/trace.c|trace sim_replay|if (r->virtual_now != NULL)|if (0)
+trace-virtual-start-real|src/trace/config.c|trace sim_replay|sys->virtual_clock|false
+trace-virtual-scaled|src/trace/write.c|trace sim_replay|if (w->virtual_time) /* ticks are the virtual clock's nanoseconds */|if (0)
+trace-refs-by-address|src/trace/write.c|trace sim_replay|unsigned n = w->virtual_time && p ? ordinal_of(&w->refs, p) : 0;|unsigned n = 0;
+trace-refs-one-number|src/trace/write.c|sim_plan|o->nums[h] = (unsigned)++o->n;|o->nums[h] = 1; o->n++;
+trace-flow-ids-tagged|src/trace/write.c|sim_replay|id &= ~tag;|(void)tag;
 # The fixed programs of test/test_sim_bugs.c: each fix undone must fail its campaign.
 sim-bugs-2pc-no-monitor|test/test_sim_bugs.c|sim_bugs|expect_vat_ok(vat_monitor(turn, w->coord, coordinator_down, &id));|(void)coordinator_down, (void)id;
 sim-bugs-election-no-quorum|test/test_sim_bugs.c|sim_bugs|if (++n->votes >= MAJORITY)|if (++n->votes >= 1)

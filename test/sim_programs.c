@@ -63,14 +63,20 @@ void sim_program_test(sim_program_id id, vat_sim_strategy s) {
           (unsigned long long)r.seeds_run, r.message, r.plan, r.replay);
   /* How often it fails: the campaign restarted after each failing seed. */
   unsigned failing = 0;
+  vat_sim_options count = o;
+  count.shrink_runs = 0; /* only counted: not shrunk */
   for (uint64_t next = 1; next <= bound;) {
     vat_sim_result f;
-    ck_assert_vat_ok(vat_sim_run(buggy, &o, next, bound - next + 1, &f));
+    ck_assert_vat_ok(vat_sim_run(buggy, &count, next, bound - next + 1, &f));
     failing += f.failed;
     next = f.seed + 1;
   }
   fprintf(stderr, "sim: %s/%s: %u of seeds 1..%llu fail\n", buggy->name,
           sim_strategy_name(s), failing, (unsigned long long)bound);
+  ck_assert(r.shrunk.done);
+  fprintf(stderr, "sim: %s/%s: shrunk in %llu runs: %s; %s\n", buggy->name,
+          sim_strategy_name(s), (unsigned long long)r.shrunk.runs,
+          r.shrunk.message, r.shrunk.replay);
   ck_assert_vat_ok(vat_sim_replay(buggy, &o, r.seed, &again));
   ck_assert(again.failed);
   ck_assert_str_eq(again.message, r.message);
@@ -112,6 +118,7 @@ void sim_seeds_to_first_failure(void) {
     uint64_t median[2];
     for (int s = VAT_SIM_RANDOM; s <= VAT_SIM_PCT; s++) {
       vat_sim_options o = sim_options(s, p->fault_rate);
+      o.shrink_runs = 0; /* the campaigns' rates, without shrinking's runs */
       uint64_t found[CAMPAIGNS], seeds = 0, turns = 0;
       double t0 = test_wall_seconds();
       for (unsigned c = 0; c < CAMPAIGNS; c++) {

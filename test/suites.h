@@ -47,6 +47,9 @@
   X(observe)                                                                   \
   X(sim)                                                                       \
   X(sim_bugs)                                                                  \
+  X(sim_plan)                                                                  \
+  X(sim_faults)                                                                \
+  X(sim_replay)                                                                \
   X(sim_campaign)                                                              \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)

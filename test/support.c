@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static _Atomic uint64_t bad_calls;
@@ -191,3 +192,17 @@ static void adder_receive(vat_turn *turn, void *state, const vat_atom *selector,
 }
 
 const vat_entity_def test_adder_def = {.receive = adder_receive};
+
+char *test_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+  size_t cap = 1 << 16, n = 0, got;
+  char *buf = malloc(cap);
+  while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0)
+    if ((n += got) == cap)
+      buf = realloc(buf, cap *= 2);
+  fclose(f);
+  ck_assert_ptr_nonnull(buf);
+  *len = n;
+  return buf;
+}

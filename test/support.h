@@ -138,6 +138,10 @@ void test_sleep(double seconds);
  *  passes; returns whether it did. For host threads waiting on vats. */
 bool test_wait_u64(_Atomic uint64_t *flag, uint64_t value, double timeout_s);
 
+/** The whole of the file at `path` (malloc'd, for free) and its length in
+ *  *len; asserts it could be read. */
+char *test_read_file(const char *path, size_t *len);
+
 /* An entity answering the request add(a, b) with a + b: the served object
  * of the connection tests. */
 extern const vat_entity_def test_adder_def;

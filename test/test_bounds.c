@@ -379,7 +379,8 @@ typedef struct gate {
   vat_ref *held[GATE_MAX];
   size_t nheld;
   int64_t holds;
-  _Atomic uint64_t holding; /* nheld, for the test's thread */
+  _Atomic uint64_t holding;  /* nheld, for the test's thread */
+  _Atomic uint64_t releases; /* gate_release's turns so far */
 } gate;
 
 static void gate_receive(vat_turn *turn, void *state, const vat_atom *selector,
@@ -409,6 +410,7 @@ static void gate_release(vat_turn *turn, void *state, void *arg) {
     expect_vat_ok(vat_reply(turn, g->held[i], vat_int((int64_t)i)));
   g->nheld = 0;
   atomic_store(&g->holding, 0);
+  atomic_fetch_add(&g->releases, 1);
 }
 
 static const vat_entity_def gate_def = {.state_size = sizeof(gate),
@@ -447,6 +449,9 @@ START_TEST(a_peer_past_max_questions_waits_for_answers) {
     ck_assert_uint_eq(atomic_load(&g->holding), MAX);
     ck_assert(still_open(served, 0));
     ck_assert_vat_ok(vat_host_send(gate_ref, gate_release, NULL));
+    /* Released before the next round looks: else it could see this
+     * round's MAX still held, and the release land in its pause. */
+    ck_assert(test_wait_u64(&g->releases, (uint64_t)round + 1, WAIT_S));
   }
   ck_assert_vat_ok(vat_promise_wait(count, WAIT_S, &v));
   ck_assert(vat_equal(v, vat_int(MAX * ROUNDS)));

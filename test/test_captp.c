@@ -1315,17 +1315,31 @@ static void same_capdata(vat_value v, bool odd, const char *what) {
   ck_assert_ptr_null(cn.slots[cn.n_slots]);
 }
 
-/* The message's JSON and its frame from both encoders. */
+/* One buffer for every frame encoded into one (framed == 2), reused
+ * from message to message as a connection reuses its own, so frames of
+ * every size follow each other in it. */
+static vat_captp_frame_buf reused;
+
+static int encode_as(int framed, const vat_captp_msg *m,
+                     const vat_captp_slots *slots, char **text, size_t *len,
+                     vat_captp_error *err) {
+  if (framed == 2)
+    return vat_captp_encode_frame_into(&reused, m, slots, text, len, err);
+  return framed ? vat_captp_encode_frame(m, slots, text, len, err)
+                : vat_captp_encode(m, slots, text, len, err);
+}
+
+/* The message's JSON and its frame from both encoders (ours both into
+ * fresh memory and into a reused buffer). */
 static void same_message(const vat_captp_msg *m, bool odd, const char *what) {
-  for (int framed = 0; framed < 2; framed++) {
+  for (int framed = 0; framed < 3; framed++) {
     tables a, b;
     tables_init(&a, odd);
     tables_init(&b, odd);
     char *tn = NULL, *to = NULL;
     size_t ln = 0, lo = 0;
     vat_captp_error en, eo;
-    int rn = framed ? vat_captp_encode_frame(m, &a.slots, &tn, &ln, &en)
-                    : vat_captp_encode(m, &a.slots, &tn, &ln, &en);
+    int rn = encode_as(framed, m, &a.slots, &tn, &ln, &en);
     int ro = framed ? captp_ref_encode_frame(m, &b.slots, &to, &lo, &eo)
                     : captp_ref_encode(m, &b.slots, &to, &lo, &eo);
     same_failure(rn, &en, ro, &eo, what);
@@ -1437,6 +1451,23 @@ START_TEST(encoder_matches_reference_on_the_tests_values) {
                    captp_ref_encode(&msgs[0], NULL, NULL, &lo, &eo));
   ck_assert_int_eq(vat_captp_encode_frame(&msgs[0], NULL, &tn, NULL, &en),
                    captp_ref_encode_frame(&msgs[0], NULL, &to, NULL, &eo));
+  /* Into a buffer: a NULL one refused; a failure leaves it usable. */
+  ck_assert_int_eq(
+      vat_captp_encode_frame_into(NULL, &msgs[0], NULL, &tn, &ln, &en),
+      VAT_EINVAL);
+  vat_captp_frame_buf buf = {0};
+  ck_assert_int_ne(vat_captp_encode_frame_into(
+                       &buf,
+                       &bad_msgs[sizeof bad_msgs / sizeof bad_msgs[0] - 1],
+                       NULL, &tn, &ln, &en),
+                   VAT_OK);
+  ck_assert_vat_ok(
+      vat_captp_encode_frame_into(&buf, &msgs[0], NULL, &tn, &ln, &en));
+  ck_assert_vat_ok(captp_ref_encode_frame(&msgs[0], NULL, &to, &lo, &eo));
+  same_text(tn, ln, to, lo, "into a buffer after a failure");
+  vat_captp_frame_buf_free(&buf);
+  ck_assert_ptr_null(buf.data);
+  vat_captp_frame_buf_free(NULL);
 }
 END_TEST
 
@@ -1457,14 +1488,13 @@ START_TEST(encoder_matches_reference_on_endo_frames) {
     ck_assert_vat_ok(vat_captp_decode(json, b.len - (size_t)(json - b.data) - 1,
                                       &slots, &msg, NULL));
     /* Both encoders export through copies of the same table. */
-    for (int framed = 0; framed < 2; framed++) {
+    for (int framed = 0; framed < 3; framed++) {
       slot_table ta = *t, tb = *t;
       vat_captp_slots sa = table_of(&ta), sb = table_of(&tb);
       char *tn, *to;
       size_t ln, lo;
       vat_captp_error en, eo;
-      int rn = framed ? vat_captp_encode_frame(&msg, &sa, &tn, &ln, &en)
-                      : vat_captp_encode(&msg, &sa, &tn, &ln, &en);
+      int rn = encode_as(framed, &msg, &sa, &tn, &ln, &en);
       int ro = framed ? captp_ref_encode_frame(&msg, &sb, &to, &lo, &eo)
                       : captp_ref_encode(&msg, &sb, &to, &lo, &eo);
       same_failure(rn, &en, ro, &eo, paths[i]);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
@@ -729,6 +730,160 @@ START_TEST(only_recent_answers_are_kept) {
   raw_call(sv[1], 6, "q-2", "self", buf, sizeof buf);
   ck_assert_msg(strstr(buf, "unknown target q-2") != NULL, "%s", buf);
   raw_hang_up(sv[1], c, sys);
+}
+END_TEST
+
+/* An answer already sent is kept for pipelining as what it settled to,
+ * not as its promise: calls on it still get a ref's answer, a broken
+ * answer's reason, or not_a_ref for any other value. */
+START_TEST(settled_answers_still_take_pipelined_calls) {
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char buf[4096];
+  open_raw_served(0, sv, &sys, &c, buf, sizeof buf);
+  raw_call(sv[1], 2, "o-1", "fail", buf, sizeof buf);
+  raw_call(sv[1], 3, "q-2", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"exception\"") != NULL &&
+                    strstr(buf, "too big") != NULL,
+                "%s", buf);
+  raw_call(sv[1], 4, "o-1", "add", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"result\"") != NULL, "%s", buf);
+  raw_call(sv[1], 5, "q-4", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"exception\"") != NULL &&
+                    strstr(buf, "not_a_ref") != NULL,
+                "%s", buf);
+  raw_call(sv[1], 6, "o-1", "self", buf, sizeof buf);
+  raw_call(sv[1], 7, "q-6", "self", buf, sizeof buf);
+  ck_assert_msg(strstr(buf, "\"result\"") != NULL &&
+                    strstr(buf, "\"slots\":[\"o+1\"]") != NULL,
+                "%s", buf);
+  raw_hang_up(sv[1], c, sys);
+}
+END_TEST
+
+/* `text` framed as a netstring, appended at out + *at. */
+static void append_frame(char *out, size_t *at, const char *text) {
+  *at += (size_t)sprintf(out + *at, "%zu:%s,", strlen(text), text);
+}
+
+/* The CTP_CALL q-<q> of echo(<arg>) on o-1. */
+static void echo_call(char *out, int q, const char *arg) {
+  sprintf(out,
+          "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"
+          "\"o-1\",\"method\":{\"body\":\"[\\\"echo\\\",[\\\"%s\\\"]]\","
+          "\"slots\":[]}}",
+          q, arg);
+}
+
+/* The frames of one read go to the connection vat together, in runs
+ * (io.c), and are taken in order: a frame larger than a read, gathered
+ * across reads in the reader's buffer, is handed over before the reader
+ * gathers the next split frame of the same read into that buffer; and a
+ * read of more frames than one run holds goes in several. */
+START_TEST(frames_read_together_are_taken_in_order) {
+  enum { BIG = 100000, SMALL = 300, SIZE = 1 << 20 };
+  int sv[2];
+  vat_system *sys;
+  vat_conn *c;
+  char *buf = malloc(SIZE), *out = malloc(SIZE), *call = malloc(BIG + 256);
+  char *big = malloc(BIG + 1);
+  ck_assert(buf && out && call && big);
+  memset(big, 'x', BIG);
+  big[BIG] = '\0';
+  open_raw_served(0, sv, &sys, &c, buf, SIZE);
+  /* q-2 is larger than a read; q-3 whole; q-4 split after its head. */
+  size_t at = 0;
+  echo_call(call, 2, big);
+  append_frame(out, &at, call);
+  echo_call(call, 3, "b");
+  append_frame(out, &at, call);
+  size_t head = at + 60; /* past its questionID: q-2 read there would differ */
+  echo_call(call, 4, "c");
+  append_frame(out, &at, call);
+  char rest = out[head];
+  out[head] = '\0';
+  raw_write(sv[1], out);
+  out[head] = rest;
+  raw_write(sv[1], out + head);
+  /* Then many small ones at once: more than a run takes. */
+  at = 0;
+  for (int q = 5; q < 5 + SMALL; q++) {
+    char arg[16];
+    snprintf(arg, sizeof arg, "s%d", q);
+    echo_call(call, q, arg);
+    append_frame(out, &at, call);
+  }
+  raw_write(sv[1], out);
+  char last[32];
+  snprintf(last, sizeof last, "\"answerID\":\"q-%d\"", 4 + SMALL);
+  raw_read_until(sv[1], buf, SIZE, last, WAIT_S);
+  /* Every answer, in the order asked, each with its own argument. */
+  const char *p = buf;
+  for (int q = 2; q < 5 + SMALL; q++) {
+    char want[32], arg[16];
+    snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", q);
+    const char *found = strstr(p, want);
+    ck_assert_msg(found != NULL, "no answer to q-%d after the earlier ones", q);
+    snprintf(arg, sizeof arg, "\\\"%s\\\"", q == 3 ? "b" : q == 4 ? "c" : "");
+    if (q >= 5)
+      snprintf(arg, sizeof arg, "\\\"s%d\\\"", q);
+    if (q != 2)
+      ck_assert_msg(strstr(found, arg) != NULL, "q-%d answered: %.200s", q,
+                    found);
+    p = found + strlen(want);
+  }
+  ck_assert_msg(strstr(buf, big) != NULL, "the large echo came back whole");
+  raw_hang_up(sv[1], c, sys);
+  free(buf);
+  free(out);
+  free(call);
+  free(big);
+}
+END_TEST
+
+/* Counts what it receives, for a test thread to watch. */
+static atomic_int counted_calls;
+
+static void count_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  (void)turn;
+  (void)state;
+  (void)selector;
+  (void)value;
+  atomic_fetch_add(&counted_calls, 1);
+}
+
+/* A bad frame ends the connection, but the frames read before it in the
+ * same read are taken first, in order, as they would have been alone. */
+START_TEST(frames_before_a_bad_frame_are_taken) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *counter;
+  ck_assert_vat_ok(vat_host_spawn(
+      sys, &(vat_entity_def){.receive = count_receive}, &counter, NULL));
+  atomic_store(&counted_calls, 0);
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], counter, NULL, &c));
+  char buf[4096], call[512], out[2048];
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  /* Two calls and a bad length, in one write. */
+  size_t at = 0;
+  echo_call(call, 2, "a");
+  append_frame(out, &at, call);
+  echo_call(call, 3, "b");
+  append_frame(out, &at, call);
+  strcpy(out + at, "x:");
+  raw_write(sv[1], out);
+  wait_closed(c, "bad frame");
+  double end = test_wall_seconds() + WAIT_S;
+  while (atomic_load(&counted_calls) < 2 && test_wall_seconds() < end)
+    test_sleep(0.001);
+  ck_assert_int_eq(atomic_load(&counted_calls), 2);
+  close(sv[1]);
+  test_quiesce(sys);
 }
 END_TEST
 
@@ -2118,6 +2273,9 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, peer_promises_settle_by_resolve);
   tcase_add_test(tc, drops_release_exports);
   tcase_add_test(tc, only_recent_answers_are_kept);
+  tcase_add_test(tc, settled_answers_still_take_pipelined_calls);
+  tcase_add_test(tc, frames_read_together_are_taken_in_order);
+  tcase_add_test(tc, frames_before_a_bad_frame_are_taken);
 #if !VAT_GC_NO_COLLECT /* nothing is reclaimed in a build that never collects  \
                         */
   tcase_add_test(tc, unique_method_names_leave_the_live_heap_flat);
@@ -2356,6 +2514,105 @@ enum { LOOP_CALLS = 300 };
 
 /* Iteration i: even, a system with two workers; odd, a host-driven
  * system run by the same loop as the sockets. */
+/* Runs the host's loop until the socket `fd` (the connection's) holds no
+ * unread byte: the loop has read, and framed, all that was sent. */
+static void run_until_read(host_loop *h, int fd) {
+  double deadline = test_wall_seconds() + WAIT_S;
+  int unread = 1;
+  while (test_wall_seconds() < deadline) {
+    uv_run(&h->loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(ioctl(fd, FIONREAD, &unread), 0);
+    if (unread == 0)
+      return;
+  }
+  ck_abort_msg("%d bytes still unread after %.0f s", unread, WAIT_S);
+}
+
+/* Runs the host's loop, reading from the raw peer's socket `fd`, until
+ * `want` arrived; what arrived is in buf. */
+static void run_until_raw(host_loop *h, int fd, char *buf, size_t size,
+                          const char *want) {
+  size_t got = 0;
+  buf[0] = '\0';
+  double deadline = test_wall_seconds() + WAIT_S;
+  while (strstr(buf, want) == NULL && test_wall_seconds() < deadline) {
+    uv_run(&h->loop, UV_RUN_NOWAIT);
+    ssize_t r = recv(fd, buf + got, size - 1 - got, MSG_DONTWAIT);
+    if (r > 0) {
+      got += (size_t)r;
+      buf[got] = '\0';
+    }
+  }
+  ck_assert_msg(strstr(buf, want) != NULL, "no %s: %.300s", want, buf);
+}
+
+/* On the host's loop the test decides what each read holds: a frame
+ * larger than a read is gathered in the netstring reader's buffer; the
+ * read that completes it also holds a whole frame and the head of a third,
+ * which the reader gathers into that same buffer. The gathered frame must
+ * have gone to the vat before (io.c's runs): else the third's head,
+ * written over it, answers q-2 as q-4. */
+START_TEST(a_frame_gathered_across_reads_goes_before_the_next_is_gathered) {
+  enum { BIG = 100000, FIRST = 70000 };
+  host_loop h;
+  host_loop_start(&h, false);
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(h.sys, &server_def, &served, NULL));
+  vat_conn_options opt = on_loop(&h);
+  vat_conn *c;
+  int watch = dup(sv[0]); /* the connection closes sv[0], its own */
+  ck_assert_int_ge(watch, 0);
+  ck_assert_vat_ok(vat_conn_open(h.sys, sv[0], served, &opt, &c));
+  char *buf = malloc(4 * BIG), *out = malloc(2 * BIG),
+       *call = malloc(BIG + 256);
+  char *big = malloc(BIG + 1);
+  ck_assert(buf && out && call && big);
+  memset(big, 'x', BIG);
+  big[BIG] = '\0';
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  run_until_raw(&h, sv[1], buf, 4 * BIG, "o+1");
+  size_t at = 0;
+  echo_call(call, 2, big);
+  append_frame(out, &at, call);
+  echo_call(call, 3, "b");
+  append_frame(out, &at, call);
+  size_t head = at + 60; /* past q-4's questionID */
+  echo_call(call, 4, "c");
+  append_frame(out, &at, call);
+  /* Read 1 (and 2): q-2's first bytes. */
+  char keep = out[FIRST];
+  out[FIRST] = '\0';
+  raw_write(sv[1], out);
+  out[FIRST] = keep;
+  run_until_read(&h, watch);
+  /* The next read: q-2's rest, q-3 whole, q-4's head. */
+  keep = out[head];
+  out[head] = '\0';
+  raw_write(sv[1], out + FIRST);
+  out[head] = keep;
+  run_until_read(&h, watch);
+  raw_write(sv[1], out + head);
+  run_until_raw(&h, sv[1], buf, 4 * BIG, "\"answerID\":\"q-4\"");
+  const char *q2 = strstr(buf, "\"answerID\":\"q-2\"");
+  const char *q3 = strstr(buf, "\"answerID\":\"q-3\"");
+  const char *q4 = strstr(buf, "\"answerID\":\"q-4\"");
+  ck_assert_msg(q2 && q3 && q4 && q2 < q3 && q3 < q4, "answers: %.300s", buf);
+  ck_assert_msg(strstr(q2, big) != NULL, "q-2's echo came back whole");
+  shutdown(sv[1], SHUT_WR);
+  run_until_closed(&h, c, "end of stream|read");
+  close(sv[1]);
+  close(watch);
+  test_quiesce(h.sys);
+  host_loop_close(&h);
+  free(buf);
+  free(out);
+  free(call);
+  free(big);
+}
+END_TEST
+
 START_TEST(calls_over_a_socketpair_on_the_hosts_loop) {
   host_loop h;
   host_loop_start(&h, _i % 2 == 1);
@@ -2542,6 +2799,8 @@ static void add_host_loop_tests(Suite *s) {
   TCase *tc = test_case("hostloop", 120);
   /* Even iterations: workers; odd: host-driven, on the same loop. */
   tcase_add_loop_test(tc, calls_over_a_socketpair_on_the_hosts_loop, 0, 8);
+  tcase_add_test(
+      tc, a_frame_gathered_across_reads_goes_before_the_next_is_gathered);
   tcase_add_loop_test(tc, tcp_served_and_connected_on_the_hosts_loop, 0, 4);
   tcase_add_loop_test(tc, a_lost_peer_on_the_hosts_loop, 0, 4);
   tcase_add_loop_test(tc, shutdown_with_a_connection_on_the_hosts_loop, 0, 2);

@@ -153,6 +153,40 @@ START_TEST(vat_sim_seed_runs_that_seed_alone) {
 }
 END_TEST
 
+/* A world whose system cannot be made (here: the campaign is started
+ * from inside a turn, where vat_system_new refuses) ends the campaign
+ * with that error, and the result names the seed and says why, with no
+ * figures left over from another seed. */
+static vat_sim_result in_turn_result;
+static int in_turn_rc;
+static void campaign_in_a_turn(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)state, (void)arg;
+  memset(&in_turn_result, 0x5a, sizeof in_turn_result);
+  in_turn_rc = vat_sim_run(&ring, NULL, 7, 3, &in_turn_result);
+}
+
+START_TEST(a_world_that_cannot_be_made_is_reported) {
+  vat_system *sys = test_host_system(true, 1);
+  vat_ref *v = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(v, campaign_in_a_turn, NULL));
+  vat_run_result rr;
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &rr));
+  ck_assert_vat_err(in_turn_rc, VAT_EINTURN);
+  const vat_sim_result *r = &in_turn_result;
+  ck_assert(!r->failed);
+  ck_assert_uint_eq(r->seed, 7);
+  ck_assert_uint_eq(r->seeds_run, 1);
+  ck_assert_uint_eq(r->turns, 0);
+  ck_assert_uint_eq(r->steps, 0);
+  ck_assert_uint_eq(r->nfaults, 0);
+  ck_assert_uint_eq(r->total_turns, 0);
+  ck_assert_str_eq(r->plan, "none");
+  ck_assert_msg(strstr(r->message, "VAT_EINTURN") != NULL, "%s", r->message);
+  ck_assert_msg(strstr(r->replay, "VAT_SIM_SEED=7 ") != NULL, "%s", r->replay);
+  test_quiesce(sys);
+}
+END_TEST
+
 /* The same seed runs the same turns in the same order: the harness's
  * digest of its choices and the program's own log of who ran agree run
  * after run, faults included, and other seeds run other orders. */
@@ -284,6 +318,35 @@ START_TEST(pct_runs_the_highest_priority_vat) {
   ck_assert_uint_ge(a_first, 12);
   ck_assert_uint_le(a_first, 38);
   ck_assert_uint_ge(changed, 5);
+}
+END_TEST
+
+/* The digest tells faults apart by their vat, not only their kind: two
+ * plans failing a different vat's turn at the same step, in a world where
+ * either leaves the same vats ready at every step (a dead vat still takes
+ * a step per message it drops), so that the choices are the same. */
+static bool always_done(void *world) {
+  (void)world;
+  return true;
+}
+
+START_TEST(the_digest_tells_the_victims_apart) {
+  vat_sim_scenario sc = {
+      .name = "burst", .setup = burst_setup, .done = always_done};
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    vat_sim_options o = sim_options(seed % 2 ? VAT_SIM_RANDOM : VAT_SIM_PCT, 0);
+    vat_sim_result a, b;
+    o.plan = "step 1: fail vat#0";
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &a));
+    o.plan = "step 1: fail vat#1";
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &b));
+    ck_assert_str_eq(a.plan, "step 1: fail vat#0");
+    ck_assert_str_eq(b.plan, "step 1: fail vat#1");
+    ck_assert_uint_eq(a.steps, b.steps); /* 40: the same choices */
+    ck_assert_uint_eq(a.steps, 40);
+    ck_assert_msg(a.digest != b.digest, "seed %llu: both %llx",
+                  (unsigned long long)seed, (unsigned long long)a.digest);
+  }
 }
 END_TEST
 
@@ -536,10 +599,12 @@ Suite *test_sim_suite(void) {
   tcase_add_test(tc, a_program_that_holds_passes_every_seed);
   tcase_add_test(tc, a_failure_is_reported_with_its_seed_and_replay);
   tcase_add_test(tc, vat_sim_seed_runs_that_seed_alone);
+  tcase_add_test(tc, a_world_that_cannot_be_made_is_reported);
   tcase_add_test(tc, replay_is_exact);
   tcase_add_test(tc, bad_arguments_are_refused);
   tcase_add_test(tc, pct_runs_the_highest_priority_vat);
   tcase_add_test(tc, faults_strike_as_planned);
+  tcase_add_test(tc, the_digest_tells_the_victims_apart);
   tcase_add_test(tc, the_deadline_and_the_turn_limit_fire);
   suite_add_tcase(s, tc);
   TCase *bugs = test_case("bugs", 300);

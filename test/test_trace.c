@@ -237,6 +237,87 @@ START_TEST(deterministic_turns_appear_in_order) {
 }
 END_TEST
 
+/* --- A deterministic system's time: its virtual clock -------------------- */
+
+void trace_test_nudge(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)state, (void)arg;
+}
+
+void trace_test_wake(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)state, (void)arg;
+}
+
+/* Nudges `arg` now and wakes it 5 ms later. */
+void trace_test_alarm(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  expect_vat_ok(vat_send(turn, arg, trace_test_nudge, NULL));
+  expect_vat_ok(vat_later(turn, 0.005, arg, trace_test_wake, NULL, NULL));
+}
+
+/* Runs the alarm in a deterministic system traced to `path`, moving the
+ * virtual clock 5 ms (the wake) and then 2 ms more (nothing). */
+static void run_alarm(const char *path) {
+  vat_system *sys = traced_system(0, true, path, 0);
+  vat_ref *a = test_spawn(sys, 0, NULL), *b = test_spawn(sys, 0, NULL);
+  ck_assert_vat_ok(vat_host_send(a, trace_test_alarm, b));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 5000000));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  ck_assert_vat_ok(vat_system_advance_clock(sys, 2000000));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, NULL));
+  test_quiesce(sys); /* writes the file */
+}
+
+/* A deterministic system's trace is stamped with its virtual clock: the
+ * turns at one virtual instant 1 ns apart, in order, the timer's turn at
+ * the instant it was due; its vats are named by number, not address. So
+ * one program run twice writes the same file, byte for byte. */
+START_TEST(a_deterministic_trace_is_in_virtual_time) {
+  char path[256], again[256];
+  temp_path(path, sizeof path, "virtual");
+  temp_path(again, sizeof again, "virtual-again");
+  run_alarm(path);
+  run_alarm(again);
+  trace_summary s;
+  json *doc = load(path, &s);
+  const json *ev = events_of(doc);
+  static const struct {
+    const char *name;
+    double ts, dur;
+  } want[] = {{"trace_test_alarm", 0, 0.001},
+              {"trace_test_nudge", 0.001, 0.001},
+              {"trace_test_wake", 5000, 0.001}};
+  size_t k = 0;
+  for (size_t i = 0; i < ev->len; i++) {
+    const json *e = &ev->items[i];
+    if (strcmp(json_str(e, "ph"), "X") != 0 ||
+        strcmp(json_str(e, "cat"), "send") == 0) /* the timer's send */
+      continue;
+    ck_assert_uint_lt(k, 3);
+    ck_assert_str_eq(json_str(e, "name"), want[k].name);
+    ck_assert_msg(json_num(e, "ts", -1) == want[k].ts &&
+                      json_num(e, "dur", -1) == want[k].dur,
+                  "%s at %g for %g us, not at %g for %g", want[k].name,
+                  json_num(e, "ts", -1), json_num(e, "dur", -1), want[k].ts,
+                  want[k].dur);
+    const char *vat = json_str(json_get(e, "args"), "vat");
+    ck_assert_msg(vat != NULL && vat[0] == '@', "vat %s", vat);
+    k++;
+  }
+  ck_assert_uint_eq(k, 3);
+  ck_assert_str_eq(json_str(json_get(doc, "otherData"), "clock"), "virtual");
+  json_free(doc);
+  size_t n1, n2;
+  char *one = test_read_file(path, &n1), *two = test_read_file(again, &n2);
+  ck_assert_msg(n1 == n2 && memcmp(one, two, n1) == 0,
+                "two runs wrote different traces: %s, %s", path, again);
+  free(one);
+  free(two);
+  unlink(path);
+  unlink(again);
+}
+END_TEST
+
 /* --- Overwriting: a tiny ring, exact accounting -------------------------- */
 
 typedef struct countdown {
@@ -557,10 +638,12 @@ static size_t slices_named(const json *doc, const char *name, const json **out,
   return n;
 }
 
+/* Runs `turns` of `fn` traced on the real clock: host-driven, not
+ * deterministic (a deterministic system's trace is in virtual time). */
 static json *run_timed(vat_fn fn, unsigned turns, trace_summary *s) {
   char path[256];
   temp_path(path, sizeof path, "timed");
-  vat_system *sys = traced_system(0, true, path, 0);
+  vat_system *sys = traced_system(0, false, path, 0);
   alternator *a;
   vat_ref *ref = test_spawn(sys, sizeof *a, (void **)&a);
   a->left = turns;
@@ -671,8 +754,8 @@ START_TEST(weak_selectors_keep_their_names) {
   temp_path(path, sizeof path, "weak");
   vat_system *sys = traced_system(0, true, "", 4096);
   vat_ref *ref;
-  ck_assert_vat_ok(vat_host_spawn(
-      sys, &(vat_entity_def){.receive = ignore_msg}, &ref, NULL));
+  ck_assert_vat_ok(vat_host_spawn(sys, &(vat_entity_def){.receive = ignore_msg},
+                                  &ref, NULL));
   for (int i = 0; i < N; i++) {
     int len = snprintf(name, sizeof name, "wire_method_%03d", i);
     ck_assert_vat_ok(vat_host_send_msg(
@@ -693,8 +776,8 @@ START_TEST(weak_selectors_keep_their_names) {
   for (int i = 0; i < N; i++) {
     snprintf(name, sizeof name, "wire_method_%03d", i);
     ck_assert_msg(count_named(doc, "X", name) == 1,
-                  "the trace has %zu turns named %s", count_named(doc, "X", name),
-                  name);
+                  "the trace has %zu turns named %s",
+                  count_named(doc, "X", name), name);
   }
   json_free(doc);
   unlink(path);
@@ -707,6 +790,7 @@ Suite *test_trace_suite(void) {
   TCase *tc = test_case("trace", 120);
   tcase_add_test(tc, threaded_trace_parses_and_flows_pair);
   tcase_add_test(tc, deterministic_turns_appear_in_order);
+  tcase_add_test(tc, a_deterministic_trace_is_in_virtual_time);
   tcase_add_test(tc, weak_selectors_keep_their_names);
   tcase_add_test(tc, overwrite_is_counted_exactly);
   tcase_add_test(tc, dead_letter_flows_are_reported_lost);

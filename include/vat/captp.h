@@ -322,6 +322,28 @@ int vat_captp_encode_frame(const vat_captp_msg *msg,
                            const vat_captp_slots *slots, char **out,
                            size_t *out_len, vat_captp_error *err);
 
+/** A buffer frames are encoded into and reused from, frame after frame
+ *  (vat_captp_encode_frame_into): malloc memory, not the collector's, so
+ *  a stream of frames allocates nothing once it is large enough. Start
+ *  it zeroed ({0}); free it with vat_captp_frame_buf_free. One thread at
+ *  a time. */
+typedef struct vat_captp_frame_buf {
+  char *data;
+  size_t cap;
+} vat_captp_frame_buf;
+
+/** Like vat_captp_encode_frame, into `buf`, grown as needed: *out points
+ *  into it (NUL-terminated), valid until the next call with `buf` or its
+ *  free. The same errors, and VAT_EINVAL for a NULL buf, out or out_len;
+ *  on any error `buf` stays usable (and is still the caller's to free). */
+int vat_captp_encode_frame_into(vat_captp_frame_buf *buf,
+                                const vat_captp_msg *msg,
+                                const vat_captp_slots *slots, char **out,
+                                size_t *out_len, vat_captp_error *err);
+
+/** Frees what `buf` holds and zeroes it (NULL: nothing). */
+void vat_captp_frame_buf_free(vat_captp_frame_buf *buf);
+
 /* --- Netstrings -------------------------------------------------------- */
 
 /** Endo's reader accepts at most 9 length digits. */

@@ -229,8 +229,9 @@ int vat_system_new(const vat_config *cfg, vat_system **out);
  *  (the workers are stopped either way), VAT_ECLOSED when already shut down.
  *  A host-driven system is run by this call, on the calling thread, until
  *  it is quiescent or the deadline passes (a turn that never returns is
- *  the one thing the deadline cannot cut short); a vat_system_run() on
- *  another thread returns at its next batch of turns.
+ *  the one thing the deadline cannot cut short; with `timeout_s` 0 no turn
+ *  runs); a vat_system_run() on another thread returns at its next batch
+ *  of turns.
  *  Host thread; not from one of this system's own turns (VAT_EINTURN). */
 int vat_system_shutdown(vat_system *sys, double timeout_s);
 

@@ -58,33 +58,125 @@
  *    of higher priority is.
  *
  * Faults: with fault_rate > 0 each step draws, from the seed, whether a
- * fault strikes the vat chosen for that step (at most max_faults per
- * seed), and which:
+ * fault strikes (at most max_faults per seed), and which, among the kinds
+ * fault_kinds enables (kill and fail unless it says otherwise). A fault
+ * strikes the vat chosen for that step; one that cannot strike it waits,
+ * and strikes the vat of the next step where it can. The kinds, and when
+ * each can strike its vat (never a vat that has ended and still runs to
+ * drop what it was sent):
  *  - VAT_SIM_KILL: the vat is killed (as vat_host_exit with `killed`:
  *    it ends before its next message, even if it traps exits; links and
  *    monitors see `killed`; what it has queued becomes dead letters).
  *  - VAT_SIM_FAIL: the vat's turn fails: the message it was about to
  *    handle is taken from it, its handler does not run, and the vat ends
  *    as a failed turn ends it (vat_fail) with the reason `sim_fault`.
- *    When the next message is not an ordinary one (a signal, an urgent
- *    message, a run of several sent by one turn), or the turn loop has
- *    something to do first for the vat (a signal that overtakes, an
- *    urgent message, a mute), or the vat's queue is counted for overload
- *    (vat/core.h), the fault waits.
- * A fault that cannot strike the step's vat (a FAIL as above, or a vat
- * that has ended and still runs to drop what it was sent) waits, and
- * strikes the vat of the next step where it can.
+ *    Only when its next message is an ordinary one (not a signal, an
+ *    urgent message or a run of several sent by one turn), the turn loop
+ *    has nothing to do first for the vat (a signal that overtakes, an
+ *    urgent message, a mute), and its queue is not counted for overload
+ *    (vat/core.h).
+ *  - VAT_SIM_DELAY: what the vat's turn at this step sends to other vats
+ *    is held back for 1 to max_delay_steps steps (the plan says how many)
+ *    and then delivered, so that what other senders send those vats
+ *    meanwhile arrives first. The runtime's rules stay rules: only the
+ *    turn's plain and dynamic messages are held, and only when the turn
+ *    commits no effects (vat_call's requests, like every signal, and
+ *    urgent messages never are); what the same sender sends the same vat
+ *    later never arrives before them (sending it releases them first);
+ *    and whatever else reaches a vat (a signal, an urgent message, what
+ *    a promise forwards, anything sent outside a turn: a dying vat's exit
+ *    signals and down notifications, a timer) first releases everything
+ *    held for that vat. Held messages are delivered when the world would
+ *    otherwise go quiet, and at its end. Only the vat the step runs.
+ *  - VAT_SIM_JITTER: the armed timer the vat set (vat_later, vat_every)
+ *    that is due first fires later by 1 ns to max_jitter_ns on the
+ *    virtual clock (the plan says how much); never earlier. A periodic
+ *    timer keeps its period from the later time. Only while the vat has
+ *    an armed timer.
+ *  - VAT_SIM_TIMEOUT: the first request the vat received and has not
+ *    answered whose caller asked for a timeout (vat_call, vat_host_call)
+ *    breaks now with `timeout`, as though its deadline had passed; the
+ *    vat's later answer is dropped, as any late answer. Only while the
+ *    vat owes such an answer.
+ *    A vat waiting for its timer or working on an answer is seldom the one
+ *    a step runs: a drawn jitter or timeout that cannot strike the step's
+ *    vat strikes the first vat after it, in the order first ready, that
+ *    it can.
+ *  - VAT_SIM_STOP: the world's system is stopped right after the step's
+ *    turn, as vat_system_shutdown(sys, 0) stops it: no further turn runs;
+ *    what is queued (and held) is dropped and counted, a request's promise
+ *    breaking with `shutdown`; pending timers are cancelled; the vats
+ *    still alive are not ended one by one (vat_ref_is_dead stays false,
+ *    vat_ref_exit_reason reads `shutdown`) and their stop callbacks do not
+ *    run. The scenario's check then runs once, with `quiescent` true, and
+ *    must hold; `done` is not asked (a stopped program need not have
+ *    finished).
  * The faults that struck are reported with a failure (vat_sim_result.plan)
- * as "step N: kill LABEL" (the vat's label, or vat#I, I counting the vats
- * in the order they were first ready).
+ * in a plan's text form, in the order they struck:
+ *
+ *   step 12: kill acct-b; step 30: delay vat#2 3 steps; step 41: jitter
+ *   ticker +250ms; step 50: fail acct-a; step 60: timeout server;
+ *   step 70: stop acct-a
+ *
+ * (one line; "none" for no fault). A vat is named by its label when that
+ * is a plain word ([A-Za-z0-9_.-]) that no other vat seen had as the fault
+ * struck, else as vat#I, I counting the vats in the order they were first
+ * ready. A jitter is a whole number of ns, us, ms or s.
+ *
+ * An explicit plan: vat_sim_options.plan (or VAT_SIM_PLAN in the
+ * environment, which wins) in that same form replaces the faults the seed
+ * would draw (fault_rate, max_faults and fault_kinds are then not read),
+ * while the seed still drives the schedule. Each fault strikes the vat it
+ * names at its step; when it cannot strike then (its vat not seen yet, or
+ * not in a state where that kind can strike, as above), it waits, and
+ * strikes at the first later step where it can; a fault whose vat never
+ * allows it never strikes (vat_sim_result.plan_missed counts those).
+ * Faults due at one step strike in the plan's order. So the plan a run
+ * reports, pasted back with its seed, strikes the same faults at the same
+ * steps and replays that run exactly (same turns, digest and message),
+ * whether its faults were drawn or planned. The text is read strictly:
+ * anything not in the form above is refused with VAT_EINVAL and a line in
+ * vat_sim_result.message saying where and what was expected. A reported
+ * plan too long for vat_sim_result.plan ends with "..." and cannot be
+ * pasted back (the seed alone still replays a drawn plan).
+ *
+ * Shrinking: when a seed fails, the campaign looks for a smaller run that
+ * fails the same way (the same vat_sim_result.verdict), under the same
+ * seed and options, with explicit plans made from the failing run's
+ * faults: faults are dropped (halves, then quarters, ... then one at a
+ * time) while the run still fails so, and then each fault left is moved
+ * to an earlier step (a binary search) while the run still fails so in
+ * no more turns, which shortens it; both again while they change the
+ * plan. Fewer faults come first: a shrunk run may take more turns than
+ * the failing one when it has fewer faults. The result is in
+ * vat_sim_result.shrunk: its plan, message, turns, digest, and a one-line
+ * replay (the seed and VAT_SIM_PLAN) that runs it again exactly. Cost:
+ * each candidate is one more run of the seed, at most shrink_runs of them
+ * (default 200); the tests' failures with two to six faults took 6 to 19
+ * runs, one with no fault takes none. Set shrink_runs to 0 to skip it.
  *
  * Replay: set VAT_SIM_SEED=N in the environment to make every vat_sim_run
- * run seed N alone (with the options the program gives it), or call
- * vat_sim_replay with the same scenario and options. A failure's
+ * run seed N alone (with the options the program gives it, and the plan
+ * in VAT_SIM_PLAN if set), or call vat_sim_replay with the same scenario
+ * and options (and the plan in options.plan). A failure's
  * vat_sim_result.replay is that line, ready to paste. With VAT_TRACE=FILE
  * set too, each world writes its trace of turns to FILE as it ends
  * (vat/trace.h), so a replay of one seed leaves that seed's trace there
- * (the last world's, when a program runs several campaigns).
+ * (the last world's, when a program runs several campaigns), in virtual
+ * time.
+ *
+ * The failing run's trace: with vat_sim_options.trace_path (or
+ * VAT_SIM_TRACE=FILE in the environment) a campaign that finds a failure
+ * runs it once more (the shrunk run, when shrinking found one) with
+ * tracing on, and writes that run's trace to the file (vat/trace.h): one
+ * track per vat (named as plans name it), a slice per turn, an arrow per
+ * message, and each fault that struck as an instant event on its vat's
+ * track, named by its kind, with its step and its text in the plan
+ * ("args": {"step": N, "fault": "step N: kill acct-b"}). The trace is in
+ * the world's virtual time (vat/trace.h: each turn 1 ns long, and a turn
+ * after the clock moved at exactly the virtual time), a fault at the time
+ * of its step's turn; and one seed and plan traced again, in this process
+ * or another, write the same file byte for byte.
  *
  * Parallel campaigns: with options.jobs other than 1, a campaign of more
  * than one seed runs in worker processes, copies of the caller made with
@@ -93,19 +185,21 @@
  * result is what the same campaign run here, one seed after another,
  * would report: the lowest failing seed, run again in the calling
  * process, so that every field is exact and the replay is proven across
- * processes; seeds_run counts the seeds up to it; total_turns and
- * total_faults sum those seeds only (a worker may have run higher seeds
- * meanwhile: they are not counted). When no seed fails, the fields are
- * the last seed's, as its worker found them, with totals over all. Two
- * outcomes exist only in parallel:
+ * processes, and then shrunk and traced here as a serial campaign does
+ * (workers do neither); seeds_run counts the seeds up to it; total_turns
+ * and total_faults sum those seeds only (a worker may have run higher
+ * seeds meanwhile: they are not counted). When no seed fails, the fields
+ * are the last seed's, as its worker found them, with totals over all.
+ * Two outcomes exist only in parallel:
  *  - a seed that fails in a worker and not the same way here (not failing,
  *    or another message, turn count or digest) is reported failed with its
- *    worker's figures and the message "not deterministic: ...": the
- *    scenario depends on something outside its world;
+ *    worker's figures, verdict VAT_SIM_NOT_DETERMINISTIC and the message
+ *    "not deterministic: ...", neither shrunk nor traced: the scenario
+ *    depends on something outside its world;
  *  - a worker that dies inside a seed (the program crashed, or called
- *    exit) fails that seed with the message "its worker process died
- *    ...", plan "unknown" and no figures: replay it with VAT_SIM_SEED
- *    (here, under a debugger).
+ *    exit) fails that seed with verdict VAT_SIM_WORKER_DIED, the message
+ *    "its worker process died ...", plan "unknown" and no figures: replay
+ *    it with VAT_SIM_SEED (here, under a debugger).
  * A worker is a process with the calling thread alone. Its scenario runs
  * as it would here, but what it changes in memory stays in the worker
  * (a counter in the caller sees only the seeds run here), and it must not
@@ -147,6 +241,21 @@ typedef enum vat_sim_strategy {
   VAT_SIM_PCT,        /* priorities with d - 1 change points */
 } vat_sim_strategy;
 
+typedef enum vat_sim_fault_kind {
+  VAT_SIM_KILL,
+  VAT_SIM_FAIL,
+  VAT_SIM_DELAY,
+  VAT_SIM_JITTER,
+  VAT_SIM_TIMEOUT,
+  VAT_SIM_STOP,
+} vat_sim_fault_kind;
+
+/* vat_sim_options.fault_kinds: a set of kinds, VAT_SIM_FAULT(kind) each. */
+#define VAT_SIM_FAULT(kind) (1u << (kind))
+#define VAT_SIM_FAULTS_DEFAULT                                                 \
+  (VAT_SIM_FAULT(VAT_SIM_KILL) | VAT_SIM_FAULT(VAT_SIM_FAIL))
+#define VAT_SIM_FAULTS_ALL (VAT_SIM_FAULT(VAT_SIM_STOP + 1) - 1u)
+
 typedef struct vat_sim_options {
   vat_sim_strategy strategy;
   /** PCT's depth d (at least 1; default 3) and expected run length k in
@@ -158,6 +267,25 @@ typedef struct vat_sim_options {
   double fault_rate;
   /** Faults at most per seed; 0: no limit. Default 1. */
   unsigned max_faults;
+  /** The kinds the seed draws from, VAT_SIM_FAULT(kind) each; 0 (the
+   *  default): VAT_SIM_FAULTS_DEFAULT, kill and fail, drawn as they
+   *  always were, so seeds keep their runs. */
+  unsigned fault_kinds;
+  /** A drawn delay holds for 1 to this many steps (default 8); a drawn
+   *  jitter is 1 ns to this many (default 1 s). At least 1 when the kind
+   *  is drawn. */
+  uint64_t max_delay_steps;
+  uint64_t max_jitter_ns;
+  /** An explicit fault plan in the text form above; NULL (the default):
+   *  the seed draws the faults. VAT_SIM_PLAN, when set, wins in
+   *  vat_sim_run. The text is read once, when the call begins. */
+  const char *plan;
+  /** Runs shrinking may take after a failure (above); 0: no shrinking.
+   *  Default 200. */
+  unsigned shrink_runs;
+  /** Where a campaign that finds a failure writes that run's trace
+   *  (above); NULL (the default): VAT_SIM_TRACE, or nowhere. */
+  const char *trace_path;
   /** A seed fails once it has run this many turns. Default 1000000. */
   uint64_t max_turns;
   /** The liveness deadline, in nanoseconds on the virtual clock from the
@@ -195,18 +323,42 @@ typedef struct vat_sim_scenario {
   void *ctx; /* handed to setup */
 } vat_sim_scenario;
 
-typedef enum vat_sim_fault_kind {
-  VAT_SIM_KILL,
-  VAT_SIM_FAIL
-} vat_sim_fault_kind;
-
-enum { VAT_SIM_MAX_REPORTED_FAULTS = 8 };
+enum {
+  VAT_SIM_MAX_REPORTED_FAULTS = 32,
+  VAT_SIM_PLAN_SIZE = 1024, /* a plan's text, its terminating NUL included */
+};
 
 typedef struct vat_sim_fault {
   uint64_t step; /* the step it struck at, from 1 */
   vat_sim_fault_kind kind;
-  unsigned vat; /* the vat's index: vats counted as they were first ready */
+  unsigned vat;    /* the vat's index: vats counted as they were first ready */
+  uint64_t amount; /* a delay's steps, a jitter's nanoseconds; else 0 */
 } vat_sim_fault;
+
+/* How a seed ended; a failure's kind, which shrinking keeps. */
+typedef enum vat_sim_verdict {
+  VAT_SIM_PASSED,
+  VAT_SIM_BROKE_INVARIANT, /* the check returned false */
+  VAT_SIM_STUCK,           /* quiescent, and not done */
+  VAT_SIM_MISSED_DEADLINE, /* not quiescent by deadline_ns */
+  VAT_SIM_TOO_MANY_TURNS,  /* max_turns turns and not quiescent */
+  VAT_SIM_SETUP_FAILED,    /* the scenario's setup returned NULL */
+  VAT_SIM_RUN_FAILED,      /* a run call failed */
+  /* Only in parallel campaigns (above): */
+  VAT_SIM_NOT_DETERMINISTIC, /* it failed in a worker, not so here */
+  VAT_SIM_WORKER_DIED,       /* its worker process died running it */
+} vat_sim_verdict;
+
+/* A failure shrunk (above). */
+typedef struct vat_sim_shrunk {
+  bool done;     /* shrinking ran on this failure */
+  uint64_t runs; /* runs it took */
+  uint64_t turns, steps, digest;
+  unsigned nfaults;
+  char message[256];
+  char plan[VAT_SIM_PLAN_SIZE];
+  char replay[VAT_SIM_PLAN_SIZE + 256];
+} vat_sim_shrunk;
 
 typedef struct vat_sim_result {
   bool failed;
@@ -221,12 +373,17 @@ typedef struct vat_sim_result {
   uint64_t now_ns;       /* virtual clock at its end, from the world's start */
   uint64_t total_turns;  /* over the seeds counted in seeds_run */
   uint64_t total_faults; /* over the seeds counted in seeds_run */
-  unsigned nfaults;      /* faults that struck (the first
-                            VAT_SIM_MAX_REPORTED_FAULTS are in `faults`) */
+  vat_sim_verdict verdict;
+  unsigned nfaults; /* faults that struck (the first
+                       VAT_SIM_MAX_REPORTED_FAULTS are in `faults`) */
   vat_sim_fault faults[VAT_SIM_MAX_REPORTED_FAULTS];
-  char message[256]; /* what failed; "" when nothing did */
-  char plan[256];    /* the faults, "step 12: kill acct-b; ..."; "none" */
-  char replay[256];  /* one line that runs the seed again */
+  unsigned plan_missed; /* an explicit plan's faults that never struck */
+  char message[256];    /* what failed; "" when nothing did */
+  char plan[VAT_SIM_PLAN_SIZE]; /* the faults, "step 12: kill acct-b; ...";
+                                   "none" */
+  char replay[VAT_SIM_PLAN_SIZE + 256]; /* one line that runs the seed again */
+  vat_sim_shrunk shrunk;                /* when it failed */
+  bool trace_written; /* the failing run's trace is in the file */
 } vat_sim_result;
 
 /** Runs seeds [first, first + count), one fresh world each, and stops at
@@ -235,15 +392,19 @@ typedef struct vat_sim_result {
  *  not a seed failed (see out->failed); an error when the campaign could
  *  not run.
  *  Host thread. Errors: VAT_EINVAL (NULL sc, sc->setup or out, count 0,
- *  fault_rate outside [0, 1], pct_depth 0, jobs above VAT_SIM_MAX_JOBS,
- *  VAT_SIM_SEED not a number), those of vat_system_new, and in parallel
- *  VAT_EIO (a pipe, the shared memory or a fork(2) failed, errno says
- *  which; the workers already started are stopped and waited for). */
+ *  fault_rate outside [0, 1], pct_depth 0, an unknown fault kind, a
+ *  drawn kind's maximum 0, jobs above VAT_SIM_MAX_JOBS, VAT_SIM_SEED not
+ *  a number, a plan that does not parse: then out->message says why),
+ *  those of vat_system_new: then the campaign stops at the seed whose
+ *  world could not be made, and out->seed is that seed, out->message says
+ *  why, out->failed is false and its other figures are zero; and in
+ *  parallel VAT_EIO (a pipe, the shared memory or a fork(2) failed, errno
+ *  says which; the workers already started are stopped and waited for). */
 int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
                 uint64_t first, uint64_t count, vat_sim_result *out);
 
-/** Runs `seed` alone, as the campaign ran it (VAT_SIM_SEED is not read).
- *  Errors as vat_sim_run. */
+/** Runs `seed` alone, as the campaign ran it, with o->plan if given
+ *  (VAT_SIM_SEED and VAT_SIM_PLAN are not read). Errors as vat_sim_run. */
 int vat_sim_replay(const vat_sim_scenario *sc, const vat_sim_options *o,
                    uint64_t seed, vat_sim_result *out);
 

@@ -159,17 +159,37 @@ static int unicode_escape(parser *ps, char **w) {
   return VAT_OK;
 }
 
+/* The bytes a string holds as they are, copied while scanned: printable
+ * ASCII but '"' and '\\'. A lookup a byte: the four comparisons it replaced
+ * cost ~14 instructions a byte, and a call to memcpy per run (a body's
+ * text is a string whose every other token is an escaped quote). */
+static const unsigned char plain_byte[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10 */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x30 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x40 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x60 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x70 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x80 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x90 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xa0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xb0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xc0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xd0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xe0 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xf0 */
+};
+
 /* A string (p at its opening quote) into the text buffer, as node `i`. */
 static int string(parser *ps, captp__jnode *node) {
   captp__json *j = ps->j;
   char *w0 = j->text + j->text_len, *w = w0;
   const unsigned char *p = ps->p + 1, *end = ps->end;
   for (;;) {
-    const unsigned char *run = p;
-    while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
-      p++;
-    memcpy(w, run, (size_t)(p - run));
-    w += p - run;
+    while (p < end && plain_byte[*p])
+      *w++ = (char)*p++;
     if (p == end) {
       ps->p = p;
       return bad(ps, "premature end of input in a string");
@@ -595,8 +615,8 @@ static bool large_members(const captp__json *j, uint32_t obj,
     size_t last = i;
     while (last + 1 < n && same_name(j, r[i].m.key, r[last + 1].m.key))
       last++;
-    r[kept++] = (ranked){.j = j, .m = {r[i].m.key, r[last].m.val},
-                         .place = r[i].place};
+    r[kept++] =
+        (ranked){.j = j, .m = {r[i].m.key, r[last].m.val}, .place = r[i].place};
     i = last + 1;
   }
   qsort(r, kept, sizeof *r, by_place);

@@ -103,10 +103,10 @@ static bool dump(const captp__json *j, uint32_t at, captp__out *o) {
     bool ok = captp__json_members(j, at, &ms) && captp__out_put(o, "{", 1);
     for (size_t k = 0; ok && k < ms.n; k++) {
       const captp__jnode *key = NODE(j, ms.m[k].key);
-      ok = (k == 0 || captp__out_put(o, ",", 1)) &&
-           captp__out_string(o, key->as.str, key->len, false) ==
-               CAPTP__OUT_OK &&
-           captp__out_put(o, ":", 1) && dump(j, ms.m[k].val, o);
+      ok =
+          (k == 0 || captp__out_put(o, ",", 1)) &&
+          captp__out_string(o, key->as.str, key->len, false) == CAPTP__OUT_OK &&
+          captp__out_put(o, ":", 1) && dump(j, ms.m[k].val, o);
     }
     captp__json_members_free(&ms);
     return ok && captp__out_put(o, "}", 1);
@@ -290,17 +290,20 @@ static int encode_fields(const vat_captp_msg *m, const vat_captp_slots *slots,
 }
 
 /* The message's JSON after `reserve` free bytes, two more free after it
- * (see out.h). */
+ * (see out.h); `heap`: into the caller's buffer, o->buf and o->cap, which
+ * it takes back whatever the result. */
 static int encode_message(const vat_captp_msg *msg,
                           const vat_captp_slots *slots, size_t reserve,
-                          captp__out *o, vat_captp_error *err) {
+                          captp__out *o, bool heap, vat_captp_error *err) {
   captp__clear(err);
   if (msg == NULL || msg->type == VAT_CAPTP_UNKNOWN ||
       (size_t)msg->type >= N_TYPES)
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0,
                        "NULL argument or no known type");
   const char *type = type_names[msg->type];
-  TRY(err, captp__out_init(o, reserve) && PUT_LIT(o, "{\"type\":\"") &&
+  bool ready = heap ? captp__out_init_heap(o, reserve, o->buf, o->cap)
+                    : captp__out_init(o, reserve);
+  TRY(err, ready && PUT_LIT(o, "{\"type\":\"") &&
                captp__out_put(o, type, strlen(type)) && PUT_LIT(o, "\""));
   int rc = encode_fields(msg, slots, o, err);
   if (rc != VAT_OK)
@@ -312,7 +315,7 @@ static int encode_message(const vat_captp_msg *msg,
 int vat_captp_encode(const vat_captp_msg *msg, const vat_captp_slots *slots,
                      char **out, size_t *out_len, vat_captp_error *err) {
   captp__out o;
-  int rc = encode_message(msg, slots, 0, &o, err);
+  int rc = encode_message(msg, slots, 0, &o, false, err);
   if (rc != VAT_OK)
     return rc;
   if (out == NULL || out_len == NULL)
@@ -323,29 +326,59 @@ int vat_captp_encode(const vat_captp_msg *msg, const vat_captp_slots *slots,
   return VAT_OK;
 }
 
+enum { RESERVE = 12 };
+
 /* The header goes right before the JSON, in the space reserved for it:
  * the frame is one buffer, written once. */
-int vat_captp_encode_frame(const vat_captp_msg *msg,
-                           const vat_captp_slots *slots, char **out,
-                           size_t *out_len, vat_captp_error *err) {
-  enum { RESERVE = 12 };
-  captp__out o;
-  int rc = encode_message(msg, slots, RESERVE, &o, err);
-  if (rc != VAT_OK)
-    return rc;
-  if (out == NULL || out_len == NULL)
-    return VAT_EINVAL;
-  size_t len = o.len - RESERVE;
+static int frame(captp__out *o, char **out, size_t *out_len,
+                 vat_captp_error *err) {
+  size_t len = o->len - RESERVE;
   char header[12];
   size_t h = vat_netstring_header(len, header);
   if (h == 0)
     return captp__fail(err, VAT_EFRAMESIZE, VAT_CAPTP_ERR_TOO_LARGE, 0,
                        "%zu bytes", len);
-  char *frame = o.buf + RESERVE - h;
-  memcpy(frame, header, h);
-  frame[h + len] = ',';
-  frame[h + len + 1] = '\0';
-  *out = frame;
+  char *at = o->buf + RESERVE - h;
+  memcpy(at, header, h);
+  at[h + len] = ',';
+  at[h + len + 1] = '\0';
+  *out = at;
   *out_len = h + len + 1;
   return VAT_OK;
+}
+
+int vat_captp_encode_frame(const vat_captp_msg *msg,
+                           const vat_captp_slots *slots, char **out,
+                           size_t *out_len, vat_captp_error *err) {
+  captp__out o;
+  int rc = encode_message(msg, slots, RESERVE, &o, false, err);
+  if (rc != VAT_OK)
+    return rc;
+  if (out == NULL || out_len == NULL)
+    return VAT_EINVAL;
+  return frame(&o, out, out_len, err);
+}
+
+int vat_captp_encode_frame_into(vat_captp_frame_buf *buf,
+                                const vat_captp_msg *msg,
+                                const vat_captp_slots *slots, char **out,
+                                size_t *out_len, vat_captp_error *err) {
+  if (buf == NULL || out == NULL || out_len == NULL) {
+    captp__clear(err);
+    return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0, "NULL argument");
+  }
+  captp__out o = {.buf = buf->data, .cap = buf->cap};
+  int rc = encode_message(msg, slots, RESERVE, &o, true, err);
+  buf->data = o.buf; /* grown or not, still the caller's */
+  buf->cap = o.cap;
+  if (rc != VAT_OK)
+    return rc;
+  return frame(&o, out, out_len, err);
+}
+
+void vat_captp_frame_buf_free(vat_captp_frame_buf *buf) {
+  if (buf != NULL) {
+    free(buf->data);
+    *buf = (vat_captp_frame_buf){0};
+  }
 }

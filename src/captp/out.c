@@ -3,6 +3,7 @@
  * spelt as jansson spelt them. */
 #include <gc/gc.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "captp/out.h"
 
@@ -16,14 +17,23 @@ bool captp__out_init(captp__out *o, size_t reserve) {
   return o->buf != NULL;
 }
 
+bool captp__out_init_heap(captp__out *o, size_t reserve, char *buf,
+                          size_t cap) {
+  *o = (captp__out){.buf = buf, .start = reserve, .cap = cap, .heap = true};
+  if (!captp__out_room(o, reserve + 256)) /* as captp__out_init's */
+    return false;
+  o->len = reserve;
+  return true;
+}
+
 bool captp__out_grow(captp__out *o, size_t n) {
-  size_t cap = o->cap * 2;
+  size_t cap = o->cap ? o->cap * 2 : 256;
   while (cap - o->len < n + 2) {
     if (cap > SIZE_MAX / 2)
       return false;
     cap *= 2;
   }
-  char *grown = GC_REALLOC(o->buf, cap);
+  char *grown = o->heap ? realloc(o->buf, cap) : GC_REALLOC(o->buf, cap);
   if (grown == NULL)
     return false;
   o->buf = grown;

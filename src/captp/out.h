@@ -16,14 +16,19 @@
 /* The text is buf[start..len); `start` bytes are left free in front (a
  * netstring header goes there, so framing copies nothing) and two more are
  * always free after the text (a frame's ',' and a NUL). The buffer is the
- * collector's atomic memory. */
+ * collector's atomic memory, or (`heap`) malloc memory the caller keeps
+ * and reuses. */
 typedef struct captp__out {
   char *buf;
   size_t start, len, cap;
+  bool heap;
 } captp__out;
 
 /* False when out of memory. */
 bool captp__out_init(captp__out *o, size_t reserve);
+/* The same in `buf` (malloc memory of `cap` bytes, NULL and 0 at first),
+ * grown with realloc: the caller takes it back from o->buf, o->cap. */
+bool captp__out_init_heap(captp__out *o, size_t reserve, char *buf, size_t cap);
 /* Room for n more bytes (and the two spare); false when out of memory. */
 bool captp__out_grow(captp__out *o, size_t n);
 

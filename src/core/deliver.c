@@ -166,13 +166,28 @@ int vat__deliver_from_host(vat__msg *m) {
 }
 
 /* vat__deliver's rare cases: a vat of another system, or one that ended,
- * is overloaded or is counted (core/overload.h). A counted vat's run goes in
+ * is overloaded or is counted (core/overload.h), or a simulated world that
+ * watches its deliveries (core/system.h). A counted vat's run goes in
  * whole, behind its header; otherwise a header not pushed is recycled:
  * what is left after the overload's policy goes in as a plain chain. Out
  * of line, so that the common path saves no registers for them. */
 static __attribute__((noinline, cold)) void
 deliver_rare(vat__worker *w, vat__msg *header, vat__msg *first, vat__msg *last,
              vat__vat *to, uint8_t flags) {
+  vat_system *sys = w->sys;
+  if (w->deliver_direct == NULL && sys->det_hold != NULL) {
+    if (sys->det_hold(sys->det_hold_ctx, w, header, first, last))
+      return;
+    /* It may have delivered to `to` what it held before. */
+    flags = atomic_load_explicit(&to->flags, memory_order_acquire);
+    if (to->sys == sys &&
+        !(flags & (VAT__DEAD | VAT__OVERLOADED | VAT__COUNTED))) {
+      if (header ? vat__mailbox_push_header(&to->mailbox, header)
+                 : vat__mailbox_push_chain(&to->mailbox, first, last))
+        vat__schedule(&w->run, &to->task);
+      return;
+    }
+  }
   bool ordinary = first->fn != vat__run_urgent; /* before it may run */
   if (to->sys == w->sys && !(flags & (VAT__DEAD | VAT__OVERLOADED))) {
     size_t n = header ? vat__mailbox_run_len(header) : chain_len(first, last);
@@ -206,7 +221,7 @@ VAT__HOT void vat__deliver(vat__worker *w, vat__msg *header, vat__msg *first,
    * last measured it (core/overload.h): a hint, as the policy allows. */
   uint8_t flags = atomic_load_explicit(&to->flags, memory_order_acquire);
   if (__builtin_expect(
-          to->sys != w->sys ||
+          to->sys != w->deliver_direct ||
               (flags & (VAT__DEAD | VAT__OVERLOADED | VAT__COUNTED)),
           0)) {
     deliver_rare(w, header, first, last, to, flags);

@@ -63,6 +63,15 @@ struct vat_system {
   _Atomic uint64_t overload_dropped;
   uint64_t dropped_at_shutdown;
 
+  /* A simulated world's watch on deliveries (sim/), set on a host-driven
+   * system between run calls together with its worker's deliver_direct
+   * NULL: each delivery its worker makes asks it first, and it returns
+   * true when it took the chain (header, first..last, as vat__deliver
+   * gets them) to hand to vat__deliver itself later. NULL: none. */
+  bool (*det_hold)(void *ctx, vat__worker *w, vat__msg *header, vat__msg *first,
+                   vat__msg *last);
+  void *det_hold_ctx;
+
   /* Tracing (core/trace.h, trace/): on when trace_events is not 0. The
    * file's name (NULL: written only on request), and both clocks read
    * together at start, so ticks map to nanoseconds. */
@@ -71,6 +80,11 @@ struct vat_system {
   char *trace_path;
   uint64_t trace_tick0, trace_ns0;
   _Atomic bool trace_still; /* the workers are joined: no more events */
+  /* A simulated world's tracks (sim/): the writer asks it for each vat's
+   * track number (from 0) and name, -1 for one it does not know, and
+   * draws a track per vat instead of one per worker. NULL: per worker. */
+  int (*trace_vat_track)(void *ctx, const void *vat, char *name, size_t size);
+  void *trace_vat_track_ctx;
 };
 
 static inline int vat__system_state(vat_system *sys) {

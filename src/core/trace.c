@@ -38,8 +38,11 @@ vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
   r->flow_base = vat__trace_flow_base(sys->trace_tag, index);
   r->next_flow = r->flow_base | VAT__FLOW_LOOSE;
   atomic_init(&r->head, 0);
-  r->slow = ticks_per_us();
   r->stride = VAT__TRACE_STRIDE;
+  if (sys->virtual_clock)
+    r->virtual_now = &sys->virtual_now_ns;
+  else
+    r->slow = ticks_per_us();
   return r;
 }
 
@@ -50,6 +53,8 @@ vat__trace_ring *vat__trace_ring_new(vat_system *sys, unsigned index) {
 static uint64_t event_time(vat__trace_ring *r) {
   if (r->turn_ts != 0)
     return r->turn_ts;
+  if (r->virtual_now != NULL)
+    return vat__trace_virtual_time(r);
   r->clock = vat__trace_ticks();
   r->left = 0;
   r->group = 0;
@@ -129,5 +134,14 @@ void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason) {
 
 void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind) {
   record(r, kind, NULL);
+  vat__trace_publish(r);
+}
+
+void vat__trace_fault(vat__trace_ring *r, const vat__vat *v, const char *kind,
+                      const char *text, uint64_t step) {
+  vat__trace_event *e = record(r, VAT__TR_FAULT, v);
+  e->flow = step;
+  e->entity = kind;
+  e->what = text;
   vat__trace_publish(r);
 }

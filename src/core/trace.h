@@ -46,7 +46,9 @@
  * so long turns keep their true durations. Everything recorded during a turn
  * carries the turn's (group's) time; a turn ends where the next one begins, or
  * at the next event with a time of its own (IDLE, a dead letter). So a turn's
- * slice includes the few nanoseconds of scheduling that follow it. */
+ * slice includes the few nanoseconds of scheduling that follow it.
+ * A deterministic system's ring reads its virtual clock at every turn
+ * instead (vat__trace_virtual_time): no groups, no stride. */
 enum { VAT__TRACE_STRIDE = 16 };
 
 enum vat__trace_kind {
@@ -58,6 +60,8 @@ enum vat__trace_kind {
   VAT__TR_PARK,     /* the worker parks */
   VAT__TR_WAKE,     /* the worker is awake again */
   VAT__TR_IDLE,     /* the worker ran out of work: the last turn ended */
+  VAT__TR_FAULT,    /* a simulated world's fault struck vat (sim/): flow:
+                       its step; entity: its kind's name; what: its text */
 };
 
 /* What a message runs, as the file names it. */
@@ -130,6 +134,11 @@ typedef struct vat__trace_ring {
   uint64_t slow;            /* ticks per microsecond: a slow turn's average */
   vat__trace_event *events; /* collector memory, not scanned */
   const void **names;       /* each slot's `what`, scanned: see above */
+  /* A deterministic system's ring reads its virtual clock instead (see
+   * vat__trace_virtual_time): the system's clock, or NULL; and the
+   * earliest time the next turn may have, 1 ns past the last turn's. */
+  const _Atomic uint64_t *virtual_now;
+  uint64_t virtual_next;
 } vat__trace_ring;
 
 /** A clock that is cheap to read on every turn: the time-stamp counter
@@ -142,6 +151,19 @@ static inline uint64_t vat__trace_ticks(void) {
 #else
   return vat__monotonic_ns();
 #endif
+}
+
+/** The time of an event in a deterministic system: its virtual clock, in
+ *  nanoseconds plus one (so that no time is 0, which `turn_ts` reads as
+ *  "between turns"), or, when that is earlier, the time after the last
+ *  turn's. Each turn takes the time this gives and moves it on by one: so
+ *  turns at one virtual instant are 1 ns apart, in the order they ran,
+ *  and whatever is recorded between two turns (a fault, a timer's send,
+ *  the worker going idle) has the time of the turn that follows. */
+static inline uint64_t vat__trace_virtual_time(const vat__trace_ring *r) {
+  /* Acquire: pairs with vat_system_advance_clock's update. */
+  uint64_t now = atomic_load_explicit(r->virtual_now, memory_order_acquire) + 1;
+  return now > r->virtual_next ? now : r->virtual_next;
 }
 
 /** A ring of sys->trace_events slots or more, for worker number `index`. */
@@ -173,6 +195,11 @@ void vat__trace_spawn(vat__trace_ring *r, const vat__vat *v,
                       const vat__vat *parent);
 void vat__trace_exit(vat__trace_ring *r, const vat__vat *v, vat_value reason);
 void vat__trace_mark(vat__trace_ring *r, enum vat__trace_kind kind);
+/** A fault a simulated world injected (sim/) into `v` at `step`: `kind`
+ *  names it (a string that lives for ever), `text` says it as its plan
+ *  does (collector memory: the ring keeps it until its slot is reused). */
+void vat__trace_fault(vat__trace_ring *r, const vat__vat *v, const char *kind,
+                      const char *text, uint64_t step);
 /** What `m` runs, for the file's name of a turn or send, and its form.
  *  Inline: once per traced turn and per traced send. */
 static inline const void *vat__trace_what(const vat__msg *m, uint16_t *form) {
@@ -192,6 +219,11 @@ static inline const void *vat__trace_what(const vat__msg *m, uint16_t *form) {
  *  of turns (see the top), the group's reading otherwise. */
 static inline uint64_t vat__trace_turn_clock(vat__trace_ring *r) {
   if (__builtin_expect(r->left == 0, 0)) {
+    if (r->virtual_now != NULL) { /* `left` stays 0: every turn reads it */
+      uint64_t t = vat__trace_virtual_time(r);
+      r->virtual_next = t + 1;
+      return t;
+    }
     uint64_t now = vat__trace_ticks();
     /* The group just ended averaged a microsecond or more per turn: time
      * each turn alone, until a stride's worth of turns in a row were fast.

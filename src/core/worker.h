@@ -39,6 +39,11 @@ struct vat__worker {
    * traced, which the hot path tests once per turn and per commit. */
   struct vat__trace_ring *trace;
   vat_system *sys;
+  /* The system whose vats vat__deliver reaches on its fast path: `sys`,
+   * or NULL while a simulated world watches every delivery (det_hold in
+   * core/system.h), which sends them all down the rare path at no cost
+   * to the fast one's test. */
+  vat_system *deliver_direct;
   vat__counter delivered, dead_letters, spawned, terminated;
   /* For snapshots (vat_system_inspect), off the message path: parks, and
    * nanoseconds spent parked; `park_since` is when the current park began

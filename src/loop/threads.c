@@ -144,6 +144,7 @@ static vat__worker *worker_new(vat_system *sys, unsigned index) {
   memset(w, 0, sizeof *w);
   vat__runner_init(&w->run, &sys->sched, index);
   w->sys = sys;
+  w->deliver_direct = sys;
   vat__msgpool_join(&w->pool, &sys->depot);
   if (sys->trace_events != 0)
     w->trace = vat__trace_ring_new(sys, index);

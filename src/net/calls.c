@@ -3,8 +3,9 @@
  * The peer's questions (CTP_BOOTSTRAP, CTP_CALL) become requests in message
  * form to the local ref, and each answer goes back as CTP_RETURN once its
  * promise settled: a promise that follows another is followed, never sent.
- * Each answer's promise is kept under the question's number, so a call the
- * peer pipelines on it (target "q-N") is delivered to what it resolves to.
+ * Each answer is kept under the question's number (its promise, then,
+ * once sent, what it settled to), so a call the peer pipelines on it
+ * (target "q-N") is delivered to what it resolves to.
  *
  * Our questions (made by proxies, slots.c, and the bootstrap question) are
  * settled here by the peer's CTP_RETURN. */
@@ -15,9 +16,20 @@
 
 #include "internal.h"
 
+/* One of the peer's questions: what its answer needs, and, kept for
+ * calls the peer pipelines on it, the answer itself. Until it is settled
+ * and sent that is the promise; then, unless a pipelined call already
+ * waits on the promise, only what such a call needs: a ref it resolved
+ * to, or why it broke. A settled promise kept whole (its request's state,
+ * its vat) cost ~440 bytes, and the last max_questions answers are kept:
+ * 44 MB of live heap that every collection marked. */
 typedef struct answer_ctx {
   const char *qid;
-  vat_ref *target; /* the ref the call went to; NULL: none, or not known */
+  vat_ref *target;     /* the ref the call went to; NULL: none, or not known */
+  vat_promise *answer; /* NULL once settled and compacted */
+  vat_value settled;   /* then: the ref it resolved to, null, or the reason */
+  bool broken;         /* ...it broke with `settled` */
+  bool pipelined;      /* a call on it waits on `answer` (vat_when) */
 } answer_ctx;
 
 static vat_value error_text(const char *code, const char *text) {
@@ -56,6 +68,16 @@ static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,
   answer_ctx *a = ctx;
   c->open_answers--;
   send_return(turn, c, a, resolved, value);
+  a->target = NULL;
+  /* A call pipelined on it before now waits on the promise (vat_when), so
+   * later ones must too, to stay behind it. */
+  if (!a->pipelined) {
+    a->answer = NULL;
+    a->broken = !resolved;
+    bool target = vat_value_ref(value) != NULL ||
+                  vat_value_promise(value) != NULL || !resolved;
+    a->settled = target ? value : vat_null();
+  }
   net_take_waiting_frames(turn, c);
 }
 
@@ -63,7 +85,7 @@ static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,
  * max_questions answers, in a ring of their numbers that grows to that
  * size (Endo keeps every answer for ever; a long connection would). The
  * peer pipelines on a question as it asks it, so only recent ones count. */
-static void keep_answer(net_conn *c, uint64_t n, vat_promise *p) {
+static void keep_answer(net_conn *c, uint64_t n, answer_ctx *a) {
   net_answer_ring *r = &c->kept;
   if (r->len == r->cap && r->cap < c->max_questions) {
     size_t cap = r->cap ? r->cap * 2 : 64;
@@ -83,20 +105,21 @@ static void keep_answer(net_conn *c, uint64_t n, vat_promise *p) {
   }
   r->ids[(r->head + r->len) % r->cap] = n;
   r->len++;
-  net_table_put(&c->answers, n, p);
+  net_table_put(&c->answers, n, a);
 }
 
 /* Keeps the answer for pipelining and sends it back once settled. */
 static void answer_with(vat_turn *turn, net_conn *c, const char *qid,
                         vat_ref *target, vat_promise *p) {
-  uint64_t n = net_parse(qid, 'q', '-');
-  if (n != 0 && net_table_get(&c->answers, n) == NULL)
-    keep_answer(c, n, p);
   answer_ctx *a = GC_MALLOC(sizeof *a);
   if (a == NULL)
     return;
   a->qid = qid;
   a->target = target;
+  a->answer = p;
+  uint64_t n = net_parse(qid, 'q', '-');
+  if (n != 0 && net_table_get(&c->answers, n) == NULL)
+    keep_answer(c, n, a);
   c->open_answers++;
   vat_when(turn, p, answered, a);
 }
@@ -179,7 +202,7 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   uint64_t obj = net_parse(m->target, 'o', '-');
   uint64_t q = obj ? 0 : net_parse(m->target, 'q', '-');
   vat_ref *target = NULL;
-  vat_promise *answer = NULL;
+  answer_ctx *answer = NULL;
   if (obj != 0)
     target = net_table_get(&c->exports, obj);
   else if (q != 0 && q == c->peer_bootstrap_q && c->bootstrap != NULL)
@@ -211,7 +234,12 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
     return;
   pc->method = name;
   pc->args = args;
-  vat_when(turn, answer, target_settled, pc);
+  if (answer->answer != NULL) {
+    answer->pipelined = true;
+    vat_when(turn, answer->answer, target_settled, pc);
+  } else {
+    target_settled(turn, c, pc, !answer->broken, answer->settled);
+  }
   answer_with(turn, c, m->id, NULL, p);
 }
 

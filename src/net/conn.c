@@ -9,7 +9,7 @@
  * I/O says the socket is closed (net_on_io_done). */
 #define GC_THREADS 1
 #include <gc/gc.h>
-#include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +63,23 @@ int net_out_limits(const vat_conn_options *opt, size_t *pause, size_t *max) {
   return VAT_OK;
 }
 
+/* Digits written by hand: snprintf cost ~950 instructions a name, and a
+ * call names its target and its question. */
 const char *net_name(char kind, char sign, uint64_t n) {
-  char buf[VAT_CAPTP_SLOT_MAX];
-  int len = snprintf(buf, sizeof buf, "%c%c%" PRIu64, kind, sign, n);
-  char *s = GC_MALLOC_ATOMIC((size_t)len + 1);
-  if (s != NULL)
-    memcpy(s, buf, (size_t)len + 1);
+  char digits[20];
+  size_t len = 0;
+  do {
+    digits[len++] = (char)('0' + n % 10);
+    n /= 10;
+  } while (n > 0);
+  char *s = GC_MALLOC_ATOMIC(len + 3);
+  if (s == NULL)
+    return NULL;
+  s[0] = kind;
+  s[1] = sign;
+  for (size_t i = 0; i < len; i++)
+    s[2 + i] = digits[len - 1 - i];
+  s[2 + len] = '\0';
   return s;
 }
 
@@ -89,6 +100,41 @@ uint64_t net_parse(const char *s, char kind, char sign) {
 static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
                      bool tell_peer, bool drop);
 
+/* Each thread that runs connection turns encodes into a buffer of its
+ * own, reused frame after frame (the socket or the output queue copies
+ * the frame before the next is encoded): a fresh collector block per
+ * frame was an allocation, and its share of the collections, per call on
+ * both sides. Freed when the thread exits; NULL (no key, no memory) falls
+ * back to the collector's. */
+static pthread_key_t encode_key;
+static pthread_once_t encode_once = PTHREAD_ONCE_INIT;
+static bool encode_key_made;
+
+static void encode_buf_free(void *b) {
+  vat_captp_frame_buf_free(b);
+  free(b);
+}
+
+static void make_encode_key(void) {
+  encode_key_made = pthread_key_create(&encode_key, encode_buf_free) == 0;
+}
+
+static vat_captp_frame_buf *encode_buf(void) {
+  pthread_once(&encode_once, make_encode_key);
+  if (!encode_key_made)
+    return NULL;
+  vat_captp_frame_buf *b = pthread_getspecific(encode_key);
+  if (b == NULL && (b = calloc(1, sizeof *b)) != NULL &&
+      pthread_setspecific(encode_key, b) != 0) {
+    free(b);
+    b = NULL;
+  }
+  return b;
+}
+
+/* A buffer a large frame grew is not kept past it. */
+enum { ENCODE_KEEP = 64 * 1024 };
+
 int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
              vat_captp_error *err) {
   if (c->ended || c->io == NULL)
@@ -97,7 +143,10 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
   vat_captp_slots slots = net_slots(&ctx);
   char *frame;
   size_t len, queued;
-  int rc = vat_captp_encode_frame(msg, &slots, &frame, &len, err);
+  vat_captp_frame_buf *buf = encode_buf();
+  int rc =
+      buf ? vat_captp_encode_frame_into(buf, msg, &slots, &frame, &len, err)
+          : vat_captp_encode_frame(msg, &slots, &frame, &len, err);
   if (rc != VAT_OK)
     return rc;
   /* More messages waiting for this vat (beyond the one it handles) are
@@ -108,7 +157,10 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
    * (see held() in io.c); all else answers the peer. */
   if (msg->type != VAT_CAPTP_CALL && msg->type != VAT_CAPTP_BOOTSTRAP)
     flags |= NET_WRITE_ANSWER;
-  switch (net_io_write(c->io, frame, len, flags, &queued)) {
+  int wrote = net_io_write(c->io, frame, len, flags, &queued);
+  if (buf != NULL && buf->cap > ENCODE_KEEP) /* the write copied the frame */
+    vat_captp_frame_buf_free(buf);
+  switch (wrote) {
   case NET_WRITE_OK:
     return VAT_OK;
   case NET_WRITE_NOMEM:
@@ -348,6 +400,13 @@ void net_on_frame(vat_turn *turn, void *state, void *arg) {
     net_end(turn, c, "out of memory", true);
   }
   take_frame(turn, c, f);
+}
+
+void net_on_frames(vat_turn *turn, void *state, void *arg) {
+  net_frames *run = arg;
+  net_frame *f = net_frames_first(run);
+  for (size_t i = 0; i < run->count; i++, f = net_frames_next(f))
+    net_on_frame(turn, state, f);
 }
 
 void net_take_waiting_frames(vat_turn *turn, net_conn *c) {

@@ -2,11 +2,11 @@
  * every other connection (loop.h), or on the host's loop
  * (vat_conn_options.loop), run by the host.
  *
- * Reads: bytes go through a netstring reader; each complete frame is
- * copied into collector memory and sent to the connection vat as a
- * net_on_frame message (vat_host_send: the shared loop's thread is
- * registered, being made by the collector's pthread_create; the host's
- * loop thread was registered when it opened the connection, or
+ * Reads: bytes go through a netstring reader; the complete frames of a
+ * read are copied into one block of collector memory and sent to the
+ * connection vat as one net_on_frames message (vat_host_send: the shared loop's
+ * thread is registered, being made by the collector's pthread_create; the
+ * host's loop thread was registered when it opened the connection, or
  * vat_conn_open failed there). The first failure (end of
  * stream, read or write error, bad frame) sends one net_on_lost and
  * closes the socket; a write that fails because the peer hung up first
@@ -32,8 +32,8 @@
  * conn ref in it keeps the vat reachable while the loop side runs) with
  * three owners: the loop side (its handles, until all are closed), the
  * connection vat, and the vat_conn handle (and, while it is posted, the
- * shared loop's list), so that vat_conn_close may still close the socket after the
- * system shut down. The last to let go frees it. The vat lets go when it
+ * shared loop's list), so that vat_conn_close may still close the socket after
+ * the system shut down. The last to let go frees it. The vat lets go when it
  * ends (its on_stop) or, when its system stopped with it alive and on_stop
  * never runs, when it is collected: its state holds a small finalized
  * object, the net_io_owner; the handle's share is one too. */
@@ -348,30 +348,62 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   *buf = uv_buf_init(io->in, READ_BUFFER);
 }
 
-static bool deliver(net_io *io, const char *frame, size_t len) {
-  net_frame *f = GC_MALLOC_ATOMIC(sizeof *f + len + 1);
-  if (f == NULL)
+/* A frame read and not yet handed to the vat: in the read buffer, or
+ * (a frame split across reads) in the netstring reader's, which its next
+ * read may overwrite. */
+typedef struct frame_ref {
+  const char *data;
+  size_t len;
+} frame_ref;
+
+/* Frames handed to the vat in one message at most (their bytes are one
+ * read's, or one frame that was split). */
+enum { RUN_MAX = 256 };
+
+/* Copies the frames into one block of collector memory and sends it as
+ * one message (net_on_frames): one allocation, one message and one turn
+ * for every frame of a read. False once the system is closing. */
+static bool deliver(net_io *io, const frame_ref *run, size_t n) {
+  size_t size = sizeof(net_frames), bytes = 0;
+  for (size_t i = 0; i < n; i++) {
+    size += net_frame_size(run[i].len);
+    bytes += run[i].len;
+  }
+  net_frames *frames = GC_MALLOC_ATOMIC(size);
+  if (frames == NULL)
     return false;
-  f->len = len;
-  memcpy(f->data, frame, len);
-  f->data[len] = '\0';
-  atomic_fetch_add(&io->in_pending, len);
+  frames->count = n;
+  net_frame *f = net_frames_first(frames);
+  for (size_t i = 0; i < n; i++, f = net_frames_next(f)) {
+    f->len = run[i].len;
+    memcpy(f->data, run[i].data, run[i].len);
+    f->data[run[i].len] = '\0';
+  }
+  atomic_fetch_add(&io->in_pending, bytes);
   /* Fails only once the system is closing: nobody is left to tell. */
-  if (vat_host_send(io->conn, net_on_frame, f) == VAT_OK)
+  if (vat_host_send(io->conn, net_on_frames, frames) == VAT_OK)
     return true;
-  atomic_fetch_sub(&io->in_pending, len);
+  atomic_fetch_sub(&io->in_pending, bytes);
   return false;
 }
 
-/* Frames the bytes of one read and hands each complete one to the vat;
- * stops once the connection is lost (a bad frame, the system closing). */
+/* Frames the bytes of one read and hands the complete ones to the vat, in
+ * runs; stops once the connection is lost (a bad frame, the system
+ * closing), the frames before a bad one handed over first. */
 static void consume(net_io *io, const char *p, size_t left) {
+  frame_ref run[RUN_MAX];
+  size_t n = 0;
+  const char *start = p, *stop = p + left;
   while (left > 0 && !io->finishing) {
     size_t used = 0, len = 0;
     const char *frame = NULL;
     vat_captp_error err;
     int rc = vat_netstring_read(io->reader, p, left, &used, &frame, &len, &err);
     if (rc < 0) {
+      if (n > 0 && !deliver(io, run, n)) {
+        lost(io, "system closed", NULL);
+        return;
+      }
       char detail[200];
       snprintf(detail, sizeof detail, "%s at byte %zu",
                vat_captp_err_text(err.code), err.offset);
@@ -380,11 +412,22 @@ static void consume(net_io *io, const char *p, size_t left) {
     }
     p += used;
     left -= used;
-    if (rc == 1 && !deliver(io, frame, len)) {
-      lost(io, "system closed", NULL);
-      return;
+    if (rc != 1)
+      continue;
+    run[n++] = (frame_ref){frame, len};
+    /* One gathered in the reader's buffer goes before the reader reuses
+     * it; the frames in the read buffer stay there until we return. */
+    bool in_place = frame >= start && frame < stop;
+    if (!in_place || n == RUN_MAX) {
+      if (!deliver(io, run, n)) {
+        lost(io, "system closed", NULL);
+        return;
+      }
+      n = 0;
     }
   }
+  if (n > 0 && !io->finishing && !deliver(io, run, n))
+    lost(io, "system closed", NULL);
 }
 
 typedef struct {
@@ -686,8 +729,7 @@ void net_io_posted(net_posted *p) {
       io->sock = -1; /* no send may reach a number reused after this */
       pthread_mutex_unlock(&io->mu);
       close(io->fd); /* not the handle's: libuv took it only on success */
-    }
-    else
+    } else
       rc = uv_read_start(&io->s.stream, on_alloc, on_read);
     io->fd = -1;
     if (rc != 0)

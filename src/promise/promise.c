@@ -216,6 +216,26 @@ void vat__promise_track(vat__vat *v, vat_promise *p) {
   ps->items[ps->n++] = p;
 }
 
+bool vat__promises_time_out(vat__vat *v) {
+  vat__vat_ext *ext = vat__ext_peek(v);
+  struct vat__promises *ps = ext ? ext->promises : NULL;
+  for (size_t i = 0; ps != NULL && i < ps->n; i++) {
+    vat_promise *p = ps->items[i];
+    pthread_mutex_lock(&p->lock);
+    bool due = p->timeout != NULL &&
+               !vat__promise_is_settled(
+                   atomic_load_explicit(&p->state, memory_order_relaxed));
+    pthread_mutex_unlock(&p->lock);
+    if (due) {
+      /* What the timeout's timer runs when it fires (request.c). */
+      vat__promise_settle(p, ST_BROKEN, vat_atom_value(vat__reason.timeout),
+                          NULL, true);
+      return true;
+    }
+  }
+  return false;
+}
+
 static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   (void)w;
   struct vat__promises *ps = v->ext->promises;

@@ -2,18 +2,22 @@
  * seed, run a step at a time, checked after every turn and at the end. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/system.h"
+#include "sim/hold.h"
 #include "sim/parallel.h"
 #include "sim/progress.h"
+#include "sim/run.h"
 #include "sim/world.h"
 #include "util/mem.h"
 #include "vat/host.h"
 #include "vat/sim.h"
+#include "vat/trace.h"
 
 void vat_sim_options_default(vat_sim_options *o) {
   if (o == NULL)
@@ -22,6 +26,9 @@ void vat_sim_options_default(vat_sim_options *o) {
                          .pct_depth = 3,
                          .pct_steps = 1000,
                          .max_faults = 1,
+                         .max_delay_steps = 8,
+                         .max_jitter_ns = 1000000000ull,
+                         .shrink_runs = 200,
                          .max_turns = 1000000,
                          .deadline_ns = 60000000000ull,
                          .jobs = 1};
@@ -36,162 +43,286 @@ static int valid(const vat_sim_scenario *sc, const vat_sim_options *o,
       (o->strategy != VAT_SIM_RANDOM && o->strategy != VAT_SIM_PCT) ||
       o->jobs > VAT_SIM_MAX_JOBS)
     return VAT_EINVAL;
+  unsigned kinds = o->fault_kinds ? o->fault_kinds : VAT_SIM_FAULTS_DEFAULT;
+  if ((kinds & ~VAT_SIM_FAULTS_ALL) ||
+      ((kinds & VAT_SIM_FAULT(VAT_SIM_DELAY)) && o->max_delay_steps == 0) ||
+      ((kinds & VAT_SIM_FAULT(VAT_SIM_JITTER)) && o->max_jitter_ns == 0))
+    return VAT_EINVAL;
   return VAT_OK;
 }
 
-static const char *strategy_name(vat_sim_strategy s) {
-  return s == VAT_SIM_PCT ? "pct" : "random";
+/* --- The report ----------------------------------------------------------- */
+
+static void strategy_text(const vat_sim_options *o, char *buf, size_t size) {
+  if (o->strategy == VAT_SIM_PCT)
+    snprintf(buf, size, "pct d=%u k=%" PRIu64, o->pct_depth, o->pct_steps);
+  else
+    snprintf(buf, size, "random");
 }
 
-static void describe(const vat__sim_world *w, uint64_t seed,
-                     const vat_sim_scenario *sc, vat_sim_result *r) {
-  const vat_sim_options *o = &w->opt;
-  size_t at = 0;
-  r->plan[0] = '\0';
+/* The drawn faults' settings, as the replay line recalls them. */
+static void faults_text(const vat_sim_options *o, char *buf, size_t size) {
+  size_t at = (size_t)snprintf(buf, size, ", fault rate %g max %u",
+                               o->fault_rate, o->max_faults);
+  unsigned kinds = o->fault_kinds ? o->fault_kinds : VAT_SIM_FAULTS_DEFAULT;
+  if (kinds == VAT_SIM_FAULTS_DEFAULT)
+    return;
+  for (int k = 0; vat__sim_fault_name(k) != NULL && at < size; k++)
+    if (kinds & VAT_SIM_FAULT(k))
+      at += (size_t)snprintf(buf + at, size - at, "%s%s",
+                             kinds & (VAT_SIM_FAULT(k) - 1) ? "|" : " kinds ",
+                             vat__sim_fault_name(k));
+}
+
+void vat__sim_replay_line(const vat_sim_scenario *sc, const vat_sim_options *o,
+                          uint64_t seed, const char *plan, char *buf,
+                          size_t size) {
+  char strategy[64], faults[128] = "";
+  strategy_text(o, strategy, sizeof strategy);
+  if (plan == NULL) {
+    faults_text(o, faults, sizeof faults);
+    snprintf(buf, size,
+             "replay: VAT_SIM_SEED=%" PRIu64 " (scenario %s, %s%s), or "
+             "vat_sim_replay(scenario, options, %" PRIu64 ", out)",
+             seed, sc->name ? sc->name : "?", strategy, faults, seed);
+  } else {
+    snprintf(buf, size,
+             "replay: VAT_SIM_SEED=%" PRIu64 " VAT_SIM_PLAN='%s' (scenario "
+             "%s, %s), or vat_sim_replay(scenario, options, %" PRIu64
+             ", out) with options.plan that plan",
+             seed, plan, sc->name ? sc->name : "?", strategy, seed);
+  }
+}
+
+/* The seed's figures, its plan and its replay line, from its world. */
+static void report(const vat__sim_world *w, uint64_t seed,
+                   const vat_sim_scenario *sc, vat_sim_result *r) {
+  r->seed = seed;
+  r->steps = w->steps;
+  r->digest = w->digest;
+  r->nfaults = w->nfaults;
+  r->total_faults += w->nfaults;
+  memset(r->faults, 0, sizeof r->faults);
   unsigned shown = w->nfaults < VAT_SIM_MAX_REPORTED_FAULTS
                        ? w->nfaults
                        : VAT_SIM_MAX_REPORTED_FAULTS;
-  for (unsigned i = 0; i < shown && at < sizeof r->plan; i++) {
-    char buf[32];
-    const vat_sim_fault *f = &w->faults[i];
-    int n = snprintf(r->plan + at, sizeof r->plan - at,
-                     "%sstep %" PRIu64 ": %s %s", i ? "; " : "", f->step,
-                     f->kind == VAT_SIM_KILL ? "kill" : "fail",
-                     vat__sim_vat_name(w, f->vat, buf, sizeof buf));
-    at += n > 0 ? (size_t)n : 0;
-  }
-  if (w->nfaults == 0)
-    snprintf(r->plan, sizeof r->plan, "none");
-  char strategy[64];
-  if (o->strategy == VAT_SIM_PCT)
-    snprintf(strategy, sizeof strategy, "pct d=%u k=%" PRIu64, o->pct_depth,
-             o->pct_steps);
-  else
-    snprintf(strategy, sizeof strategy, "%s", strategy_name(o->strategy));
-  snprintf(r->replay, sizeof r->replay,
-           "replay: VAT_SIM_SEED=%" PRIu64 " (scenario %s, %s, fault rate %g"
-           " max %u), or vat_sim_replay(scenario, options, %" PRIu64 ", out)",
-           seed, sc->name ? sc->name : "?", strategy, o->fault_rate,
-           o->max_faults, seed);
+  if (shown)
+    memcpy(r->faults, w->faults, shown * sizeof *r->faults);
+  r->plan_missed = 0;
+  for (unsigned j = 0; w->plan != NULL && j < w->plan->n; j++)
+    r->plan_missed += !w->planned_done[j];
+  vat__sim_plan_format(w, r->plan, sizeof r->plan);
+  vat__sim_replay_line(sc, &w->opt, seed, w->plan ? r->plan : NULL, r->replay,
+                       sizeof r->replay);
 }
 
-/* Runs one seed's world to its end; false when it failed (r->message). */
-static bool run_seed(const vat_sim_scenario *sc, const vat_sim_options *o,
-                     uint64_t seed, vat_sim_result *r, int *err) {
+/* The seed's figures when its world's system could not be made: none
+ * but the seed, and why. */
+static void no_world(const vat__sim_world *w, uint64_t seed,
+                     const vat_sim_scenario *sc, int err, vat_sim_result *r) {
+  r->turns = r->now_ns = 0;
+  r->verdict = VAT_SIM_PASSED;
+  snprintf(r->message, sizeof r->message,
+           "the world's system could not be made: vat_system_new returned "
+           "%s (%s)",
+           vat_err_name(err), vat_strerror(err));
+  report(w, seed, sc, r);
+}
+
+/* --- One seed ------------------------------------------------------------- */
+
+static vat_sim_verdict fail(vat_sim_result *r, vat_sim_verdict v,
+                            const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static vat_sim_verdict fail(vat_sim_result *r, vat_sim_verdict v,
+                            const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->message, sizeof r->message, fmt, ap);
+  va_end(ap);
+  return v;
+}
+
+/* A stop fault struck at this step: the system stops now, and the check
+ * has the last word. */
+static vat_sim_verdict stop(const vat_sim_scenario *sc, vat__sim_world *w,
+                            void *world, vat_sim_result *r) {
+  vat__sim_hold_release(w, true);
+  w->sys->sched.det_choose = NULL;
+  vat_system_shutdown(w->sys, 0);
+  char why[200] = "";
+  if (sc->check && !sc->check(world, true, why, sizeof why))
+    return fail(r, VAT_SIM_BROKE_INVARIANT,
+                "invariant after the stop at step %" PRIu64 ": %s", w->steps,
+                why);
+  return VAT_SIM_PASSED;
+}
+
+/* Runs the world's steps until it ends; the verdict, with r->message. */
+static vat_sim_verdict run_steps(const vat_sim_scenario *sc, vat__sim_world *w,
+                                 void *world, uint64_t start, uint64_t *turns,
+                                 vat_sim_result *r) {
+  const vat_sim_options *o = &w->opt;
+  vat_system *sys = w->sys;
+  char why[200] = "";
+  for (;;) {
+    vat__sim_hold_release(w, false);
+    vat_run_result rr;
+    int rc = vat_system_run(sys, 1, 0, &rr);
+    if (rc != VAT_OK)
+      return fail(r, VAT_SIM_RUN_FAILED, "run call failed: %d", rc);
+    *turns += rr.turns;
+    if (w->stop) /* even when the step ran no turn (a drop) */
+      return stop(sc, w, world, r);
+    if (rr.turns > 0) {
+      if (sc->check && !sc->check(world, false, why, sizeof why))
+        return fail(r, VAT_SIM_BROKE_INVARIANT,
+                    "invariant after turn %" PRIu64 ": %s", *turns, why);
+      if (*turns >= o->max_turns)
+        return fail(r, VAT_SIM_TOO_MANY_TURNS,
+                    "liveness: %" PRIu64 " turns and not quiescent", *turns);
+      continue;
+    }
+    if (rr.more)
+      continue;
+    if (vat__sim_holding(w)) { /* nothing runs until they arrive */
+      vat__sim_hold_release(w, true);
+      continue;
+    }
+    int64_t ns;
+    vat_system_next_timer(sys, &ns);
+    uint64_t now = vat_system_now(sys) - start;
+    if (ns < 0)
+      break; /* quiescent */
+    if (now + (uint64_t)ns > o->deadline_ns)
+      return fail(r, VAT_SIM_MISSED_DEADLINE,
+                  "liveness: deadline %.3f s passed (virtual) and not "
+                  "quiescent",
+                  o->deadline_ns * 1e-9);
+    if (ns > 0)
+      vat_system_advance_clock(sys, (uint64_t)ns);
+  }
+  if (sc->check && !sc->check(world, true, why, sizeof why))
+    return fail(r, VAT_SIM_BROKE_INVARIANT, "invariant at quiescence: %s", why);
+  if (sc->done && !sc->done(world))
+    return fail(r, VAT_SIM_STUCK,
+                "liveness: quiescent at %.3f s (virtual) and not done: stuck "
+                "before the deadline %.3f s",
+                (vat_system_now(sys) - start) * 1e-9, o->deadline_ns * 1e-9);
+  return VAT_SIM_PASSED;
+}
+
+static bool may_delay(const vat_sim_options *o, const vat__sim_plan *plan) {
+  if (plan != NULL) {
+    for (unsigned j = 0; j < plan->n; j++)
+      if (plan->faults[j].kind == VAT_SIM_DELAY)
+        return true;
+    return false;
+  }
+  unsigned kinds = o->fault_kinds ? o->fault_kinds : VAT_SIM_FAULTS_DEFAULT;
+  return o->fault_rate > 0 && (kinds & VAT_SIM_FAULT(VAT_SIM_DELAY));
+}
+
+vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
+                                  const vat_sim_options *o,
+                                  const vat__sim_plan *plan, uint64_t seed,
+                                  const char *trace_path, vat_sim_result *r,
+                                  int *err) {
   vat__sim_world *w = vat__gc_alloc(sizeof *w);
-  vat__sim_world_init(w, o, seed);
+  vat__sim_world_init(w, o, plan, seed);
   vat_config cfg;
   vat_config_default(&cfg);
   cfg.workers = 0;
   cfg.deterministic = true;
   cfg.seed = seed;
   cfg.on_crash = NULL;
-  vat_system *sys;
-  if ((*err = vat_system_new(&cfg, &sys)) != VAT_OK)
-    return true;
+  cfg.trace_path = trace_path ? "" : NULL; /* "": written below */
+  r->message[0] = '\0';
+  if ((*err = vat_system_new(&cfg, &w->sys)) != VAT_OK) {
+    no_world(w, seed, sc, *err, r);
+    return NULL;
+  }
+  vat_system *sys = w->sys;
   sys->sched.det_choose = vat__sim_choose;
   sys->sched.det_choose_ctx = w;
+  sys->trace_vat_track = vat__sim_track;
+  sys->trace_vat_track_ctx = w;
+  if (may_delay(o, plan))
+    vat__sim_hold_watch(w);
   uint64_t start = vat_system_now(sys), turns = 0;
-  bool ok = false;
-  char why[200] = "";
   void *world = sc->setup(sys, sc->ctx);
-  if (world == NULL) {
-    snprintf(r->message, sizeof r->message, "setup failed");
-    goto end;
-  }
-  for (;;) {
-    vat_run_result rr;
-    int rc = vat_system_run(sys, 1, 0, &rr);
-    if (rc != VAT_OK) {
-      snprintf(r->message, sizeof r->message, "run call failed: %d", rc);
-      goto end;
-    }
-    if (rr.turns > 0) {
-      turns += rr.turns;
-      if (sc->check && !sc->check(world, false, why, sizeof why)) {
-        snprintf(r->message, sizeof r->message,
-                 "invariant after turn %" PRIu64 ": %s", turns, why);
-        goto end;
-      }
-      if (turns >= o->max_turns) {
-        snprintf(r->message, sizeof r->message,
-                 "liveness: %" PRIu64 " turns and not quiescent", turns);
-        goto end;
-      }
-      continue;
-    }
-    if (rr.more)
-      continue;
-    int64_t ns;
-    vat_system_next_timer(sys, &ns);
-    uint64_t now = vat_system_now(sys) - start;
-    if (ns < 0)
-      break; /* quiescent */
-    if (now + (uint64_t)ns > o->deadline_ns) {
-      snprintf(r->message, sizeof r->message,
-               "liveness: deadline %.3f s passed (virtual) and not quiescent",
-               o->deadline_ns * 1e-9);
-      goto end;
-    }
-    if (ns > 0)
-      vat_system_advance_clock(sys, (uint64_t)ns);
-  }
-  if (sc->check && !sc->check(world, true, why, sizeof why)) {
-    snprintf(r->message, sizeof r->message, "invariant at quiescence: %s", why);
-    goto end;
-  }
-  if (sc->done && !sc->done(world)) {
-    snprintf(r->message, sizeof r->message,
-             "liveness: quiescent at %.3f s (virtual) and not done: stuck "
-             "before the deadline %.3f s",
-             (vat_system_now(sys) - start) * 1e-9, o->deadline_ns * 1e-9);
-    goto end;
-  }
-  ok = true;
-end:
-  r->seed = seed;
+  r->verdict = world == NULL ? fail(r, VAT_SIM_SETUP_FAILED, "setup failed")
+                             : run_steps(sc, w, world, start, &turns, r);
   r->turns = turns;
-  r->steps = w->steps;
-  r->digest = w->digest;
-  r->now_ns = vat_system_now(sys) - start;
   r->total_turns += turns;
-  r->total_faults += w->nfaults;
-  r->nfaults = w->nfaults;
-  memcpy(r->faults, w->faults, sizeof r->faults);
-  describe(w, seed, sc, r);
-  sys->sched.det_choose = NULL; /* shutdown's drain is not a step */
+  r->now_ns = vat_system_now(sys) - start;
+  report(w, seed, sc, r);
+  vat__sim_hold_release(w, true); /* accepted: dropped at shutdown if queued */
+  sys->sched.det_choose = NULL;   /* shutdown's drain is not a step */
   vat_system_shutdown(sys, 0);
+  r->trace_written =
+      trace_path != NULL && vat_system_trace_write(sys, trace_path) == VAT_OK;
   vat_system_destroy(sys);
-  return ok;
+  return w;
 }
 
-static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
-                    uint64_t first, uint64_t count, vat_sim_result *out);
+/* --- Campaigns ------------------------------------------------------------ */
 
-/* What a worker process runs each seed of a parallel campaign with. */
+/* The plan the campaign follows: VAT_SIM_PLAN's (`env`), else the
+ * options'; none: drawn. */
+static int read_plan(const char *env, const vat_sim_options *o,
+                     vat__sim_plan **plan, vat_sim_result *out) {
+  const char *text = env != NULL && *env != '\0' ? env : o->plan;
+  *plan = NULL;
+  if (text == NULL)
+    return VAT_OK;
+  *plan = vat__gc_alloc(sizeof **plan);
+  return vat__sim_plan_parse(text, *plan, out->message, sizeof out->message);
+}
+/* What a campaign runs its seeds with. */
 typedef struct campaign_of {
   const vat_sim_scenario *sc;
   const vat_sim_options *o;
+  const vat__sim_plan *plan; /* NULL: drawn */
+  vat__sim_world *last;      /* the last seed's world run here */
 } campaign_of;
 
+/* One seed alone, as a campaign of that seed would run it, but neither
+ * shrunk nor traced: a worker's seed, or the failing one run again here
+ * (which settle() then shrinks and traces, once it is known to fail as
+ * it failed in its worker). */
 static int one_seed(void *ctx, uint64_t seed, vat_sim_result *out) {
-  const campaign_of *c = ctx;
-  return campaign(c->sc, c->o, seed, 1, out);
+  campaign_of *c = ctx;
+  int rc = VAT_OK;
+  memset(out, 0, sizeof *out);
+  out->seeds_run = 1;
+  c->last = vat__sim_run_seed(c->sc, c->o, c->plan, seed, NULL, out, &rc);
+  if (c->last != NULL && out->verdict != VAT_SIM_PASSED)
+    out->failed = true;
+  return rc;
+}
+
+/* What the campaign reports of its failing seed, `out`, whose world,
+ * run here, is c->last: the failure shrunk, and its run traced. */
+static void settle(void *ctx, vat_sim_result *out) {
+  campaign_of *c = ctx;
+  vat__sim_shrink(c->sc, c->o, c->last, out);
+  vat__sim_trace_failure(c->sc, c->o, c->plan, out);
 }
 
 /* The seeds one after another, here. */
-static int serially(const vat_sim_scenario *sc, const vat_sim_options *o,
-                    uint64_t first, uint64_t count, vat__sim_progress *progress,
-                    vat_sim_result *out) {
+static int serially(campaign_of *c, uint64_t first, uint64_t count,
+                    vat__sim_progress *progress, vat_sim_result *out) {
   int rc = VAT_OK;
   for (uint64_t i = 0; i < count; i++) {
-    out->message[0] = '\0';
     out->seeds_run++;
-    bool ok = run_seed(sc, o, first + i, out, &rc);
-    if (rc != VAT_OK)
+    c->last =
+        vat__sim_run_seed(c->sc, c->o, c->plan, first + i, NULL, out, &rc);
+    if (c->last == NULL)
       return rc;
-    if (!ok) {
+    if (out->verdict != VAT_SIM_PASSED) {
       out->failed = true;
+      settle(c, out);
       return VAT_OK;
     }
     vat__sim_progress_update(progress, out->seeds_run, out->total_turns, 0);
@@ -201,7 +332,8 @@ static int serially(const vat_sim_scenario *sc, const vat_sim_options *o,
 }
 
 static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
-                    uint64_t first, uint64_t count, vat_sim_result *out) {
+                    const char *env_plan, uint64_t first, uint64_t count,
+                    vat_sim_result *out) {
   vat_sim_options dflt;
   if (o == NULL) {
     vat_sim_options_default(&dflt);
@@ -213,20 +345,25 @@ static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
   if (count == 0)
     return VAT_EINVAL;
   memset(out, 0, sizeof *out);
+  vat__sim_plan *plan;
+  if ((rc = read_plan(env_plan, o, &plan, out)) != VAT_OK)
+    return rc;
+  campaign_of c = {.sc = sc, .o = o, .plan = plan};
   vat__sim_progress progress;
   vat__sim_progress_begin(&progress, STDERR_FILENO, sc->name, count);
   unsigned jobs = count > 1 ? vat__sim_jobs(o) : 1;
   if (jobs > 1)
-    rc = vat__sim_parallel(one_seed, &(campaign_of){sc, o}, first, count, jobs,
-                           &progress, out);
+    rc = vat__sim_parallel(&(vat__sim_seeds){one_seed, settle, &c}, first,
+                           count, jobs, &progress, out);
   else
-    rc = serially(sc, o, first, count, &progress, out);
+    rc = serially(&c, first, count, &progress, out);
   vat__sim_progress_end(&progress);
   return rc;
 }
 
 int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
                 uint64_t first, uint64_t count, vat_sim_result *out) {
+  const char *plan = getenv("VAT_SIM_PLAN");
   const char *env = getenv("VAT_SIM_SEED");
   if (env != NULL && *env != '\0') {
     char *end;
@@ -234,12 +371,12 @@ int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
     unsigned long long seed = strtoull(env, &end, 0);
     if (errno != 0 || *end != '\0')
       return VAT_EINVAL;
-    return campaign(sc, o, seed, 1, out);
+    return campaign(sc, o, plan, seed, 1, out);
   }
-  return campaign(sc, o, first, count, out);
+  return campaign(sc, o, plan, first, count, out);
 }
 
 int vat_sim_replay(const vat_sim_scenario *sc, const vat_sim_options *o,
                    uint64_t seed, vat_sim_result *out) {
-  return campaign(sc, o, seed, 1, out);
+  return campaign(sc, o, NULL, seed, 1, out);
 }

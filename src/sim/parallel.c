@@ -109,8 +109,7 @@ typedef struct worker {
 } worker;
 
 typedef struct campaign {
-  vat__sim_seed_fn run;
-  void *ctx;
+  const vat__sim_seeds *seeds;
   pid_t parent;
   uint64_t first, count, chunk, nchunks;
   unsigned jobs, started;
@@ -223,7 +222,7 @@ static _Noreturn void worker_main(campaign *c, unsigned me, int fd) {
       atomic_store_explicit(&s->running, i + 1, memory_order_relaxed);
       vat_sim_result r;
       memset(&r, 0, sizeof r);
-      int rc = c->run(c->ctx, c->first + i, &r);
+      int rc = c->seeds->run(c->seeds->ctx, c->first + i, &r);
       add(&t->run, 1);
       add(&t->turns, r.total_turns);
       add(&t->faults, r.total_faults);
@@ -485,6 +484,7 @@ static void not_deterministic(const ending *e, int rc,
            " turns, digest %016" PRIx64 ": %.80s; run again here: %.60s",
            e->theirs.turns, e->theirs.digest, theirs, again);
   out->failed = true;
+  out->verdict = VAT_SIM_NOT_DETERMINISTIC;
 }
 
 static void died(const ending *e, uint64_t seed, vat_sim_result *out) {
@@ -492,6 +492,7 @@ static void died(const ending *e, uint64_t seed, vat_sim_result *out) {
   describe_death(e->status, how, sizeof how);
   memset(out, 0, sizeof *out);
   out->failed = true;
+  out->verdict = VAT_SIM_WORKER_DIED;
   out->seed = seed;
   snprintf(out->message, sizeof out->message,
            "its worker process died running it: it %s", how);
@@ -532,8 +533,10 @@ static int merge(campaign *c, const int *status, vat_sim_result *out) {
     memset(&here, 0, sizeof here);
     if (e.died) {
       died(&e, seed, out);
-    } else if (same_failure(rc = c->run(c->ctx, seed, &here), &here, e.rc,
-                            &e.theirs)) {
+    } else if (same_failure(rc = c->seeds->run(c->seeds->ctx, seed, &here),
+                            &here, e.rc, &e.theirs)) {
+      if (here.failed)
+        c->seeds->settle(c->seeds->ctx, &here);
       *out = here;
     } else {
       not_deterministic(&e, rc, &here, out);
@@ -548,14 +551,11 @@ static int merge(campaign *c, const int *status, vat_sim_result *out) {
 
 /* --- The campaign --------------------------------------------------------- */
 
-int vat__sim_parallel(vat__sim_seed_fn run, void *ctx, uint64_t first,
+int vat__sim_parallel(const vat__sim_seeds *seeds, uint64_t first,
                       uint64_t count, unsigned jobs,
                       vat__sim_progress *progress, vat_sim_result *out) {
-  campaign c = {.run = run,
-                .ctx = ctx,
-                .parent = getpid(),
-                .first = first,
-                .count = count};
+  campaign c = {
+      .seeds = seeds, .parent = getpid(), .first = first, .count = count};
   c.chunk = count / MAX_CHUNKS + (count % MAX_CHUNKS != 0);
   c.nchunks = count / c.chunk + (count % c.chunk != 0);
   c.jobs = jobs < c.nchunks ? jobs : (unsigned)c.nchunks;

@@ -1,6 +1,6 @@
 /* One simulated world: the state the harness keeps for the seed it runs,
- * shared by the run loop (harness.c) and the scheduler's chooser it
- * installs (choose.c). */
+ * shared by the run loop (harness.c), the scheduler's chooser it installs
+ * (choose.c), the faults (faults.c) and the plans they follow (plan.c). */
 #ifndef VAT_SIM_WORLD_H
 #define VAT_SIM_WORLD_H
 
@@ -12,8 +12,24 @@
 
 enum { VAT__SIM_MAX_DEPTH = 16 };
 
+/* One fault of an explicit plan (vat_sim_options.plan): it strikes its vat
+ * at its step, or at the first step after it where it can (vat/sim.h). */
+typedef struct vat__sim_planned {
+  uint64_t step;
+  vat_sim_fault_kind kind;
+  uint64_t amount;   /* delay: steps; jitter: nanoseconds; else 0 */
+  const char *label; /* its vat by label, or NULL: by index */
+  unsigned index;
+} vat__sim_planned;
+
+typedef struct vat__sim_plan {
+  vat__sim_planned *faults; /* collector memory */
+  unsigned n;
+} vat__sim_plan;
+
 typedef struct vat__sim_world {
   vat_sim_options opt;
+  vat_system *sys;
   uint64_t pick_rng;  /* the strategy's draws */
   uint64_t fault_rng; /* the fault plan's draws */
   uint64_t steps;
@@ -29,22 +45,93 @@ typedef struct vat__sim_world {
   uint32_t nvats, cap;
   uint64_t change[VAT__SIM_MAX_DEPTH]; /* PCT's change points (steps) */
   unsigned nchange;
-  /* A drawn fault that waits for a step where it applies. */
+  /* The faults: an explicit plan (each entry's `done` set once it
+   * struck), or, with `plan` NULL, those the seed draws, one waiting at a
+   * time for a step where it can strike. */
+  const vat__sim_plan *plan;
+  unsigned char *planned_done;
   bool fault_pending;
-  vat_sim_fault_kind pending_kind;
-  unsigned nfaults;
-  vat_sim_fault faults[VAT_SIM_MAX_REPORTED_FAULTS];
+  vat_sim_fault pending; /* its kind and amount */
+  /* Every fault that struck, in order (collector memory), and the name
+   * each vat had as it struck: its label, when that label was a plain
+   * word no other vat seen had (NULL: it is named vat#I). */
+  vat_sim_fault *faults;
+  const char **fault_labels;
+  unsigned nfaults, faults_cap;
+  /* A stop struck: the harness stops the system after this step. */
+  bool stop;
+  /* Delay faults (hold.c): the vat whose turn at step hold_step has its
+   * sends held, for hold_steps steps; what is held, oldest first; and the
+   * first message of what it delivers now. */
+  vat__vat *hold_from;
+  uint64_t hold_step, hold_steps;
+  struct vat__sim_held *held, *held_tail;
+  struct vat__msg *passing;
 } vat__sim_world;
 
-/** Prepares `w` for `seed` (the table, the draws, PCT's change points). */
+/** Prepares `w` for `seed` (the table, the draws, PCT's change points),
+ *  to follow `plan` (NULL: draw the faults). */
 void vat__sim_world_init(vat__sim_world *w, const vat_sim_options *o,
-                         uint64_t seed);
+                         const vat__sim_plan *plan, uint64_t seed);
 
 /** The chooser the world's system calls at every step (sched/queues.h). */
 uint32_t vat__sim_choose(void *ctx, vat__task *const *ready, uint32_t n);
 
-/** The label of vat index `i`, or "vat#I" written into buf. */
-const char *vat__sim_vat_name(const vat__sim_world *w, unsigned i, char *buf,
-                              size_t size);
+/** The world's vats' tracks for its trace (core/system.h): a vat's index,
+ *  and its name as plans write it into `name` (when not NULL); -1 for a
+ *  vat not seen. */
+int vat__sim_track(void *ctx, const void *vat, char *name, size_t size);
+
+/* faults.c */
+
+/** The faults due at this step (the vat `v`, index `i`, was chosen for
+ *  it): an explicit plan's, or one the seed draws. */
+void vat__sim_faults_step(vat__sim_world *w, vat__vat *v, uint32_t i);
+
+/** The fault kinds' names, as plans write them ("kill", ...); NULL for a
+ *  kind that is none. */
+const char *vat__sim_fault_name(vat_sim_fault_kind kind);
+
+/** Mixes `v` into a run's digest. */
+static inline uint64_t vat__sim_mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0x100000001B3ull;
+}
+
+/** splitmix64: the world's draws. */
+static inline uint64_t vat__sim_draw(uint64_t *x) {
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* plan.c */
+
+/** The label of vat index `i` when a plan may name it by it: a plain word
+ *  ([A-Za-z0-9_.-]) that no other vat seen so far has; else NULL. */
+const char *vat__sim_plain_label(const vat__sim_world *w, unsigned i);
+
+/** The index of the vat a plan's fault names, if it was seen already. */
+bool vat__sim_planned_vat(const vat__sim_world *w, const vat__sim_planned *p,
+                          uint32_t *index);
+
+/** Parses a plan's text (vat/sim.h) into `out` (collector memory). VAT_OK,
+ *  or VAT_EINVAL with a line saying what is wrong, and where, in `why`. */
+int vat__sim_plan_parse(const char *text, vat__sim_plan *out, char *why,
+                        size_t size);
+
+/** Writes the faults that struck in `w` as a plan's text into `buf`:
+ *  "none" when there were none. A text that does not fit ends with
+ *  "..." (and does not parse). Returns false then. */
+bool vat__sim_plan_format(const vat__sim_world *w, char *buf, size_t size);
+
+/** Fault `i` of those that struck in `w`, as its plan's text says it
+ *  (collector memory). */
+const char *vat__sim_fault_text(const vat__sim_world *w, unsigned i);
+
+/** The faults that struck in `w` as a plan that strikes them again, each
+ *  vat named as the text names it (collector memory). */
+void vat__sim_plan_of(const vat__sim_world *w, vat__sim_plan *out);
 
 #endif

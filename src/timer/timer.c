@@ -139,6 +139,29 @@ void vat__timers_fire_due(vat_system *sys, uint64_t now) {
   }
 }
 
+bool vat__timers_postpone(vat__vat *v, uint64_t ns) {
+  vat__vat_ext *ext = vat__ext_peek(v);
+  struct vat__timers *own = ext ? ext->timers : NULL;
+  service *s = v->sys->timers;
+  if (own == NULL || s == NULL)
+    return false;
+  pthread_mutex_lock(&s->lock);
+  vat_timer *first = NULL;
+  for (vat_timer *t = own->owned; t != NULL; t = t->own_next)
+    if (t->slot != NOT_ARMED &&
+        (first == NULL || t->deadline < first->deadline ||
+         (t->deadline == first->deadline && t->seq < first->seq)))
+      first = t;
+  if (first != NULL) {
+    vat__timer_heap_remove(s, first);
+    first->deadline =
+        first->deadline > UINT64_MAX - ns ? UINT64_MAX : first->deadline + ns;
+    vat__timer_heap_insert(s, first);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return first != NULL;
+}
+
 uint64_t vat__timers_next_deadline(vat_system *sys) {
   service *s = sys->timers;
   if (s == NULL)

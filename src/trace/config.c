@@ -69,7 +69,12 @@ int vat__trace_configure(vat_system *sys) {
   }
   sys->trace_events = cfg->trace_events ? cfg->trace_events : env_events();
   sys->trace_tag = next_tag();
-  sys->trace_tick0 = vat__trace_ticks();
+  /* A deterministic system's time is its virtual clock, plus one
+   * (core/trace.h: vat__trace_virtual_time). */
+  sys->trace_tick0 =
+      sys->virtual_clock
+          ? atomic_load_explicit(&sys->virtual_now_ns, memory_order_relaxed) + 1
+          : vat__trace_ticks();
   sys->trace_ns0 = vat__monotonic_ns();
   return VAT_OK;
 }

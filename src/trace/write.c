@@ -57,9 +57,23 @@ static const char *name_of(name_cache *c, const void *what, uint32_t form) {
 
 /* --- Writing ------------------------------------------------------------- */
 
+/* A deterministic system's vats and entities, numbered as the file first
+ * names them (@1, @2, ...), so that a replay writes the same file: an
+ * open addressing table from address to number. */
+typedef struct ordinals {
+  const void **keys;
+  unsigned *nums;
+  size_t cap, n;
+} ordinals;
+
 typedef struct writer {
   FILE *f;
   vat_system *sys;
+  bool virtual_time; /* ticks are the virtual clock's nanoseconds, plus 1 */
+  ordinals refs;
+  /* A simulated world's vat tracks (core/system.h): which are named yet. */
+  unsigned char *named;
+  size_t named_cap;
   double ns_per_tick;
   uint64_t copied_at; /* ticks, after the rings were copied */
   name_cache *names;
@@ -86,7 +100,69 @@ static void put_str(FILE *f, const char *s) {
 static uint64_t ns_of(const writer *w, uint64_t ticks) {
   if (ticks <= w->sys->trace_tick0)
     return 0;
+  if (w->virtual_time) /* ticks are the virtual clock's nanoseconds */
+    return ticks - w->sys->trace_tick0;
   return (uint64_t)((double)(ticks - w->sys->trace_tick0) * w->ns_per_tick);
+}
+
+static size_t ref_slot(const ordinals *o, const void *p) {
+  size_t h = (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull);
+  for (h &= o->cap - 1; o->keys[h] != NULL && o->keys[h] != p;
+       h = (h + 1) & (o->cap - 1))
+    ;
+  return h;
+}
+
+/* The number of `p` in `o`, given the next one when it is new; 0 when the
+ * table cannot grow. */
+static unsigned ordinal_of(ordinals *o, const void *p) {
+  if (2 * (o->n + 1) > o->cap) {
+    size_t cap = o->cap ? 2 * o->cap : 256;
+    ordinals bigger = {calloc(cap, sizeof *o->keys),
+                       calloc(cap, sizeof *o->nums), cap, o->n};
+    if (bigger.keys == NULL || bigger.nums == NULL) {
+      free(bigger.keys);
+      free(bigger.nums);
+      return 0;
+    }
+    for (size_t i = 0; i < o->cap; i++)
+      if (o->keys[i] != NULL) {
+        size_t h = ref_slot(&bigger, o->keys[i]);
+        bigger.keys[h] = o->keys[i];
+        bigger.nums[h] = o->nums[i];
+      }
+    free(o->keys);
+    free(o->nums);
+    *o = bigger;
+  }
+  size_t h = ref_slot(o, p);
+  if (o->keys[h] == NULL) {
+    o->keys[h] = p;
+    o->nums[h] = (unsigned)++o->n;
+  }
+  return o->nums[h];
+}
+
+/* Writes `sep`"key":"<a vat's or entity's name>": its address, or in a
+ * deterministic system its number (above), which a replay repeats. */
+static void put_ref(writer *w, const char *sep, const char *key,
+                    const void *p) {
+  unsigned n = w->virtual_time && p ? ordinal_of(&w->refs, p) : 0;
+  if (n != 0)
+    fprintf(w->f, "%s\"%s\":\"@%u\"", sep, key, n);
+  else
+    fprintf(w->f, "%s\"%s\":\"%p\"", sep, key, p);
+}
+
+/* A flow id as the file shows it (in hexadecimal): in a deterministic
+ * system without its system's tag, which depends on the systems the
+ * process traced before (core/trace.h). */
+static unsigned long long flow_shown(const writer *w, uint64_t id) {
+  uint64_t tag = (uint64_t)0x1ff << VAT__FLOW_TAG_SHIFT;
+  uint64_t own = vat__trace_flow_base(w->sys->trace_tag, 0) & tag;
+  if (w->virtual_time && (id & tag) == own)
+    id &= ~tag;
+  return (unsigned long long)id;
 }
 
 /* Starts an event: {"ph":..,"pid":1,"tid":..,"ts":<us>, leaving it open. */
@@ -106,6 +182,42 @@ static const char *cat_of(uint32_t form) {
   return form == VAT__TR_SIGNAL ? "signal"
          : form == VAT__TR_DYN  ? "message"
                                 : "turn";
+}
+
+/* The track an event about `vat` is drawn on: its worker's (`tid`), or,
+ * in a simulated world, the vat's own, named when first used; the vats'
+ * tracks come after the workers'. */
+static unsigned track_of(writer *w, unsigned tid, const void *vat) {
+  vat_system *sys = w->sys;
+  if (sys->trace_vat_track == NULL || vat == NULL)
+    return tid;
+  int k = sys->trace_vat_track(sys->trace_vat_track_ctx, vat, NULL, 0);
+  if (k < 0)
+    return tid;
+  unsigned vt = sys->nworkers + 1 + (unsigned)k;
+  if ((size_t)k >= w->named_cap) {
+    size_t cap = 2 * (size_t)k + 16;
+    unsigned char *named = realloc(w->named, cap);
+    if (named == NULL)
+      return vt; /* only its name is lost */
+    memset(named + w->named_cap, 0, cap - w->named_cap);
+    w->named = named;
+    w->named_cap = cap;
+  }
+  if (!w->named[k]) {
+    w->named[k] = 1;
+    char name[96];
+    sys->trace_vat_track(sys->trace_vat_track_ctx, vat, name, sizeof name);
+    begin(w, "M", vt, 0);
+    fputs(",\"name\":\"thread_name\",\"args\":{\"name\":", w->f);
+    put_str(w->f, name);
+    fputs("}}", w->f);
+    begin(w, "M", vt, 0);
+    fprintf(w->f,
+            ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":%u}}",
+            vt);
+  }
+  return vt;
 }
 
 /* A flow's id in the file: its place among the started flows. */
@@ -140,10 +252,11 @@ static void write_start(writer *w, unsigned tid, uint64_t id, bool in_turn,
   fputs(",\"s\":\"t\"", w->f);
   put_name(w, "flow", "send (lost)");
   fprintf(w->f, ",\"args\":{\"flow_lost\":\"%#llx\",\"why\":\"%s\"",
-          (unsigned long long)id,
+          flow_shown(w, id),
           dropped ? "dead letter" : "its turn is not in the trace");
   if (e != NULL) {
-    fprintf(w->f, ",\"to\":\"%p\",\"what\":", e->vat);
+    put_ref(w, ",", "to", e->vat);
+    fputs(",\"what\":", w->f);
     put_str(w->f, name_of(w->names, e->what, e->form));
   }
   fputs("}}", w->f);
@@ -158,11 +271,12 @@ static void write_turn(writer *w, unsigned tid, const track *t, size_t i,
   fprintf(w->f, ",\"dur\":%llu.%03llu", (unsigned long long)((end - ts) / 1000),
           (unsigned long long)((end - ts) % 1000));
   put_name(w, cat_of(e->form), name_of(w->names, e->what, e->form));
-  fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"entity\":\"%p\"", e->vat,
-          e->entity);
+  fputs(",\"args\":{", w->f);
+  put_ref(w, "", "vat", e->vat);
+  put_ref(w, ",", "entity", e->entity);
   bool matched = vat__trace_ids_has(&w->starts, e->flow);
   if (e->flow != 0 && !matched) {
-    fprintf(w->f, ",\"flow_lost\":\"%#llx\"", (unsigned long long)e->flow);
+    fprintf(w->f, ",\"flow_lost\":\"%#llx\"", flow_shown(w, e->flow));
     w->lost_starts++;
   }
   fputs("}}", w->f);
@@ -184,19 +298,32 @@ static void write_instant(writer *w, unsigned tid, const vat__trace_event *e,
   switch (e->kind) {
   case VAT__TR_SPAWN:
     put_name(w, "vat", "spawn");
-    fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"by\":\"%p\"}}", e->vat,
-            e->entity);
+    fputs(",\"args\":{", w->f);
+    put_ref(w, "", "vat", e->vat);
+    put_ref(w, ",", "by", e->entity);
+    fputs("}}", w->f);
     break;
   case VAT__TR_EXIT:
     put_name(w, "vat", "exit");
-    fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"reason\":", e->vat);
+    fputs(",\"args\":{", w->f);
+    put_ref(w, "", "vat", e->vat);
+    fputs(",\"reason\":", w->f);
     put_str(w->f, e->what ? vat_atom_name(e->what) : "(a value)");
     fputs("}}", w->f);
     break;
   case VAT__TR_DROP:
     put_name(w, "flow", "dead letter");
-    fprintf(w->f, ",\"args\":{\"vat\":\"%p\",\"flow\":\"%#llx\"}}", e->vat,
-            (unsigned long long)e->flow);
+    fputs(",\"args\":{", w->f);
+    put_ref(w, "", "vat", e->vat);
+    fprintf(w->f, ",\"flow\":\"%#llx\"}}", flow_shown(w, e->flow));
+    break;
+  case VAT__TR_FAULT:
+    put_name(w, "fault", e->entity ? (const char *)e->entity : "fault");
+    fputs(",\"args\":{", w->f);
+    put_ref(w, "", "vat", e->vat);
+    fprintf(w->f, ",\"step\":%llu,\"fault\":", (unsigned long long)e->flow);
+    put_str(w->f, e->what ? (const char *)e->what : "");
+    fputs("}}", w->f);
     break;
   default:
     put_name(w, "sched", e->kind == VAT__TR_PARK ? "park" : "wake");
@@ -267,6 +394,7 @@ static void write_track(writer *w, unsigned tid, const track *t) {
    * inside the turn before it when it has that time, and is drawn at the
    * turn's start. */
   uint64_t turn_ts = 0, turn_ns = 0; /* the open turn's; 0: none */
+  unsigned turn_tid = tid;           /* its track */
   group g = {0};
   for (size_t i = 0; i < t->n; i++) {
     const vat__trace_event *e = &t->ev[i];
@@ -274,7 +402,8 @@ static void write_track(writer *w, unsigned tid, const track *t) {
       if (g.turns == 0 || e->ts != g.ts || g.next == g.turns)
         group_at(w, t, i, &g);
       turn_ns = share(&g, g.next);
-      write_turn(w, tid, t, i, turn_ns, share(&g, g.next + 1));
+      turn_tid = track_of(w, tid, e->vat);
+      write_turn(w, turn_tid, t, i, turn_ns, share(&g, g.next + 1));
       g.next++;
       turn_ts = e->ts;
       continue;
@@ -284,12 +413,12 @@ static void write_track(writer *w, unsigned tid, const track *t) {
       turn_ts = 0;
     uint64_t ns = in_turn ? turn_ns : ns_of(w, e->ts);
     if (e->kind == VAT__TR_SEND)
-      write_start(w, tid, e->flow, in_turn, ns, e);
+      write_start(w, in_turn ? turn_tid : tid, e->flow, in_turn, ns, e);
     else if (e->kind == VAT__TR_PARK && i + 1 < t->n &&
              t->ev[i + 1].kind == VAT__TR_WAKE)
       write_parked(w, tid, e, &t->ev[++i]);
     else if (e->kind != VAT__TR_IDLE)
-      write_instant(w, tid, e, ns);
+      write_instant(w, track_of(w, tid, e->vat), e, ns);
   }
 }
 
@@ -305,10 +434,12 @@ static void write_all(writer *w, const track *tracks, unsigned n) {
     recorded += tracks[i].lost + tracks[i].n;
   }
   fprintf(w->f,
-          "\n],\n\"otherData\":{\"producer\":\"libvat\",\"tracks\":%u,"
+          "\n],\n\"otherData\":{\"producer\":\"libvat\",\"clock\":\"%s\","
+          "\"tracks\":%u,"
           "\"ring_events\":%llu,\"events_recorded\":%llu,"
           "\"events_lost\":%llu,\"events_lost_per_track\":[",
-          n, (unsigned long long)w->sys->workers[0]->trace->mask + 1,
+          w->virtual_time ? "virtual" : "monotonic", n,
+          (unsigned long long)w->sys->workers[0]->trace->mask + 1,
           (unsigned long long)recorded, (unsigned long long)lost);
   for (unsigned i = 0; i < n; i++)
     fprintf(w->f, "%s%llu", i ? "," : "", (unsigned long long)tracks[i].lost);
@@ -367,12 +498,18 @@ static int write_json(writer *w, const char *path, track *tracks, unsigned n) {
 static int write_file(vat_system *sys, const char *path) {
   unsigned n = sys->nworkers;
   track *tracks = calloc(n, sizeof *tracks);
-  writer w = {.sys = sys, .ns_per_tick = calibrate(sys)};
+  writer w = {.sys = sys,
+              .virtual_time = sys->virtual_clock,
+              .ns_per_tick = calibrate(sys)};
   w.names = calloc(1, sizeof *w.names);
   int rc = tracks && w.names ? VAT_OK : VAT_ENOMEM;
   if (rc == VAT_OK)
     rc = snapshot(sys, tracks);
-  w.copied_at = vat__trace_ticks();
+  /* The end of a turn still running as the rings were copied. A
+   * host-driven system's ring ends with its run call's IDLE unless a run
+   * call on another thread is in a turn now: such a turn of a
+   * deterministic system is drawn with no length. */
+  w.copied_at = w.virtual_time ? 0 : vat__trace_ticks();
   if (rc == VAT_OK)
     rc = flows(&w, tracks, n);
   if (rc == VAT_OK)
@@ -382,6 +519,9 @@ static int write_file(vat_system *sys, const char *path) {
   free(w.ends.ids);
   free(w.drops.ids);
   free(w.names);
+  free(w.named);
+  free(w.refs.keys);
+  free(w.refs.nums);
   for (unsigned i = 0; tracks && i < n; i++)
     GC_FREE(tracks[i].ev);
   free(tracks);

@@ -65,6 +65,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return vat_init() == VAT_OK ? 0 : 1;
 }
 
+static vat_captp_frame_buf reused;
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *text = (const char *)data;
   vat_captp_msg msg;
@@ -73,9 +75,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc != VAT_OK) {
     check_error(rc, &err);
   } else if (msg.type != VAT_CAPTP_UNKNOWN) {
-    char *out;
-    size_t len;
+    char *out, *again;
+    size_t len, again_len;
     if (vat_captp_encode_frame(&msg, &table, &out, &len, &err) != VAT_OK)
+      abort();
+    /* The same frame into a buffer reused from input to input. */
+    if (vat_captp_encode_frame_into(&reused, &msg, &table, &again, &again_len,
+                                    &err) != VAT_OK ||
+        again_len != len || memcmp(again, out, len) != 0)
       abort();
     fixed_point(msg.value);
   }

@@ -17,19 +17,41 @@
  * (both come from that vat, in order), so it wins. */
 #define GC_THREADS 1
 #include <gc/gc.h>
+#include <stdatomic.h>
 
 #include "caps_internal.h"
 #include "vat/caps.h"
 
-const vat_atom *vat_atom_revoked(void) {
-  return vat_atom_intern("revoked");
-}
-const vat_atom *vat_atom_refused(void) {
-  return vat_atom_intern("refused");
+/* A program's atoms live for ever, so each is interned once: a lookup in
+ * the process-wide table (hash, lock, compare) cost ~250 instructions, and
+ * a request looked up four of them. Two threads may both intern it the
+ * first time; they get the same atom. NULL (no memory) is not kept. */
+static const vat_atom *once(_Atomic(const vat_atom *) *kept, const char *name) {
+  const vat_atom *a = atomic_load_explicit(kept, memory_order_acquire);
+  if (a == NULL) {
+    a = vat_atom_intern(name);
+    atomic_store_explicit(kept, a, memory_order_release);
+  }
+  return a;
 }
 
-static const vat_atom *request_label(void) {
-  return vat_atom_intern("vat.request");
+#define KEPT_ATOM(fn, name)                                                    \
+  static const vat_atom *fn(void) {                                            \
+    static _Atomic(const vat_atom *) kept;                                     \
+    return once(&kept, name);                                                  \
+  }
+KEPT_ATOM(atom_revoked, "revoked")
+KEPT_ATOM(atom_refused, "refused")
+KEPT_ATOM(request_label, "vat.request")
+KEPT_ATOM(atom_resolve, "resolve")
+KEPT_ATOM(atom_break, "break")
+KEPT_ATOM(atom_revoke, "revoke")
+
+const vat_atom *vat_atom_revoked(void) {
+  return atom_revoked();
+}
+const vat_atom *vat_atom_refused(void) {
+  return atom_refused();
 }
 
 int caps__entity(vat_turn *turn, vat_system *sys, const vat_entity_def *def,
@@ -90,9 +112,9 @@ typedef struct reply_state {
 static void reply_receive(vat_turn *turn, void *state, const vat_atom *selector,
                           vat_value value) {
   reply_state *r = state;
-  if (selector == vat_atom_intern("resolve"))
+  if (selector == atom_resolve())
     (void)vat_resolve(turn, r->resolver, value);
-  else if (selector == vat_atom_intern("break"))
+  else if (selector == atom_break())
     (void)vat_break(turn, r->resolver,
                     vat_is_null(value) ? vat_atom_value(vat_atom_refused())
                                        : value);
@@ -123,7 +145,7 @@ static const vat_entity_def reply_def = {.state_size = sizeof(reply_state),
 static int arm_timeout(vat_turn *turn, vat_ref *reply, double timeout_s) {
   if (timeout_s <= 0)
     return VAT_OK;
-  return vat_later_msg(turn, timeout_s, reply, vat_atom_intern("break"),
+  return vat_later_msg(turn, timeout_s, reply, atom_break(),
                        vat_atom_value(vat_atom_timeout()), NULL);
 }
 
@@ -203,13 +225,13 @@ bool vat_request_parse(vat_value value, vat_value *payload, vat_ref **reply) {
 }
 
 int vat_reply(vat_turn *turn, vat_ref *reply, vat_value result) {
-  return vat_send_msg(turn, reply, vat_atom_intern("resolve"), result);
+  return vat_send_msg(turn, reply, atom_resolve(), result);
 }
 
 int vat_reply_error(vat_turn *turn, vat_ref *reply, vat_value reason) {
   if (vat_is_null(reason))
     return VAT_EINVAL;
-  return vat_send_msg(turn, reply, vat_atom_intern("break"), reason);
+  return vat_send_msg(turn, reply, atom_break(), reason);
 }
 
 /* --- Guards: forwarding a request without losing its callee ------------- */
@@ -224,8 +246,7 @@ typedef struct guard_state {
 static void guard_receive(vat_turn *turn, void *state, const vat_atom *selector,
                           vat_value value) {
   guard_state *g = state;
-  if (g->w.settled || (selector != vat_atom_intern("resolve") &&
-                       selector != vat_atom_intern("break")))
+  if (g->w.settled || (selector != atom_resolve() && selector != atom_break()))
     return;
   (void)vat_send_msg(turn, g->reply, selector, value);
   stop_watching(turn, &g->w);
@@ -294,7 +315,7 @@ typedef struct revoker_state {
 static void revoker_receive(vat_turn *turn, void *state,
                             const vat_atom *selector, vat_value value) {
   revoker_state *r = state;
-  if (selector != vat_atom_intern("revoke")) {
+  if (selector != atom_revoke()) {
     caps__refuse(turn, value, vat_atom_refused(), vat_atom_value(selector));
     return;
   }
@@ -317,5 +338,5 @@ int caps__revoker_new(vat_turn *turn, vat_system *sys, caps__cell *cell,
 }
 
 int vat_revoke(vat_turn *turn, vat_ref *revoker) {
-  return vat_send_msg(turn, revoker, vat_atom_intern("revoke"), vat_null());
+  return vat_send_msg(turn, revoker, atom_revoke(), vat_null());
 }
