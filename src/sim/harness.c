@@ -269,16 +269,17 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
 /* --- Campaigns ------------------------------------------------------------ */
 
 /* The plan the campaign follows: VAT_SIM_PLAN's (`env`), else the
- * options'; none: drawn. */
+ * options'; none: drawn. Why it does not parse goes to `why`. */
 static int read_plan(const char *env, const vat_sim_options *o,
-                     vat__sim_plan **plan, vat_sim_result *out) {
+                     vat__sim_plan **plan, char *why, size_t size) {
   const char *text = env != NULL && *env != '\0' ? env : o->plan;
   *plan = NULL;
   if (text == NULL)
     return VAT_OK;
   *plan = vat__gc_alloc(sizeof **plan);
-  return vat__sim_plan_parse(text, *plan, out->message, sizeof out->message);
+  return vat__sim_plan_parse(text, *plan, why, size);
 }
+
 /* What a campaign runs its seeds with. */
 typedef struct campaign_of {
   const vat_sim_scenario *sc;
@@ -344,10 +345,15 @@ static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
     return rc;
   if (count == 0)
     return VAT_EINVAL;
-  memset(out, 0, sizeof *out);
+  /* The plan is read before `out` is cleared: its text may be out's. */
   vat__sim_plan *plan;
-  if ((rc = read_plan(env_plan, o, &plan, out)) != VAT_OK)
+  char why[sizeof out->message] = "";
+  rc = read_plan(env_plan, o, &plan, why, sizeof why);
+  memset(out, 0, sizeof *out);
+  if (rc != VAT_OK) {
+    memcpy(out->message, why, sizeof why);
     return rc;
+  }
   campaign_of c = {.sc = sc, .o = o, .plan = plan};
   vat__sim_progress progress;
   vat__sim_progress_begin(&progress, STDERR_FILENO, sc->name, count);
