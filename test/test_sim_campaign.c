@@ -124,6 +124,18 @@ static void assert_same_result(const vat_sim_result *a,
   ck_assert_str_eq(a->message, b->message);
   ck_assert_str_eq(a->plan, b->plan);
   ck_assert_str_eq(a->replay, b->replay);
+  ck_assert_int_eq(a->verdict, b->verdict);
+  ck_assert_uint_eq(a->plan_missed, b->plan_missed);
+  ck_assert_int_eq(a->shrunk.done, b->shrunk.done);
+  ck_assert_uint_eq(a->shrunk.runs, b->shrunk.runs);
+  ck_assert_uint_eq(a->shrunk.turns, b->shrunk.turns);
+  ck_assert_uint_eq(a->shrunk.steps, b->shrunk.steps);
+  ck_assert_uint_eq(a->shrunk.digest, b->shrunk.digest);
+  ck_assert_uint_eq(a->shrunk.nfaults, b->shrunk.nfaults);
+  ck_assert_str_eq(a->shrunk.message, b->shrunk.message);
+  ck_assert_str_eq(a->shrunk.plan, b->shrunk.plan);
+  ck_assert_str_eq(a->shrunk.replay, b->shrunk.replay);
+  ck_assert_int_eq(a->trace_written, b->trace_written);
 }
 
 /* The campaign run serially and with `jobs` workers gives one result. */
@@ -206,6 +218,88 @@ START_TEST(parallel_finds_the_bug_programs_failures_as_serial_does) {
 }
 END_TEST
 
+/* A failure found in parallel is shrunk and traced in the caller as a
+ * serial campaign shrinks and traces it: the same shrunk plan and replay,
+ * and the same trace file, byte for byte, under each strategy. */
+START_TEST(a_failure_found_in_parallel_is_shrunk_and_traced_as_serially) {
+  char serial_path[] = "/tmp/vat-sim-trace-XXXXXX";
+  char parallel_path[] = "/tmp/vat-sim-trace-XXXXXX";
+  int fd = mkstemp(serial_path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  ck_assert_int_ge(fd = mkstemp(parallel_path), 0);
+  close(fd);
+  const sim_program *p = sim_program_get(SIM_BANK);
+  for (int s = VAT_SIM_RANDOM; s <= VAT_SIM_PCT; s++) {
+    vat_sim_options o = sim_options(s, p->fault_rate);
+    vat_sim_result serial, parallel;
+    o.trace_path = serial_path;
+    ck_assert_vat_ok(vat_sim_run(p->buggy, &o, 1, 100, &serial));
+    o.trace_path = parallel_path;
+    o.jobs = 2;
+    ck_assert_vat_ok(vat_sim_run(p->buggy, &o, 1, 100, &parallel));
+    ck_assert(serial.failed && serial.shrunk.done && serial.trace_written);
+    ck_assert_uint_ge(serial.shrunk.runs, 1);
+    assert_same_result(&parallel, &serial);
+    size_t a_len, b_len;
+    char *a = test_read_file(serial_path, &a_len);
+    char *b = test_read_file(parallel_path, &b_len);
+    ck_assert(a != NULL && b != NULL);
+    ck_assert_uint_gt(a_len, 0);
+    ck_assert_uint_eq(a_len, b_len);
+    ck_assert(memcmp(a, b, a_len) == 0);
+    free(a);
+    free(b);
+    /* The shrunk plan, given to a parallel campaign, is followed there as
+     * here (each worker parses none: the caller's plan is theirs). */
+    o.trace_path = NULL;
+    o.plan = serial.shrunk.plan;
+    o.jobs = 1;
+    ck_assert_vat_ok(vat_sim_run(p->buggy, &o, 1, 50, &serial));
+    o.jobs = 2;
+    ck_assert_vat_ok(vat_sim_run(p->buggy, &o, 1, 50, &parallel));
+    assert_same_result(&parallel, &serial);
+    ck_assert(serial.failed);
+  }
+  unlink(serial_path);
+  unlink(parallel_path);
+}
+END_TEST
+
+/* A world whose system cannot be made (the campaign started inside a
+ * turn, where vat_system_new refuses, in the workers as here) ends a
+ * parallel campaign as it ends a serial one: that error, the seed, why. */
+static vat_sim_result in_turn_result[2];
+static int in_turn_rc[2];
+static void campaigns_in_a_turn(vat_turn *turn, void *state, void *arg) {
+  (void)turn, (void)state, (void)arg;
+  seeded_ctx *c = seeded_new();
+  vat_sim_scenario sc = seeded(c);
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  for (unsigned j = 0; j < 2; j++) {
+    o.jobs = j + 1;
+    in_turn_rc[j] = vat_sim_run(&sc, &o, 7, 20, &in_turn_result[j]);
+  }
+}
+
+START_TEST(a_world_that_cannot_be_made_ends_a_parallel_campaign_so_too) {
+  vat_system *sys = test_host_system(true, 1);
+  vat_ref *v = test_spawn(sys, 8, NULL);
+  ck_assert_vat_ok(vat_host_send(v, campaigns_in_a_turn, NULL));
+  vat_run_result rr;
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &rr));
+  ck_assert_vat_err(in_turn_rc[0], VAT_EINTURN);
+  ck_assert_vat_err(in_turn_rc[1], VAT_EINTURN);
+  assert_same_result(&in_turn_result[1], &in_turn_result[0]);
+  ck_assert(!in_turn_result[1].failed);
+  ck_assert_uint_eq(in_turn_result[1].seed, 7);
+  ck_assert_uint_eq(in_turn_result[1].seeds_run, 1);
+  ck_assert_msg(strstr(in_turn_result[1].message, "VAT_EINTURN") != NULL, "%s",
+                in_turn_result[1].message);
+  test_quiesce(sys);
+}
+END_TEST
+
 /* A campaign of more seeds than the workers take one at a time (1,024):
  * they take them in chunks (here of 3), and the last chunk is shorter. A
  * failure in the middle of a chunk, another in a later chunk. */
@@ -245,6 +339,8 @@ START_TEST(a_seed_that_fails_only_in_a_worker_is_not_deterministic) {
   ck_assert_uint_eq(r.seed, 6);
   ck_assert_uint_eq(r.seeds_run, 6);
   ck_assert_uint_eq(r.turns, 3);
+  ck_assert_int_eq(r.verdict, VAT_SIM_NOT_DETERMINISTIC);
+  ck_assert(!r.shrunk.done);
   ck_assert_msg(strstr(r.message, "not deterministic: in a worker process 3 "
                                   "turns") == r.message,
                 "%s", r.message);
@@ -273,6 +369,7 @@ START_TEST(a_worker_that_dies_fails_its_seed) {
     ck_assert_uint_eq(r.seeds_run, 9);
     ck_assert_uint_eq(r.total_turns, 8 * 3);
     ck_assert_uint_eq(r.turns, 0);
+    ck_assert_int_eq(r.verdict, VAT_SIM_WORKER_DIED);
     ck_assert_str_eq(r.plan, "unknown");
     const char *want = how == 0 ? "its worker process died running it: it "
                                   "exited with status 7"
@@ -503,6 +600,10 @@ Suite *test_sim_campaign_suite(void) {
   tcase_add_test(par, parallel_reports_the_lowest_failing_seed);
   tcase_add_test(par, parallel_is_serial_when_every_seed_passes);
   tcase_add_test(par, parallel_finds_the_bug_programs_failures_as_serial_does);
+  tcase_add_test(par,
+                 a_failure_found_in_parallel_is_shrunk_and_traced_as_serially);
+  tcase_add_test(par,
+                 a_world_that_cannot_be_made_ends_a_parallel_campaign_so_too);
   tcase_add_test(par, a_long_campaign_takes_its_seeds_in_chunks);
   tcase_add_test(par, a_seed_that_fails_only_in_a_worker_is_not_deterministic);
   tcase_add_test(par, a_worker_that_dies_fails_its_seed);
