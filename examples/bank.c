@@ -7,9 +7,10 @@
  * which faults strike (here a kill or a failed turn, at 2% of the steps).
  * It stops at the first seed whose check fails, and reports it: the seed,
  * the strategy, the faults that struck (the plan) and a line that runs
- * that seed again. Run again, the seed fails the same way: same turns,
- * same digest. The fixed version then passes every seed of a longer
- * campaign, run in worker processes on every core.
+ * that seed again; then the plan shrunk (the faults moved as early as the
+ * run still fails so) and the line that runs that. Run again, the seed fails
+ * the same way: same turns, same digest. The fixed version then passes every
+ * seed of a longer campaign, run in worker processes on every core.
  *
  * usage: bank [SEEDS]   (the fixed version's; default 10000)
  * Set VAT_SIM_SEED=N to run only seed N of each campaign. */
@@ -30,6 +31,10 @@ static void report(const vat_sim_options *o, const vat_sim_result *r) {
   printf("  failure:  %s\n", r->message);
   printf("  faults:   %s\n", r->plan);
   printf("  %s\n", r->replay);
+  printf("  shrunk:   %s (in %" PRIu64 " runs)\n", r->shrunk.plan,
+         r->shrunk.runs);
+  printf("            %s\n", r->shrunk.message);
+  printf("  %s\n", r->shrunk.replay);
 }
 
 /* Finds the bug with `strategy`, shows the report, and replays it. */
