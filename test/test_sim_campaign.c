@@ -454,6 +454,11 @@ START_TEST(the_progress_line_says_seeds_rates_and_failures) {
   vat__sim_progress_format(line, sizeof line, "x", 9999, 10000, 999, 2, 0);
   ck_assert_str_eq(line, "sim x: 9999 of 10000 seeds (99%), 0 seeds/s, 0 "
                          "turns/s, 2 failed");
+  /* 100% only once every seed ran, even where a double cannot tell the
+   * seeds run from the count. */
+  vat__sim_progress_format(line, sizeof line, "x", UINT64_MAX - 1, UINT64_MAX,
+                           0, 0, 1);
+  ck_assert_msg(strstr(line, " seeds (99%), ") != NULL, "%s", line);
   vat__sim_progress_format(line, sizeof line, "x", 10, 10, 5, 0, 2);
   ck_assert_str_eq(line, "sim x: 10 of 10 seeds (100%), 5 seeds/s, 2 turns/s,"
                          " 0 failed");
@@ -534,9 +539,11 @@ START_TEST(progress_shows_on_a_terminal_and_is_erased) {
   ck_assert_msg(strstr(got, " turns/s, 1 failed\033[K\r\033[K") != NULL &&
                     strstr(got, "41 of") == NULL,
                 "%s", got);
-  /* Off with VAT_SIM_PROGRESS=0, and for one seed. */
+  /* Off with VAT_SIM_PROGRESS=0, and for one seed: no line, ever (not
+   * even after the first second: the line has no terminal). */
   setenv("VAT_SIM_PROGRESS", "0", 1);
   vat__sim_progress_begin(&p, t.slave, "ring", 100);
+  ck_assert_int_eq(p.fd, -1);
   vat__sim_progress_update(&p, 40, 400, 1);
   vat__sim_progress_end(&p);
   setenv("VAT_SIM_PROGRESS", "1", 1);
