@@ -472,21 +472,23 @@ END_TEST
  * sum (its value plus its peer's, which it gets by a request to the peer).
  * A server serves one request at a time: while its sum waits for the
  * peer's answer it is busy, and a request that comes meanwhile waits in
- * its queue until the answer came. Two clients each ask their own server
- * for the sum. If both servers start their sum before either has answered
- * the other's get, each get waits behind a sum that waits for it: the
- * world goes quiet with neither client answered (the deadlock of two
- * non-reentrant actors calling each other). Fixed: a busy server still
- * answers a get at once (it reads only its own value); only sums wait. */
+ * its queue until the answer came. Three clients ask for the sum, two of
+ * them the first server, one the second (so a sum may wait in a queue
+ * too, and be served once the sum before it is answered). If both
+ * servers start a sum before either has answered the other's get, each
+ * get waits behind a sum that waits for it: the world goes quiet with
+ * clients unanswered (the deadlock of two non-reentrant actors calling
+ * each other). Fixed: a busy server still answers a get at once (it
+ * reads only its own value); only sums wait. */
 
-enum { SERVERS = 2, QUEUE_MAX = 4 };
+enum { SERVERS = 2, CLIENTS = 3, QUEUE_MAX = 4 };
 enum { R_GET, R_SUM };
 
 typedef struct calls_world {
   bool reentrant;
   vat_ref *server[SERVERS];
   int64_t value[SERVERS];
-  int64_t answer[SERVERS]; /* client i's sum; 0: none yet */
+  int64_t answer[CLIENTS]; /* client i's sum; 0: none yet */
   unsigned answered;
 } calls_world;
 
@@ -567,7 +569,7 @@ static void client_start(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   client_vat *c = state;
   vat_promise *p;
-  expect_vat_ok(vat_call(turn, c->world->server[c->index], on_request,
+  expect_vat_ok(vat_call(turn, c->world->server[c->index % SERVERS], on_request,
                          (void *)(intptr_t)R_SUM, 0, &p));
   expect_vat_ok(vat_when(turn, p, sum_answered, NULL));
 }
@@ -583,10 +585,11 @@ static void *calls_setup(vat_system *sys, void *ctx) {
     *v = (server_vat){.world = w, .index = i};
     w->value[i] = 10 * (i + 1);
   }
-  for (unsigned i = 0; i < SERVERS; i++) {
+  static const char *clients[CLIENTS] = {"c1", "c2", "c3"};
+  for (unsigned i = 0; i < CLIENTS; i++) {
     vat_ref *client;
     client_vat *c;
-    vat_entity_def def = {.state_size = sizeof *c, .label = i ? "c2" : "c1"};
+    vat_entity_def def = {.state_size = sizeof *c, .label = clients[i]};
     if (vat_host_spawn(sys, &def, &client, (void **)&c) != VAT_OK)
       return NULL;
     *c = (client_vat){.world = w, .index = i};
@@ -598,7 +601,7 @@ static void *calls_setup(vat_system *sys, void *ctx) {
 static bool calls_check(void *world, bool quiescent, char *why, size_t n) {
   (void)quiescent;
   calls_world *w = world;
-  for (unsigned i = 0; i < SERVERS; i++)
+  for (unsigned i = 0; i < CLIENTS; i++)
     if (w->answer[i] != 0 && w->answer[i] != w->value[0] + w->value[1]) {
       snprintf(why, n, "client %u was told the sum is %lld", i + 1,
                (long long)w->answer[i]);
@@ -608,7 +611,7 @@ static bool calls_check(void *world, bool quiescent, char *why, size_t n) {
 }
 
 static bool calls_done(void *world) {
-  return ((calls_world *)world)->answered == SERVERS;
+  return ((calls_world *)world)->answered == CLIENTS;
 }
 
 const vat_sim_scenario sim_calls_buggy = {.name = "calls",
