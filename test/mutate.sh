@@ -327,6 +327,37 @@ sim-net-bytes-not-in-digest|src/net/simnet.c|sim_net|h = mix(h, sim_end_deliver(
 sim-net-bank-not-idempotent|test/test_sim_net.c|sim_net|if (!(b->fixed && id == b->applied_id)) {|if (1) {
 # The seam between the connection vat and its I/O (src/net/transport.c).
 transport-frame-done-lost|src/net/transport.c|bounds|net_io_frame_done(io, len);|(void)io, (void)len;
+sim-bugs-calls-not-reentrant|test/test_sim_bugs.c|sim_bugs|if (v->busy && (kind == R_SUM \|\| !v->world->reentrant)) {|if (v->busy) {
+sim-bank-no-monitor|examples/bank_accounts.c|sim|vat_host_send(b->acct[i], watch_peer, NULL);|(void)watch_peer;
+sim-locks-reversed|test/test_sim.c|sim|bool reverse = i == 1 && !ordered;|bool reverse = i == 1;
+# Parallel campaigns (src/sim/parallel.c): the result is the serial one.
+sim-parallel-not-the-lowest|src/sim/parallel.c|sim_campaign|(!e->found \|\| h.index < e->index))|(!e->found \|\| h.index > e->index))
+sim-parallel-totals-of-one-seed|src/sim/parallel.c|sim_campaign|out->total_turns = turns;|(void)turns;
+sim-parallel-death-ignored|src/sim/parallel.c|sim_campaign|.found = true, .died = true, .index = running - 1, .status = status[i]};|.found = false, .died = true, .index = running - 1, .status = status[i]};
+sim-parallel-nondeterminism-hidden|src/sim/parallel.c|sim_campaign|not_deterministic(&e, rc, &here, out);|*out = here;
+sim-parallel-totals-by-seed-not-chunk|src/sim/parallel.c|sim_campaign|for (uint64_t k = 0; k < c->nchunks && k * c->chunk <= upto; k++) {|for (uint64_t k = 0; k < c->nchunks && k <= upto; k++) {
+# The progress line (src/sim/progress.c): a terminal only, a few times a second, erased.
+sim-progress-not-only-a-terminal|src/sim/progress.c|sim_campaign|if (total < 2 \|\| off \|\| fd < 0 \|\| isatty(fd) != 1)|if (total < 2 \|\| off \|\| fd < 0)
+sim-progress-at-once|src/sim/progress.c|sim_campaign|p->next_ns = p->start_ns + (at_once ? 0 : FIRST_DRAW_NS);|p->next_ns = p->start_ns;
+sim-progress-every-update|src/sim/progress.c|sim_campaign|p->next_ns = now + REDRAW_NS;|p->next_ns = now;
+sim-progress-not-erased|src/sim/progress.c|sim_campaign|put(p->fd, "\r\033[K", 4);|(void)0;
+sim-progress-off-ignored|src/sim/progress.c|sim_campaign|bool off = env != NULL && strcmp(env, "0") == 0;|bool off = false;
+sim-progress-percent-rounds-up|src/sim/progress.c|sim_campaign|if (pct >= 100 && seeds < total)|if (0)
+sim-progress-serial-never-drawn|src/sim/harness.c|sim_campaign|vat__sim_progress_update(progress, out->seeds_run, out->total_turns, 0);|(void)progress;
+sim-progress-parallel-never-drawn|src/sim/parallel.c|sim_campaign|draw(c, p);|(void)draw;
+# Parallel campaigns with plans, shrinking and the failing run's trace: the
+# failing seed, run again here, is shrunk and traced as a serial one.
+sim-parallel-not-settled|src/sim/parallel.c|sim_campaign|c->seeds->settle(c->seeds->ctx, &here);|(void)here;
+sim-parallel-rerun-trusted|src/sim/parallel.c|sim_campaign|if (rc != their_rc)|if (here != NULL) return true; if (rc != their_rc)
+sim-parallel-jobs-zero-serial|src/sim/parallel.c|sim_campaign|if (o->jobs != 0)|if (1)
+sim-parallel-last-not-sent|src/sim/parallel.c|sim_campaign|if (i == c->count - 1 && !send_report(fd, REPORT_LAST, rc, i, &r))|if (0)
+sim-parallel-plan-dropped|src/sim/harness.c|sim_campaign|c->last = vat__sim_run_seed(c->sc, c->o, c->plan, seed, NULL, out, &rc);|c->last = vat__sim_run_seed(c->sc, c->o, NULL, seed, NULL, out, &rc);
+sim-serial-not-settled|src/sim/harness.c|sim_plan|settle(c, out);|(void)settle;
+sim-plan-read-after-clear|src/sim/harness.c|sim_plan|rc = read_plan(env_plan, o, &plan, why, sizeof why);|memset(out, 0, sizeof *out); rc = read_plan(env_plan, o, &plan, why, sizeof why);
+# The sixth program (test/test_sim_bugs.c, calls) and the bank example.
+sim-bugs-calls-queue-not-drained|test/test_sim_bugs.c|sim_bugs|while (!v->busy && v->queued > 0) { /* a sum makes it busy again */|while (0) {
+sim-bugs-calls-wrong-sum|test/test_sim_bugs.c|sim_bugs|vat_resolve(turn, v->sum_reply, vat_int(w->value[v->index] + peer)));|vat_resolve(turn, v->sum_reply, vat_int(w->value[v->index])));
+sim-bank-refunds-the-wrong-transfers|examples/bank_accounts.c|sim|if (t->from == a->index && t->state == T_IN_FLIGHT) {|if (t->to == a->index && t->state == T_IN_FLIGHT) {
 net-handshake-not-armed|src/net/timeouts.c|bounds|if (c->handshake_timeout_s > 0)|if (c->handshake_timeout_s < 0)
 net-idle-while-peer-waits|src/net/timeouts.c|bounds|if (c->heard_since_tick \|\| c->open_answers > 0 \|\| io.reading_paused \|\||if (c->heard_since_tick \|\| io.reading_paused \|\|
 net-place-never-left|src/net/conn.c|bounds|net_places_leave(c->places);|(void)c->places;

@@ -52,6 +52,7 @@
   X(sim_machines)                                                              \
   X(sim_world_faults)                                                          \
   X(sim_replay)                                                                \
+  X(sim_campaign)                                                              \
   VAT__CAPTP_SUITE(X)                                                          \
   VAT__NET_SUITE(X)
 

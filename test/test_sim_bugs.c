@@ -1,6 +1,7 @@
 /* Simulation testing (vat/sim.h): more programs with classic bugs that a
  * short campaign must find under both strategies, each with a fixed
- * version that must pass the same campaign. */
+ * version that must pass the same campaign, and the figures of how fast
+ * the campaigns find the bugs of every program (sim_programs.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,23 +159,21 @@ static bool tpc_done(void *world) {
 }
 
 static int fixed_marker;
-static const vat_sim_scenario tpc_buggy = {
+const vat_sim_scenario sim_2pc_buggy = {
     .name = "2pc", .setup = tpc_setup, .check = tpc_check, .done = tpc_done};
-static const vat_sim_scenario tpc_fixed = {.name = "2pc-monitored",
-                                           .setup = tpc_setup,
-                                           .check = tpc_check,
-                                           .done = tpc_done,
-                                           .ctx = &fixed_marker};
+const vat_sim_scenario sim_2pc_fixed = {.name = "2pc-monitored",
+                                        .setup = tpc_setup,
+                                        .check = tpc_check,
+                                        .done = tpc_done,
+                                        .ctx = &fixed_marker};
 
 START_TEST(two_phase_commit_blocks_random) {
-  sim_find_replay_and_pass(&tpc_buggy, &tpc_fixed, VAT_SIM_RANDOM, 0.05, 300,
-                       "liveness: quiescent");
+  sim_program_test(SIM_2PC, VAT_SIM_RANDOM);
 }
 END_TEST
 
 START_TEST(two_phase_commit_blocks_pct) {
-  sim_find_replay_and_pass(&tpc_buggy, &tpc_fixed, VAT_SIM_PCT, 0.05, 300,
-                       "liveness: quiescent");
+  sim_program_test(SIM_2PC, VAT_SIM_PCT);
 }
 END_TEST
 
@@ -296,8 +295,7 @@ static void *elect_setup(vat_system *sys, void *ctx) {
   static const char *labels[NODES] = {"n0", "n1", "n2", "n3", "n4"};
   for (int i = 0; i < NODES; i++) {
     vat_entity_def def = {.state_size = sizeof(elect_node), .label = labels[i]};
-    if (vat_host_spawn(sys, &def, &w->node[i], (void **)&w->state[i]) !=
-        VAT_OK)
+    if (vat_host_spawn(sys, &def, &w->node[i], (void **)&w->state[i]) != VAT_OK)
       return NULL;
     *w->state[i] =
         (elect_node){.world = w, .index = i, .heard_max = -1, .voted = -1};
@@ -322,22 +320,20 @@ static bool elect_check(void *world, bool quiescent, char *why, size_t n) {
   return true;
 }
 
-static const vat_sim_scenario elect_buggy = {
+const vat_sim_scenario sim_election_buggy = {
     .name = "election", .setup = elect_setup, .check = elect_check};
-static const vat_sim_scenario elect_fixed = {.name = "election-quorum",
+const vat_sim_scenario sim_election_fixed = {.name = "election-quorum",
                                              .setup = elect_setup,
                                              .check = elect_check,
                                              .ctx = &fixed_marker};
 
 START_TEST(election_splits_random) {
-  sim_find_replay_and_pass(&elect_buggy, &elect_fixed, VAT_SIM_RANDOM, 0.1, 300,
-                       "leaders in term 1");
+  sim_program_test(SIM_ELECTION, VAT_SIM_RANDOM);
 }
 END_TEST
 
 START_TEST(election_splits_pct) {
-  sim_find_replay_and_pass(&elect_buggy, &elect_fixed, VAT_SIM_PCT, 0.1, 300,
-                       "leaders in term 1");
+  sim_program_test(SIM_ELECTION, VAT_SIM_PCT);
 }
 END_TEST
 
@@ -451,78 +447,200 @@ static bool cache_done(void *world) {
   return ((cache_world *)world)->acked == WRITERS * WRITES_EACH;
 }
 
-static const vat_sim_scenario cache_buggy = {.name = "cache",
-                                             .setup = cache_setup,
-                                             .check = cache_check,
-                                             .done = cache_done};
-static const vat_sim_scenario cache_fixed = {.name = "cache-versioned",
-                                             .setup = cache_setup,
-                                             .check = cache_check,
-                                             .done = cache_done,
-                                             .ctx = &fixed_marker};
+const vat_sim_scenario sim_cache_buggy = {.name = "cache",
+                                          .setup = cache_setup,
+                                          .check = cache_check,
+                                          .done = cache_done};
+const vat_sim_scenario sim_cache_fixed = {.name = "cache-versioned",
+                                          .setup = cache_setup,
+                                          .check = cache_check,
+                                          .done = cache_done,
+                                          .ctx = &fixed_marker};
 
 START_TEST(cache_goes_stale_random) {
-  sim_find_replay_and_pass(&cache_buggy, &cache_fixed, VAT_SIM_RANDOM, 0, 300,
-                       "stale cache");
+  sim_program_test(SIM_CACHE, VAT_SIM_RANDOM);
 }
 END_TEST
 
 START_TEST(cache_goes_stale_pct) {
-  sim_find_replay_and_pass(&cache_buggy, &cache_fixed, VAT_SIM_PCT, 0, 300,
-                       "stale cache");
+  sim_program_test(SIM_CACHE, VAT_SIM_PCT);
+}
+END_TEST
+
+/* --- Two servers deadlocked on each other's requests ----------------------
+ * Each server holds a value and answers two requests: get (its value) and
+ * sum (its value plus its peer's, which it gets by a request to the peer).
+ * A server serves one request at a time: while its sum waits for the
+ * peer's answer it is busy, and a request that comes meanwhile waits in
+ * its queue until the answer came. Three clients ask for the sum, two of
+ * them the first server, one the second (so a sum may wait in a queue
+ * too, and be served once the sum before it is answered). If both
+ * servers start a sum before either has answered the other's get, each
+ * get waits behind a sum that waits for it: the world goes quiet with
+ * clients unanswered (the deadlock of two non-reentrant actors calling
+ * each other). Fixed: a busy server still answers a get at once (it
+ * reads only its own value); only sums wait. */
+
+enum { SERVERS = 2, CLIENTS = 3, QUEUE_MAX = 4 };
+enum { R_GET, R_SUM };
+
+typedef struct calls_world {
+  bool reentrant;
+  vat_ref *server[SERVERS];
+  int64_t value[SERVERS];
+  int64_t answer[CLIENTS]; /* client i's sum; 0: none yet */
+  unsigned answered;
+} calls_world;
+
+typedef struct waiting {
+  int kind;
+  vat_resolver *reply;
+} waiting;
+
+typedef struct server_vat {
+  calls_world *world;
+  unsigned index;
+  bool busy;                /* its sum waits for the peer's value */
+  vat_resolver *sum_reply;  /* that sum's client */
+  waiting queue[QUEUE_MAX]; /* requests that came while busy */
+  unsigned queued;
+} server_vat;
+
+static void serve(vat_turn *turn, server_vat *v, int kind, vat_resolver *r);
+
+static void on_request(vat_turn *turn, void *state, void *arg,
+                       vat_resolver *reply) {
+  server_vat *v = state;
+  int kind = (int)(intptr_t)arg;
+  if (v->busy && (kind == R_SUM || !v->world->reentrant)) {
+    ck_assert_uint_lt(v->queued, QUEUE_MAX);
+    v->queue[v->queued++] = (waiting){kind, reply};
+    return;
+  }
+  serve(turn, v, kind, reply);
+}
+
+static void peer_answered(vat_turn *turn, void *state, void *ctx, bool resolved,
+                          vat_value value) {
+  (void)ctx;
+  server_vat *v = state;
+  calls_world *w = v->world;
+  int64_t peer = 0;
+  ck_assert(resolved && vat_get_int(value, &peer) == VAT_OK);
+  expect_vat_ok(
+      vat_resolve(turn, v->sum_reply, vat_int(w->value[v->index] + peer)));
+  v->busy = false;
+  while (!v->busy && v->queued > 0) { /* a sum makes it busy again */
+    waiting next = v->queue[0];
+    memmove(v->queue, v->queue + 1, --v->queued * sizeof v->queue[0]);
+    serve(turn, v, next.kind, next.reply);
+  }
+}
+
+static void serve(vat_turn *turn, server_vat *v, int kind, vat_resolver *r) {
+  calls_world *w = v->world;
+  if (kind == R_GET) {
+    expect_vat_ok(vat_resolve(turn, r, vat_int(w->value[v->index])));
+    return;
+  }
+  v->busy = true;
+  v->sum_reply = r;
+  vat_promise *p;
+  expect_vat_ok(vat_call(turn, w->server[1 - v->index], on_request,
+                         (void *)(intptr_t)R_GET, 0, &p));
+  expect_vat_ok(vat_when(turn, p, peer_answered, NULL));
+}
+
+typedef struct client_vat {
+  calls_world *world;
+  unsigned index;
+} client_vat;
+
+static void sum_answered(vat_turn *turn, void *state, void *ctx, bool resolved,
+                         vat_value value) {
+  (void)turn, (void)ctx;
+  client_vat *c = state;
+  ck_assert(resolved &&
+            vat_get_int(value, &c->world->answer[c->index]) == VAT_OK);
+  c->world->answered++;
+}
+
+static void client_start(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  client_vat *c = state;
+  vat_promise *p;
+  expect_vat_ok(vat_call(turn, c->world->server[c->index % SERVERS], on_request,
+                         (void *)(intptr_t)R_SUM, 0, &p));
+  expect_vat_ok(vat_when(turn, p, sum_answered, NULL));
+}
+
+static void *calls_setup(vat_system *sys, void *ctx) {
+  calls_world *w = GC_MALLOC(sizeof *w);
+  w->reentrant = ctx != NULL;
+  for (unsigned i = 0; i < SERVERS; i++) {
+    server_vat *v;
+    vat_entity_def def = {.state_size = sizeof *v, .label = i ? "s2" : "s1"};
+    if (vat_host_spawn(sys, &def, &w->server[i], (void **)&v) != VAT_OK)
+      return NULL;
+    *v = (server_vat){.world = w, .index = i};
+    w->value[i] = 10 * (i + 1);
+  }
+  static const char *clients[CLIENTS] = {"c1", "c2", "c3"};
+  for (unsigned i = 0; i < CLIENTS; i++) {
+    vat_ref *client;
+    client_vat *c;
+    vat_entity_def def = {.state_size = sizeof *c, .label = clients[i]};
+    if (vat_host_spawn(sys, &def, &client, (void **)&c) != VAT_OK)
+      return NULL;
+    *c = (client_vat){.world = w, .index = i};
+    vat_host_send(client, client_start, NULL);
+  }
+  return w;
+}
+
+static bool calls_check(void *world, bool quiescent, char *why, size_t n) {
+  (void)quiescent;
+  calls_world *w = world;
+  for (unsigned i = 0; i < CLIENTS; i++)
+    if (w->answer[i] != 0 && w->answer[i] != w->value[0] + w->value[1]) {
+      snprintf(why, n, "client %u was told the sum is %lld", i + 1,
+               (long long)w->answer[i]);
+      return false;
+    }
+  return true;
+}
+
+static bool calls_done(void *world) {
+  return ((calls_world *)world)->answered == CLIENTS;
+}
+
+const vat_sim_scenario sim_calls_buggy = {.name = "calls",
+                                          .setup = calls_setup,
+                                          .check = calls_check,
+                                          .done = calls_done};
+const vat_sim_scenario sim_calls_fixed = {.name = "calls-reentrant",
+                                          .setup = calls_setup,
+                                          .check = calls_check,
+                                          .done = calls_done,
+                                          .ctx = &fixed_marker};
+
+START_TEST(calls_deadlock_random) {
+  sim_program_test(SIM_CALLS, VAT_SIM_RANDOM);
+}
+END_TEST
+
+START_TEST(calls_deadlock_pct) {
+  sim_program_test(SIM_CALLS, VAT_SIM_PCT);
 }
 END_TEST
 
 /* --- How fast the campaigns find them -------------------------------------
- * With VAT_SIM_SEEDS=1: for each buggy program and strategy, 20 campaigns
- * from different base seeds; prints the median seeds to the first failure
- * and the campaigns' turns and seeds per second (wall clock). Without it,
- * does nothing: a measurement, not a check. */
-
-typedef struct bug_program {
-  const vat_sim_scenario *sc;
-  double fault_rate;
-} bug_program;
-
-static int compare_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return (x > y) - (x < y);
-}
-
-enum { CAMPAIGNS = 20 };
+ * With VAT_SIM_SEEDS=1, the figures of every program of both suites, in
+ * one table (sim_programs.c). Without it, nothing: a measurement, not a
+ * check. */
 
 START_TEST(seeds_to_first_failure) {
-  const char *e = getenv("VAT_SIM_SEEDS");
-  if (e == NULL || strcmp(e, "1") != 0)
-    return;
-  static const bug_program programs[] = {
-      {&tpc_buggy, 0.05}, {&elect_buggy, 0.1}, {&cache_buggy, 0}};
-  for (size_t p = 0; p < sizeof programs / sizeof programs[0]; p++) {
-    for (int s = VAT_SIM_RANDOM; s <= VAT_SIM_PCT; s++) {
-      vat_sim_options o = sim_options(s, programs[p].fault_rate);
-      o.shrink_runs = 0; /* the campaigns' rates, without shrinking's runs */
-      uint64_t found[CAMPAIGNS], seeds = 0, turns = 0;
-      double t0 = test_wall_seconds();
-      for (unsigned c = 0; c < CAMPAIGNS; c++) {
-        vat_sim_result r;
-        ck_assert_vat_ok(
-            vat_sim_run(programs[p].sc, &o, 1 + c * 1000000ull, 100000, &r));
-        ck_assert(r.failed);
-        found[c] = r.seeds_run;
-        seeds += r.seeds_run;
-        turns += r.total_turns;
-      }
-      double secs = test_wall_seconds() - t0;
-      qsort(found, CAMPAIGNS, sizeof found[0], compare_u64);
-      printf("sim-seeds: %-9s %-6s median %3llu seeds to first failure "
-             "(min %llu, max %llu); %.0f seeds/s, %.0f turns/s\n",
-             programs[p].sc->name, sim_strategy_name(s),
-             (unsigned long long)((found[9] + found[10]) / 2),
-             (unsigned long long)found[0],
-             (unsigned long long)found[CAMPAIGNS - 1], seeds / secs,
-             turns / secs);
-    }
-  }
+  sim_seeds_to_first_failure();
 }
 END_TEST
 
@@ -535,6 +653,8 @@ Suite *test_sim_bugs_suite(void) {
   tcase_add_test(bugs, election_splits_pct);
   tcase_add_test(bugs, cache_goes_stale_random);
   tcase_add_test(bugs, cache_goes_stale_pct);
+  tcase_add_test(bugs, calls_deadlock_random);
+  tcase_add_test(bugs, calls_deadlock_pct);
   tcase_add_test(bugs, seeds_to_first_failure);
   suite_add_tcase(s, bugs);
   return s;

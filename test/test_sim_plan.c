@@ -137,6 +137,31 @@ START_TEST(a_reported_plan_replays_its_run_exactly) {
 }
 END_TEST
 
+/* The plan may be the text of the very result the call fills (a run
+ * replayed into the result that reported it): it is read before the
+ * result is cleared, and the run replays. */
+START_TEST(a_plan_may_be_read_from_the_result_it_fills) {
+  vat_sim_options o = noisy(VAT_SIM_RANDOM);
+  o.shrink_runs = 0;
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_run(&ledger_sc, &o, 1, 200, &r));
+  ck_assert(r.failed && r.nfaults > 0);
+  uint64_t digest = r.digest, turns = r.turns;
+  char plan[VAT_SIM_PLAN_SIZE];
+  memcpy(plan, r.plan, sizeof plan);
+  o.plan = r.plan;
+  ck_assert_vat_ok(vat_sim_replay(&ledger_sc, &o, r.seed, &r));
+  ck_assert(r.failed);
+  ck_assert_str_eq(r.plan, plan);
+  ck_assert_uint_eq(r.digest, digest);
+  ck_assert_uint_eq(r.turns, turns);
+  /* And a bad one in it is still refused with why. */
+  snprintf(r.plan, sizeof r.plan, "step 0: kill x");
+  ck_assert_vat_err(vat_sim_replay(&ledger_sc, &o, 1, &r), VAT_EINVAL);
+  ck_assert_msg(strstr(r.message, "step") != NULL, "%s", r.message);
+}
+END_TEST
+
 /* VAT_SIM_PLAN is read as VAT_SIM_SEED is, and wins over the options. */
 START_TEST(vat_sim_plan_is_read_from_the_environment) {
   vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
@@ -669,6 +694,7 @@ Suite *test_sim_plan_suite(void) {
   Suite *s = suite_create("sim_plan");
   TCase *plans = test_case("plans", 120);
   tcase_add_test(plans, a_reported_plan_replays_its_run_exactly);
+  tcase_add_test(plans, a_plan_may_be_read_from_the_result_it_fills);
   tcase_add_test(plans, vat_sim_plan_is_read_from_the_environment);
   tcase_add_test(plans, a_planned_fault_waits_until_it_can_strike);
   tcase_add_test(plans, a_bad_plan_is_refused_with_a_clear_message);

@@ -217,9 +217,50 @@
  * traced again, in this process or another, write the same file byte for
  * byte.
  *
+ * Parallel campaigns: with options.jobs other than 1, a campaign of more
+ * than one seed runs in worker processes, copies of the caller made with
+ * fork(2) (no exec). They take the seeds in small chunks, lowest first,
+ * and none starts a seed above the lowest failing one found so far. The
+ * result is what the same campaign run here, one seed after another,
+ * would report: the lowest failing seed, run again in the calling
+ * process, so that every field is exact and the replay is proven across
+ * processes, and then shrunk and traced here as a serial campaign does
+ * (workers do neither); seeds_run counts the seeds up to it; total_turns
+ * and total_faults sum those seeds only (a worker may have run higher
+ * seeds meanwhile: they are not counted). When no seed fails, the fields
+ * are the last seed's, as its worker found them, with totals over all.
+ * Two outcomes exist only in parallel:
+ *  - a seed that fails in a worker and not the same way here (not failing,
+ *    or another message, turn count or digest) is reported failed with its
+ *    worker's figures, verdict VAT_SIM_NOT_DETERMINISTIC and the message
+ *    "not deterministic: ...", neither shrunk nor traced: the scenario
+ *    depends on something outside its world;
+ *  - a worker that dies inside a seed (the program crashed, or called
+ *    exit) fails that seed with verdict VAT_SIM_WORKER_DIED, the message
+ *    "its worker process died ...", plan "unknown" and no figures: replay
+ *    it with VAT_SIM_SEED (here, under a debugger).
+ * A worker is a process with the calling thread alone. Its scenario runs
+ * as it would here, but what it changes in memory stays in the worker
+ * (a counter in the caller sees only the seeds run here), and it must not
+ * touch systems made before the campaign that have worker threads (they
+ * have no threads there). It writes no trace (VAT_TRACE): the failing
+ * seed's run here does. The caller's buffered output is flushed before
+ * the workers start, and each worker's when it ends; workers end with
+ * _exit(2), running no atexit handler, and run none of the caller's
+ * collector finalisers. The collector must handle fork (libgc's default
+ * on Linux; the calls around fork(2) work in its manual mode too).
+ *
+ * Progress: while a campaign of more than one seed has run for a second,
+ * and stderr is a terminal, a line on stderr shows the seeds run of the
+ * campaign's count, seeds and turns per second and the seeds that failed,
+ * redrawn four times a second and erased when the campaign ends. Nothing
+ * is written when stderr is not a terminal. VAT_SIM_PROGRESS=0 in the
+ * environment turns it off; VAT_SIM_PROGRESS=1 draws it from the start.
+ *
  * The crash hook of the simulated systems is off (a fault would print a
  * report for each seed); a scenario that wants to see crashes monitors
- * its vats. Host thread; the calls run the worlds on the calling thread.
+ * its vats. Host thread; the calls run the worlds on the calling thread
+ * (or, in parallel, in worker processes).
  */
 #ifndef VAT_SIM_H
 #define VAT_SIM_H
@@ -289,7 +330,14 @@ typedef struct vat_sim_options {
   /** The liveness deadline, in nanoseconds on the virtual clock from the
    *  world's start: it must be quiescent and done by then. Default 60 s. */
   uint64_t deadline_ns;
+  /** Worker processes for a campaign's seeds (Parallel campaigns, above):
+   *  1 (the default) runs them here, one after another; 0: one per
+   *  online core; at most VAT_SIM_MAX_JOBS. Fewer start when there are
+   *  fewer chunks of seeds than that. */
+  unsigned jobs;
 } vat_sim_options;
+
+enum { VAT_SIM_MAX_JOBS = 1024 };
 
 /** Fills `o` with the defaults: VAT_SIM_RANDOM, no faults. Any thread. */
 void vat_sim_options_default(vat_sim_options *o);
@@ -336,6 +384,9 @@ typedef enum vat_sim_verdict {
   VAT_SIM_TOO_MANY_TURNS,  /* max_turns turns and not quiescent */
   VAT_SIM_SETUP_FAILED,    /* the scenario's setup returned NULL */
   VAT_SIM_RUN_FAILED,      /* a run call failed */
+  /* Only in parallel campaigns (above): */
+  VAT_SIM_NOT_DETERMINISTIC, /* it failed in a worker, not so here */
+  VAT_SIM_WORKER_DIED,       /* its worker process died running it */
 } vat_sim_verdict;
 
 /* A failure shrunk (above). */
@@ -355,13 +406,14 @@ typedef struct vat_sim_result {
   /** The failing seed, or (none failed) the last one run. The fields
    *  below are that seed's. */
   uint64_t seed;
-  uint64_t seeds_run;    /* seeds run, the failing one included */
+  uint64_t seeds_run;    /* seeds run, the failing one included; in
+                            parallel, the seeds up to the failing one */
   uint64_t turns;        /* turns the seed ran */
   uint64_t steps;        /* the scheduler's choices in it */
   uint64_t digest;       /* hash of its choices and faults, in order */
   uint64_t now_ns;       /* virtual clock at its end, from the world's start */
-  uint64_t total_turns;  /* over every seed run */
-  uint64_t total_faults; /* over every seed run, both kinds */
+  uint64_t total_turns;  /* over the seeds counted in seeds_run */
+  uint64_t total_faults; /* over the seeds counted in seeds_run, both kinds */
   vat_sim_verdict verdict;
   unsigned nfaults; /* faults at a step that struck (the first
                        VAT_SIM_MAX_REPORTED_FAULTS are in `faults`) */
@@ -391,11 +443,13 @@ typedef struct vat_sim_result {
  *  not run.
  *  Host thread. Errors: VAT_EINVAL (NULL sc, sc->setup or out, count 0,
  *  fault_rate outside [0, 1], pct_depth 0, an unknown fault kind, a
- *  drawn kind's maximum 0, VAT_SIM_SEED not a number, a plan that does
- *  not parse: then out->message says why),
- *  and those of vat_system_new: then the campaign stops at the seed whose
+ *  drawn kind's maximum 0, jobs above VAT_SIM_MAX_JOBS, VAT_SIM_SEED not
+ *  a number, a plan that does not parse: then out->message says why),
+ *  those of vat_system_new: then the campaign stops at the seed whose
  *  world could not be made, and out->seed is that seed, out->message says
- *  why, out->failed is false and its other figures are zero. */
+ *  why, out->failed is false and its other figures are zero; and in
+ *  parallel VAT_EIO (a pipe, the shared memory or a fork(2) failed, errno
+ *  says which; the workers already started are stopped and waited for). */
 int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
                 uint64_t first, uint64_t count, vat_sim_result *out);
 

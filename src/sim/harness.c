@@ -6,10 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/system.h"
 #include "sim/hold.h"
 #include "sim/machines.h"
+#include "sim/parallel.h"
+#include "sim/progress.h"
 #include "sim/run.h"
 #include "sim/world.h"
 #include "util/mem.h"
@@ -28,7 +31,8 @@ void vat_sim_options_default(vat_sim_options *o) {
                          .max_jitter_ns = 1000000000ull,
                          .shrink_runs = 200,
                          .max_turns = 1000000,
-                         .deadline_ns = 60000000000ull};
+                         .deadline_ns = 60000000000ull,
+                         .jobs = 1};
 }
 
 static int valid(const vat_sim_scenario *sc, const vat_sim_options *o,
@@ -37,7 +41,8 @@ static int valid(const vat_sim_scenario *sc, const vat_sim_options *o,
     return VAT_EINVAL;
   if (!(o->fault_rate >= 0 && o->fault_rate <= 1) || o->pct_depth == 0 ||
       o->pct_steps == 0 || o->max_turns == 0 ||
-      (o->strategy != VAT_SIM_RANDOM && o->strategy != VAT_SIM_PCT))
+      (o->strategy != VAT_SIM_RANDOM && o->strategy != VAT_SIM_PCT) ||
+      o->jobs > VAT_SIM_MAX_JOBS)
     return VAT_EINVAL;
   unsigned kinds = o->fault_kinds ? o->fault_kinds : VAT_SIM_FAULTS_DEFAULT;
   if ((kinds & ~VAT_SIM_FAULTS_ALL) ||
@@ -269,15 +274,67 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
 /* --- Campaigns ------------------------------------------------------------ */
 
 /* The plan the campaign follows: VAT_SIM_PLAN's (`env`), else the
- * options'; none: drawn. */
+ * options'; none: drawn. Why it does not parse goes to `why`. */
 static int read_plan(const char *env, const vat_sim_options *o,
-                     vat__sim_plan **plan, vat_sim_result *out) {
+                     vat__sim_plan **plan, char *why, size_t size) {
   const char *text = env != NULL && *env != '\0' ? env : o->plan;
   *plan = NULL;
   if (text == NULL)
     return VAT_OK;
   *plan = vat__gc_alloc(sizeof **plan);
-  return vat__sim_plan_parse(text, *plan, out->message, sizeof out->message);
+  return vat__sim_plan_parse(text, *plan, why, size);
+}
+
+/* What a campaign runs its seeds with. */
+typedef struct campaign_of {
+  const vat_sim_scenario *sc;
+  const vat_sim_options *o;
+  const vat__sim_plan *plan; /* NULL: drawn */
+  vat__sim_world *last;      /* the last seed's world run here */
+} campaign_of;
+
+/* One seed alone, as a campaign of that seed would run it, but neither
+ * shrunk nor traced: a worker's seed, or the failing one run again here
+ * (which settle() then shrinks and traces, once it is known to fail as
+ * it failed in its worker). */
+static int one_seed(void *ctx, uint64_t seed, vat_sim_result *out) {
+  campaign_of *c = ctx;
+  int rc = VAT_OK;
+  memset(out, 0, sizeof *out);
+  out->seeds_run = 1;
+  c->last = vat__sim_run_seed(c->sc, c->o, c->plan, seed, NULL, out, &rc);
+  if (c->last != NULL && out->verdict != VAT_SIM_PASSED)
+    out->failed = true;
+  return rc;
+}
+
+/* What the campaign reports of its failing seed, `out`, whose world,
+ * run here, is c->last: the failure shrunk, and its run traced. */
+static void settle(void *ctx, vat_sim_result *out) {
+  campaign_of *c = ctx;
+  vat__sim_shrink(c->sc, c->o, c->last, out);
+  vat__sim_trace_failure(c->sc, c->o, c->plan, out);
+}
+
+/* The seeds one after another, here. */
+static int serially(campaign_of *c, uint64_t first, uint64_t count,
+                    vat__sim_progress *progress, vat_sim_result *out) {
+  int rc = VAT_OK;
+  for (uint64_t i = 0; i < count; i++) {
+    out->seeds_run++;
+    c->last =
+        vat__sim_run_seed(c->sc, c->o, c->plan, first + i, NULL, out, &rc);
+    if (c->last == NULL)
+      return rc;
+    if (out->verdict != VAT_SIM_PASSED) {
+      out->failed = true;
+      settle(c, out);
+      return VAT_OK;
+    }
+    vat__sim_progress_update(progress, out->seeds_run, out->total_turns, 0);
+  }
+  out->message[0] = '\0';
+  return VAT_OK;
 }
 
 static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
@@ -293,25 +350,26 @@ static int campaign(const vat_sim_scenario *sc, const vat_sim_options *o,
     return rc;
   if (count == 0)
     return VAT_EINVAL;
-  memset(out, 0, sizeof *out);
+  /* The plan is read before `out` is cleared: its text may be out's. */
   vat__sim_plan *plan;
-  if ((rc = read_plan(env_plan, o, &plan, out)) != VAT_OK)
+  char why[sizeof out->message] = "";
+  rc = read_plan(env_plan, o, &plan, why, sizeof why);
+  memset(out, 0, sizeof *out);
+  if (rc != VAT_OK) {
+    memcpy(out->message, why, sizeof why);
     return rc;
-  for (uint64_t i = 0; i < count; i++) {
-    out->seeds_run++;
-    vat__sim_world *w =
-        vat__sim_run_seed(sc, o, plan, first + i, NULL, out, &rc);
-    if (w == NULL)
-      return rc;
-    if (out->verdict != VAT_SIM_PASSED) {
-      out->failed = true;
-      vat__sim_shrink(sc, o, w, out);
-      vat__sim_trace_failure(sc, o, plan, out);
-      return VAT_OK;
-    }
   }
-  out->message[0] = '\0';
-  return VAT_OK;
+  campaign_of c = {.sc = sc, .o = o, .plan = plan};
+  vat__sim_progress progress;
+  vat__sim_progress_begin(&progress, STDERR_FILENO, sc->name, count);
+  unsigned jobs = count > 1 ? vat__sim_jobs(o) : 1;
+  if (jobs > 1)
+    rc = vat__sim_parallel(&(vat__sim_seeds){one_seed, settle, &c}, first,
+                           count, jobs, &progress, out);
+  else
+    rc = serially(&c, first, count, &progress, out);
+  vat__sim_progress_end(&progress);
+  return rc;
 }
 
 int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,

@@ -274,6 +274,14 @@ out:
   return result;
 }
 
+void vat__atom_table_lock(void) {
+  pthread_mutex_lock(&table_lock);
+}
+
+void vat__atom_table_unlock(void) {
+  pthread_mutex_unlock(&table_lock);
+}
+
 const vat_atom *vat_atom_intern_n(const char *name, size_t len) {
   return intern(name, len, false);
 }

@@ -65,6 +65,13 @@ typedef struct vat__error {
  * order of values does not change from one run to the next. */
 int vat__atom_compare(const vat_atom *a, const vat_atom *b);
 
+/* The atom table's lock, for a caller that forks a process that will use
+ * atoms (sim/parallel.c): held across fork(2), so that the child does not
+ * inherit it taken by a thread it does not have. Take it before the
+ * collector's fork preparation (the table lock comes first, atom.c). */
+void vat__atom_table_lock(void);
+void vat__atom_table_unlock(void);
+
 /* The hash of `len` bytes; atoms and strings share it. */
 uint64_t vat__hash_bytes(const void *data, size_t len);
 
