@@ -215,7 +215,9 @@ frames-run-first-only|src/net/conn.c|net|for (size_t i = 0; i < run->count; i++,
 frames-last-run-kept|src/net/io.c|net|if (n > 0 && !io->finishing && !deliver(io, run, n))|if (0)
 frames-before-a-bad-one-dropped|src/net/io.c|net|if (n > 0 && !deliver(io, run, n)) {|if (0) {
 kept-answer-forgets-why-it-broke|src/net/calls.c|net|a->broken = !resolved;|a->broken = false;
-kept-answer-drops-the-ref|src/net/calls.c|net|a->settled = target ? value : vat_null();|a->settled = vat_null();
+kept-answer-drops-the-ref|src/net/calls.c|net|a->settled = value;|a->settled = vat_null();
+kept-data-answer-held-whole|src/net/calls.c|net|net_table_put(&c->answers, n, &settled_to_data);|(void)n;
+kept-ref-answer-as-data|src/net/calls.c|net|if (target) {|if (!resolved) {
 name-digits-reversed|src/net/conn.c|net|s[2 + i] = digits[len - 1 - i];|s[2 + i] = digits[i];
 netstring-header-digits-reversed|src/captp/netstring.c|captp|buf[i] = digits[n - 1 - i];|buf[i] = digits[i];
 json-plain-quote|src/captp/json.c|captp|1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */

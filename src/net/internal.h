@@ -321,5 +321,9 @@ void net_handle_bad_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m,
 /** Our question answered: settles whoever asked it. */
 void net_handle_return(vat_turn *turn, net_conn *c, const vat_captp_msg *m);
 void net_handle_resolve(vat_turn *turn, net_conn *c, const vat_captp_msg *m);
+/** The kept answers held whole (a context and question id each): those
+ *  not settled yet or settled to a ref, a promise or a reason. For tests:
+ *  the rest, settled to data, should hold nothing. */
+size_t net_answers_kept_whole(const net_conn *c);
 
 #endif
