@@ -201,6 +201,10 @@ posted-share-kept|src/net/io.c|conns|release(io); /* the post's share */|(void)0
 direct-send-passes-taken-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->head == NULL && io->sock >= 0) {
 direct-send-passes-queued-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->frames_out == 0 && io->sock >= 0) {
 direct-send-remainder-from-the-start|src/net/io.c|net|*data += n;|(void)0;
+out-chunk-frame-at-its-start|src/net/io.c|net|memcpy(b->data + b->len, data, len);|memcpy(b->data, data, len);
+out-chunk-room-unchecked|src/net/io.c|net|if (b == NULL \|\| b->cap - b->len < len) {|if (b == NULL) {
+out-chunk-spare-for-any-frame|src/net/io.c|net|if (len <= OUT_CHUNK && io->spare != NULL) {|if (io->spare != NULL) {
+out-chunk-answers-uncounted|src/net/io.c|net bounds|b->answers += len;|(void)b;
 not-a-stream-accepted|src/net/io.c|net|bool stream = kind == UV_TCP \|\| kind == UV_NAMED_PIPE;|bool stream = true;
 out-overload-end-keeps-queue|src/net/conn.c|net|c->tp->abort(c->io);|(void)c;
 flow-own-calls-pause-reading|src/net/io.c|bounds|return atomic_load(&io->out_answers) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);

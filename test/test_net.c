@@ -2031,6 +2031,125 @@ START_TEST(a_lone_frame_waits_behind_frames_the_loop_has_not_written) {
 }
 END_TEST
 
+/* --- The output queue's chunks ---------------------------------------------
+ * Frames queued behind the loop are copied one after another into chunks
+ * (io.c); one written is kept for the next burst. Frames of every size,
+ * smaller than a chunk, larger, and one after another, arrive whole and in
+ * order, burst after burst. */
+
+/* The size of burst frame k (its string), drawn from a fixed sequence. */
+static size_t burst_size(uint64_t *state) {
+  switch (test_rand_between(state, 0, 3)) {
+  case 0:
+    return (size_t)test_rand_between(state, 3, 200);
+  case 1:
+    return (size_t)test_rand_between(state, 1000, 6000);
+  case 2:
+    return (size_t)test_rand_between(state, 20000, 40000);
+  default:
+    return (size_t)test_rand_between(state, 60000, 120000);
+  }
+}
+
+/* Reads frames from the non-blocking fd until `want` arrived, checking
+ * that frame k carries a run of exactly sizes[k] of 'A' + k % 26. */
+static void read_bursts(int fd, vat_netstring_reader *r, int *have, int want,
+                        const size_t *sizes) {
+  static char chunk[64 << 10];
+  double end = test_wall_seconds() + WAIT_S;
+  while (*have < want) {
+    ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      ck_assert_msg(test_wall_seconds() < end, "%d of %d frames came", *have,
+                    want);
+      struct pollfd pf = {.fd = fd, .events = POLLIN};
+      poll(&pf, 1, 100);
+      continue;
+    }
+    ck_assert_msg(n > 0, "the stream ended after %d frames", *have);
+    const char *p = chunk;
+    size_t left = (size_t)n;
+    while (left > 0) {
+      size_t used = 0, len = 0;
+      const char *frame = NULL;
+      vat_captp_error err;
+      int rc = vat_netstring_read(r, p, left, &used, &frame, &len, &err);
+      ck_assert_msg(rc >= 0, "frame %d broken: %s", *have,
+                    vat_captp_err_text(err.code));
+      p += used;
+      left -= used;
+      if (rc != 1)
+        continue;
+      ck_assert_int_lt(*have, want);
+      char fill = (char)('A' + *have % 26);
+      size_t run = 0, longest = 0;
+      for (size_t i = 0; i < len; i++) {
+        run = frame[i] == fill ? run + 1 : 0;
+        if (run > longest)
+          longest = run;
+      }
+      ck_assert_msg(longest == sizes[*have],
+                    "frame %d: a run of %zu '%c', not %zu", *have, longest,
+                    fill, sizes[*have]);
+      (*have)++;
+    }
+  }
+}
+
+START_TEST(queued_frames_of_every_size_arrive_whole_and_in_order) {
+  enum { BURSTS = 3, PER_BURST = 40 };
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  int small = 8 << 10;
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  ck_assert_int_eq(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
+  vat_system *sys = test_system(2);
+  vat_conn *c;
+  raw_open(sys, sv[0], NULL, &c);
+  vat_netstring_reader *r = vat_netstring_reader_new(1 << 20);
+  char heads[1][64];
+  ck_assert_int_eq(read_frames(sv[1], r, 1, heads, 0, true), 1);
+  vat_ref *boot = vat_conn_bootstrap_ref(c);
+  static size_t sizes[BURSTS * PER_BURST];
+  uint64_t state = 42;
+  char *text = malloc(120001);
+  int have = 0;
+  for (int b = 0; b < BURSTS; b++) {
+    /* The loop holds the first frame's tail: the rest queue behind it. */
+    vat__test_point_arm("net.loop.before_write");
+    for (int k = b * PER_BURST; k < (b + 1) * PER_BURST; k++) {
+      sizes[k] = k == b * PER_BURST ? 100000 : burst_size(&state);
+      memset(text, 'A' + k % 26, sizes[k]);
+      text[sizes[k]] = '\0';
+      ck_assert_vat_ok(vat_host_send_msg(boot, sel("m"), vat_string(text)));
+      if (k == b * PER_BURST)
+        ck_assert_msg(vat__test_point_wait(WAIT_S), "the loop wrote nothing");
+    }
+    vat_conn_info info;
+    double end = test_wall_seconds() + WAIT_S;
+    do { /* all of the burst is queued, the last frame too */
+      ck_assert_vat_ok(vat_conn_inspect(c, &info));
+      ck_assert_msg(test_wall_seconds() < end, "the burst was not queued");
+      test_sleep(0.001);
+    } while (info.out_queued < sizes[(b + 1) * PER_BURST - 1]);
+    vat__test_point_release();
+    read_bursts(sv[1], r, &have, (b + 1) * PER_BURST, sizes);
+  }
+  free(text);
+  vat_conn_info info;
+  double end = test_wall_seconds() + WAIT_S;
+  do { /* every chunk written is taken off the count */
+    ck_assert_vat_ok(vat_conn_inspect(c, &info));
+    ck_assert_msg(test_wall_seconds() < end, "%zu bytes still queued",
+                  info.out_queued);
+    test_sleep(0.001);
+  } while (info.out_queued != 0);
+  vat_netstring_reader_free(r);
+  fcntl(sv[1], F_SETFL, 0);
+  raw_hang_up(sv[1], c, sys);
+}
+END_TEST
+
 /* --- A peer that does not read ---------------------------------------------
  * A raw peer writes calls and never reads the answers. The connection's
  * limits are small here (options out_pause_bytes, out_max_bytes), and so
@@ -2372,6 +2491,7 @@ Suite *test_net_suite(void) {
   tcase_add_test(tc, a_bad_argument_fails_only_its_call);
   tcase_add_test(tc, a_bad_result_breaks_only_its_question);
   tcase_add_test(tc, a_lone_frame_waits_behind_frames_the_loop_has_not_written);
+  tcase_add_test(tc, queued_frames_of_every_size_arrive_whole_and_in_order);
   tcase_add_loop_test(tc, a_hang_up_is_told_by_what_the_peer_sent_last, 0,
                       sizeof hang_up_cases / sizeof hang_up_cases[0]);
   tcase_add_test(tc, a_peer_that_does_not_read_is_paused_then_cut_off);
