@@ -201,6 +201,10 @@ posted-share-kept|src/net/io.c|conns|release(io); /* the post's share */|(void)0
 direct-send-passes-taken-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->head == NULL && io->sock >= 0) {
 direct-send-passes-queued-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->frames_out == 0 && io->sock >= 0) {
 direct-send-remainder-from-the-start|src/net/io.c|net|*data += n;|(void)0;
+calls-taken-above-max-questions|src/net/conn.c|bounds|if (c->calls_taken > c->max_questions)|if (0)
+calls-taken-option-ignored|src/net/conn.c|bounds|o.max_calls_taken ? o.max_calls_taken : VAT_CONN_MAX_CALLS_TAKEN;|VAT_CONN_MAX_CALLS_TAKEN;
+calls-taken-only-past-max-questions|src/net/conn.c|bounds|(c->waiting != NULL \|\| c->open_answers >= c->calls_taken)) {|(c->waiting != NULL \|\| c->open_answers >= c->max_questions)) {
+calls-taken-resumed-past-it|src/net/conn.c|bounds|while (c->waiting != NULL && c->open_answers < c->calls_taken) {|while (c->waiting != NULL && c->open_answers < c->max_questions) {
 out-chunk-frame-at-its-start|src/net/io.c|net|memcpy(b->data + b->len, data, len);|memcpy(b->data, data, len);
 out-chunk-room-unchecked|src/net/io.c|net|if (b == NULL \|\| b->cap - b->len < len) {|if (b == NULL) {
 out-chunk-spare-for-any-frame|src/net/io.c|net|if (len <= OUT_CHUNK && io->spare != NULL) {|if (io->spare != NULL) {
@@ -210,7 +214,7 @@ out-overload-end-keeps-queue|src/net/conn.c|net|c->tp->abort(c->io);|(void)c;
 flow-own-calls-pause-reading|src/net/io.c|bounds|return atomic_load(&io->out_answers) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);
 flow-answers-not-counted|src/net/conn.c|net bounds|flags \|= NET_WRITE_ANSWER;|(void)0;
 flow-answers-never-taken-off|src/net/io.c|net bounds|atomic_fetch_sub(&io->out_answers, answers);|(void)answers;
-flow-frames-past-the-limit-taken|src/net/conn.c|bounds|(c->waiting != NULL \|\| c->open_answers >= c->max_questions)) {|(false)) {
+flow-frames-past-the-limit-taken|src/net/conn.c|bounds|(c->waiting != NULL \|\| c->open_answers >= c->calls_taken)) {|(false)) {
 flow-waiting-frames-not-resumed|src/net/calls.c|bounds|net_take_waiting_frames(turn, c);|(void)c;
 loop-polls-for-ever|src/net/loop.c|net|polling = t - active_at < POLL_SPIN_NS;|polling = true;
 spin-default-short|src/runtime/lifecycle.c|system|.spin = 512,|.spin = 64,

@@ -374,7 +374,7 @@ END_TEST
 
 /* Holds the replies of its "hold" calls until the host releases them;
  * answers "count" at once with how many "hold" calls it has had. */
-enum { GATE_MAX = 64 };
+enum { GATE_MAX = VAT_CONN_MAX_CALLS_TAKEN + 64 };
 typedef struct gate {
   vat_ref *held[GATE_MAX];
   size_t nheld;
@@ -416,12 +416,15 @@ static void gate_release(vat_turn *turn, void *state, void *arg) {
 static const vat_entity_def gate_def = {.state_size = sizeof(gate),
                                         .receive = gate_receive};
 
-/* The peer's questions past max_questions wait for answers to go back:
+/* The peer's questions past the calls this side takes at once (options
+ * max_calls_taken, at most max_questions) wait for answers to go back:
  * they are not taken, and nothing ends. A libvat client streaming one-way
  * messages (each a question on the wire) to a slow server ended its
- * connection once it was max_questions ahead. */
-START_TEST(a_peer_past_max_questions_waits_for_answers) {
-  enum { MAX = 4, ROUNDS = 10 };
+ * connection once it was max_questions ahead. The served gate holds
+ * every "hold": `limit` are held at once, round after round, never more. */
+static void calls_past_the_limit_wait(size_t max_questions,
+                                      size_t max_calls_taken, int limit,
+                                      int rounds) {
   vat_system *sys = test_system(2);
   gate *g;
   vat_ref *gate_ref;
@@ -430,35 +433,58 @@ START_TEST(a_peer_past_max_questions_waits_for_answers) {
   ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   vat_conn_options opt;
   vat_conn_options_default(&opt);
-  opt.max_questions = MAX;
+  opt.max_questions = max_questions;
+  opt.max_calls_taken = max_calls_taken;
   vat_conn *served, *client;
   ck_assert_vat_ok(vat_conn_open(sys, sv[0], gate_ref, &opt, &served));
   ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, NULL, &client));
   vat_value v;
   ck_assert_vat_ok(vat_promise_wait(vat_conn_bootstrap(client), WAIT_S, &v));
   vat_ref *remote = vat_value_ref(v);
-  for (int i = 0; i < MAX * ROUNDS; i++)
+  for (int i = 0; i < limit * rounds; i++)
     ck_assert_vat_ok(vat_host_send_msg(remote, sel("hold"), vat_list(NULL, 0)));
   vat_promise *count;
   ck_assert_vat_ok(
       vat_host_request(remote, sel("count"), vat_list(NULL, 0), 0, &count));
-  for (int round = 0; round < ROUNDS; round++) {
-    ck_assert_msg(test_wait_u64(&g->holding, MAX, WAIT_S),
+  for (int round = 0; round < rounds; round++) {
+    ck_assert_msg(test_wait_u64(&g->holding, (uint64_t)limit, WAIT_S),
                   "round %d: %d held", round, (int)atomic_load(&g->holding));
     test_sleep(0.02); /* a question past the limit would show meanwhile */
-    ck_assert_uint_eq(atomic_load(&g->holding), MAX);
+    uint64_t held = atomic_load(&g->holding);
+    ck_assert_msg(held == (uint64_t)limit, "round %d: %d held, not %d", round,
+                  (int)held, limit);
     ck_assert(still_open(served, 0));
     ck_assert_vat_ok(vat_host_send(gate_ref, gate_release, NULL));
     /* Released before the next round looks: else it could see this
-     * round's MAX still held, and the release land in its pause. */
+     * round's `limit` still held, and the release land in its pause. */
     ck_assert(test_wait_u64(&g->releases, (uint64_t)round + 1, WAIT_S));
   }
   ck_assert_vat_ok(vat_promise_wait(count, WAIT_S, &v));
-  ck_assert(vat_equal(v, vat_int(MAX * ROUNDS)));
+  ck_assert(vat_equal(v, vat_int(limit * rounds)));
   vat_conn_close(client);
   wait_closed(client);
   wait_closed(served);
   test_quiesce(sys);
+}
+
+START_TEST(a_peer_past_max_questions_waits_for_answers) {
+  calls_past_the_limit_wait(4, 0, 4, 10);
+}
+END_TEST
+
+START_TEST(a_peer_past_max_calls_taken_waits_for_answers) {
+  calls_past_the_limit_wait(0, 4, 4, 10);
+}
+END_TEST
+
+/* The lower of the two holds. */
+START_TEST(max_calls_taken_above_max_questions_is_max_questions) {
+  calls_past_the_limit_wait(4, 100, 4, 3);
+}
+END_TEST
+
+START_TEST(by_default_1024_calls_are_taken_at_once) {
+  calls_past_the_limit_wait(0, 0, VAT_CONN_MAX_CALLS_TAKEN, 3);
 }
 END_TEST
 
@@ -793,6 +819,9 @@ Suite *test_bounds_suite(void) {
                       2);
   tcase_add_test(tc, a_peer_waiting_on_an_answer_is_not_idle);
   tcase_add_test(tc, a_peer_past_max_questions_waits_for_answers);
+  tcase_add_test(tc, a_peer_past_max_calls_taken_waits_for_answers);
+  tcase_add_test(tc, max_calls_taken_above_max_questions_is_max_questions);
+  tcase_add_test(tc, by_default_1024_calls_are_taken_at_once);
   tcase_add_test(tc, frames_past_max_questions_wait_in_order_and_pause_reading);
   tcase_add_test(tc, a_side_streaming_calls_still_reads_the_answers);
   tcase_add_test(tc, bad_timeouts_are_refused);

@@ -383,7 +383,7 @@ static void take_frame(vat_turn *turn, net_conn *c, net_frame *f) {
   handle(turn, c, &m);
 }
 
-/* While the peer has max_questions waiting on this side its frames wait,
+/* While the peer has calls_taken waiting on this side its frames wait,
  * in order, and stay counted as held for it (net_io_frame_done not yet
  * called), so that past out_pause_bytes of them reading pauses and its
  * further frames wait in its own socket. Ending the connection at the
@@ -394,7 +394,7 @@ void net_on_frame(vat_turn *turn, void *state, void *arg) {
   net_conn *c = state;
   net_frame *f = arg;
   if (!c->ended &&
-      (c->waiting != NULL || c->open_answers >= c->max_questions)) {
+      (c->waiting != NULL || c->open_answers >= c->calls_taken)) {
     net_waiting_frame *w = GC_MALLOC(sizeof *w);
     if (w != NULL) {
       w->frame = f;
@@ -418,7 +418,7 @@ void net_on_frames(vat_turn *turn, void *state, void *arg) {
 }
 
 void net_take_waiting_frames(vat_turn *turn, net_conn *c) {
-  while (c->waiting != NULL && c->open_answers < c->max_questions) {
+  while (c->waiting != NULL && c->open_answers < c->calls_taken) {
     net_waiting_frame *w = c->waiting;
     c->waiting = w->next;
     take_frame(turn, c, w->frame);
@@ -525,6 +525,10 @@ int net_conn_open_with(vat_system *sys, vat_ref *bootstrap,
   c->handshake_timeout_s = handshake_s;
   c->idle_timeout_s = idle_s;
   c->max_questions = o.max_questions ? o.max_questions : VAT_CONN_MAX_QUESTIONS;
+  c->calls_taken =
+      o.max_calls_taken ? o.max_calls_taken : VAT_CONN_MAX_CALLS_TAKEN;
+  if (c->calls_taken > c->max_questions)
+    c->calls_taken = c->max_questions;
   c->max_exports = o.max_exports ? o.max_exports : VAT_CONN_MAX_EXPORTS;
   c->tp = h->tp = tp;
   net_conn_io io;

@@ -160,6 +160,7 @@ struct net_conn {
   uint64_t peer_bootstrap_q;      /* the peer's latest CTP_BOOTSTRAP */
   double question_timeout_s;      /* options; 0: none */
   size_t max_questions;           /* options: each way */
+  size_t calls_taken; /* options max_calls_taken, at most max_questions */
   size_t max_exports;             /* options: each way */
   size_t open_answers;            /* the peer's questions not answered yet */
   net_waiting_frame *waiting;     /* read while open_answers was at max */
