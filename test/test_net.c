@@ -1947,17 +1947,22 @@ END_TEST
 enum { STRAIGHT_BIG = 256 << 10 };
 
 /* Reads from the non-blocking `fd` until it would block (or, waiting up to
- * WAIT_S, until `want` frames are complete), feeding `r`; returns the
- * frames' first bytes in `heads` (each 64 bytes, NUL-terminated). */
-static int read_frames(int fd, vat_netstring_reader *r, int want,
-                       char heads[][64], int have, bool wait) {
+ * WAIT_S, until `want` frames are complete), feeding `r`, and calls `fn`
+ * on each complete frame, numbered from `have` on; returns the frames read
+ * so far. With `wait`, fails past WAIT_S short of `want`. */
+typedef void (*frame_fn)(void *ctx, int k, const char *frame, size_t len);
+
+static int read_frames_each(int fd, vat_netstring_reader *r, int want,
+                            int have, bool wait, frame_fn fn, void *ctx) {
   static char chunk[64 << 10];
   double end = test_wall_seconds() + WAIT_S;
   while (have < want) {
     ssize_t n = read(fd, chunk, sizeof chunk);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!wait || test_wall_seconds() > end)
+      if (!wait)
         break;
+      ck_assert_msg(test_wall_seconds() < end, "%d of %d frames came", have,
+                    want);
       struct pollfd pf = {.fd = fd, .events = POLLIN};
       poll(&pf, 1, 100);
       continue;
@@ -1976,26 +1981,55 @@ static int read_frames(int fd, vat_netstring_reader *r, int want,
       left -= used;
       if (rc == 1) {
         ck_assert_int_lt(have, want);
-        snprintf(heads[have++], 64, "%.*s", (int)(len < 63 ? len : 63), frame);
+        fn(ctx, have++, frame, len);
       }
     }
   }
   return have;
 }
 
-START_TEST(a_lone_frame_waits_behind_frames_the_loop_has_not_written) {
-  int sv[2];
+static void keep_head(void *ctx, int k, const char *frame, size_t len) {
+  snprintf(((char(*)[64])ctx)[k], 64, "%.*s", (int)(len < 63 ? len : 63),
+           frame);
+}
+
+/* read_frames_each, keeping the frames' first bytes in `heads` (each 64
+ * bytes, NUL-terminated). */
+static int read_frames(int fd, vat_netstring_reader *r, int want,
+                       char heads[][64], int have, bool wait) {
+  return read_frames_each(fd, r, want, have, wait, keep_head, heads);
+}
+
+/* A connection whose socket takes 8 KiB at a time, to a raw peer
+ * reading sv[1] (non-blocking) through `r`, its CTP_BOOTSTRAP read. */
+static void open_small_socket(int sv[2], vat_system **sys, vat_conn **c,
+                              vat_netstring_reader **r) {
   ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   int small = 8 << 10;
   setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
   ck_assert_int_eq(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
-  vat_system *sys = test_system(2);
+  *sys = test_system(2);
+  raw_open(*sys, sv[0], NULL, c);
+  *r = vat_netstring_reader_new(1 << 20);
+  char heads[1][64];
+  ck_assert_int_eq(read_frames(sv[1], *r, 1, heads, 0, true), 1);
+}
+
+static void close_small_socket(int sv[2], vat_system *sys, vat_conn *c,
+                               vat_netstring_reader *r) {
+  vat_netstring_reader_free(r);
+  fcntl(sv[1], F_SETFL, 0);
+  raw_hang_up(sv[1], c, sys);
+}
+
+START_TEST(a_lone_frame_waits_behind_frames_the_loop_has_not_written) {
+  int sv[2];
+  vat_system *sys;
   vat_conn *c;
-  raw_open(sys, sv[0], NULL, &c);
-  vat_netstring_reader *r = vat_netstring_reader_new(1 << 20);
+  vat_netstring_reader *r;
+  open_small_socket(sv, &sys, &c, &r);
   char heads[3][64];
-  int have = read_frames(sv[1], r, 1, heads, 0, true); /* CTP_BOOTSTRAP */
-  ck_assert_int_eq(have, 1);
+  int have = 1; /* CTP_BOOTSTRAP */
   vat_ref *boot = vat_conn_bootstrap_ref(c);
   /* The first call is too big for the socket: its tail is queued, and the
    * loop stops with it taken, before writing it. */
@@ -2025,9 +2059,7 @@ START_TEST(a_lone_frame_waits_behind_frames_the_loop_has_not_written) {
   ck_assert_int_eq(have, 3);
   ck_assert_msg(strstr(heads[1], "CTP_CALL") != NULL, "%s", heads[1]);
   ck_assert_msg(strstr(heads[2], "CTP_CALL") != NULL, "%s", heads[2]);
-  vat_netstring_reader_free(r);
-  fcntl(sv[1], F_SETFL, 0);
-  raw_hang_up(sv[1], c, sys);
+  close_small_socket(sv, sys, c, r);
 }
 END_TEST
 
@@ -2051,64 +2083,28 @@ static size_t burst_size(uint64_t *state) {
   }
 }
 
-/* Reads frames from the non-blocking fd until `want` arrived, checking
- * that frame k carries a run of exactly sizes[k] of 'A' + k % 26. */
-static void read_bursts(int fd, vat_netstring_reader *r, int *have, int want,
-                        const size_t *sizes) {
-  static char chunk[64 << 10];
-  double end = test_wall_seconds() + WAIT_S;
-  while (*have < want) {
-    ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      ck_assert_msg(test_wall_seconds() < end, "%d of %d frames came", *have,
-                    want);
-      struct pollfd pf = {.fd = fd, .events = POLLIN};
-      poll(&pf, 1, 100);
-      continue;
-    }
-    ck_assert_msg(n > 0, "the stream ended after %d frames", *have);
-    const char *p = chunk;
-    size_t left = (size_t)n;
-    while (left > 0) {
-      size_t used = 0, len = 0;
-      const char *frame = NULL;
-      vat_captp_error err;
-      int rc = vat_netstring_read(r, p, left, &used, &frame, &len, &err);
-      ck_assert_msg(rc >= 0, "frame %d broken: %s", *have,
-                    vat_captp_err_text(err.code));
-      p += used;
-      left -= used;
-      if (rc != 1)
-        continue;
-      ck_assert_int_lt(*have, want);
-      char fill = (char)('A' + *have % 26);
-      size_t run = 0, longest = 0;
-      for (size_t i = 0; i < len; i++) {
-        run = frame[i] == fill ? run + 1 : 0;
-        if (run > longest)
-          longest = run;
-      }
-      ck_assert_msg(longest == sizes[*have],
-                    "frame %d: a run of %zu '%c', not %zu", *have, longest,
-                    fill, sizes[*have]);
-      (*have)++;
-    }
+/* Frame k carries a run of exactly sizes[k] of 'A' + k % 26. */
+static void check_burst_frame(void *ctx, int k, const char *frame,
+                              size_t len) {
+  const size_t *sizes = ctx;
+  char fill = (char)('A' + k % 26);
+  size_t run = 0, longest = 0;
+  for (size_t i = 0; i < len; i++) {
+    run = frame[i] == fill ? run + 1 : 0;
+    if (run > longest)
+      longest = run;
   }
+  ck_assert_msg(longest == sizes[k], "frame %d: a run of %zu '%c', not %zu",
+                k, longest, fill, sizes[k]);
 }
 
 START_TEST(queued_frames_of_every_size_arrive_whole_and_in_order) {
   enum { BURSTS = 3, PER_BURST = 40 };
   int sv[2];
-  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  int small = 8 << 10;
-  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
-  ck_assert_int_eq(fcntl(sv[1], F_SETFL, O_NONBLOCK), 0);
-  vat_system *sys = test_system(2);
+  vat_system *sys;
   vat_conn *c;
-  raw_open(sys, sv[0], NULL, &c);
-  vat_netstring_reader *r = vat_netstring_reader_new(1 << 20);
-  char heads[1][64];
-  ck_assert_int_eq(read_frames(sv[1], r, 1, heads, 0, true), 1);
+  vat_netstring_reader *r;
+  open_small_socket(sv, &sys, &c, &r);
   vat_ref *boot = vat_conn_bootstrap_ref(c);
   static size_t sizes[BURSTS * PER_BURST];
   uint64_t state = 42;
@@ -2133,7 +2129,8 @@ START_TEST(queued_frames_of_every_size_arrive_whole_and_in_order) {
       test_sleep(0.001);
     } while (info.out_queued < sizes[(b + 1) * PER_BURST - 1]);
     vat__test_point_release();
-    read_bursts(sv[1], r, &have, (b + 1) * PER_BURST, sizes);
+    have = read_frames_each(sv[1], r, (b + 1) * PER_BURST, have, true,
+                            check_burst_frame, sizes);
   }
   free(text);
   vat_conn_info info;
@@ -2144,9 +2141,7 @@ START_TEST(queued_frames_of_every_size_arrive_whole_and_in_order) {
                   info.out_queued);
     test_sleep(0.001);
   } while (info.out_queued != 0);
-  vat_netstring_reader_free(r);
-  fcntl(sv[1], F_SETFL, 0);
-  raw_hang_up(sv[1], c, sys);
+  close_small_socket(sv, sys, c, r);
 }
 END_TEST
 
