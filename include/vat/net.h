@@ -224,18 +224,6 @@ typedef struct vat_conn_options {
    *  from this side (vat_send_msg to a proxy) waits for nothing and does
    *  not count here, but the peer counts it until it has answered it. */
   size_t max_questions;
-  /** The peer's calls this side works on at once, at most max_questions
-   *  (0: VAT_CONN_MAX_CALLS_TAKEN, 1,024). Past it, what the peer sends
-   *  next waits as past max_questions: in order, not yet taken, until one
-   *  is answered, counted as held for the peer (out_pause_bytes), so a
-   *  peer that streams calls faster than they are answered waits in its
-   *  own socket. Each call taken is a request in flight in this process
-   *  (~450 bytes, more with its arguments): at 100,000 taken, a burst of
-   *  200,000 one-way messages grew the serving side's heap to 90 MB,
-   *  marked by every collection, and ran at 40% of the speed it has at
-   *  1,024. Raise it for a peer whose calls each wait long (on a timer,
-   *  on another peer) and come many at once. */
-  size_t max_calls_taken;
   /** Refs exported, and proxies imported (0: VAT_CONN_MAX_EXPORTS). A
    *  value that would export one more fails to go (its call breaks with
    *  limit(...), an answer becomes an exception); a peer that makes this
@@ -313,6 +301,18 @@ typedef struct vat_conn_options {
    *  closed (when vat_conn_closed settles) or its vat ended otherwise.
    *  Ignored by vat_conn_open and vat_connect. */
   size_t max_connections;
+  /** The peer's calls this side works on at once, at most max_questions
+   *  (0: VAT_CONN_MAX_CALLS_TAKEN, 1,024). Past it, what the peer sends
+   *  next waits as past max_questions: in order, not yet taken, until one
+   *  is answered, counted as held for the peer (out_pause_bytes), so a
+   *  peer that streams calls faster than they are answered waits in its
+   *  own socket. Each call taken is a request in flight in this process
+   *  (~800 bytes with a small argument): at 100,000 taken, a burst of
+   *  200,000 one-way messages grew the serving side's heap to 90 MB,
+   *  marked by every collection, and ran at less than half the speed it
+   *  has at 1,024. Raise it for a peer whose calls each wait long (on a timer,
+   *  on another peer) and come many at once. */
+  size_t max_calls_taken;
 } vat_conn_options;
 
 #define VAT_CONN_MAX_QUESTIONS 100000
