@@ -145,6 +145,7 @@ steal-skips-fresh|src/sched/pick.c|fresh sched|vat__task *t = steal_fresh(r, vic
 injected-share-no-wake|src/sched/pick.c|sched stress|if (n > 1) /* they were anyone's to take: let a parked runner see them */|if (0)
 seeded-draw-skips-shared-queue|src/sched/pick.c|host trace|(t = vat__inject_pop(&s->inject)) != NULL;)|(t = NULL) != NULL;)
 runq-overflow-count-short|src/sched/place.c|runq sched stress|vat__inject_push(&r->sched->inject, first, t, n + 1);|vat__inject_push(&r->sched->inject, first, t, n);
+pick-strands-busy-vat|src/sched/pick.h|sched|return vat__take_private(r);|return NULL;
 # issue: process boundary (pipelining on an answer ref)
 pipe-chain-outer-answer|src/net/slots.c|net|while (net_pipe_via(value, &answer, &value))|if (net_pipe_via(value, &answer, &value))
 pipe-chain-no-own-question|src/net/slots.c|net|net_pipe_parse(args, &args, &pipe);|if (!via) net_pipe_parse(args, &args, &pipe);

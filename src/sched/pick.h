@@ -26,6 +26,7 @@
 #define VAT_SCHED_PICK_H
 
 #include "sched/sched.h"
+#include "util/testpoint.h"
 
 enum {
   /* Look at the shared queue every so often even when busy, so injected
@@ -122,13 +123,21 @@ vat__pick(vat__runner *r) {
       return t;
     }
     vat__enqueue(r, t);
+    /* A test steals it here, before the run queue's pop below. */
+    VAT__TEST_POINT("sched.pick.private_behind");
   }
   r->private_streak = 0;
   if ((t = vat__take_queued(r)) != NULL)
     return t;
   if ((t = vat__take_injected(r)) != NULL)
     return t;
-  return vat__steal(r);
+  if ((t = vat__steal(r)) != NULL)
+    return t;
+  /* The private vat sent behind above may have been stolen before the
+   * pop took it back. Its partner is still in the busy list, which no
+   * other runner sees: reported as nothing to do, it waited for ever
+   * once this runner parked (at once with spin 0). */
+  return vat__take_private(r);
 }
 
 #endif
