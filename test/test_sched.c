@@ -399,7 +399,8 @@ static void bounce(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(busy_pairs_on_parking_workers_bounce_every_ball) {
-  enum { PAIRS = 6, BALLS = 200, ROUNDS = 4 };
+  enum { PAIRS = 6, ROUNDS = 4 };
+  const unsigned balls = 200 / TEST_SCALE;
   const uintptr_t hops = 4000 / TEST_SCALE;
   vat_config cfg;
   vat_config_default(&cfg);
@@ -421,10 +422,10 @@ START_TEST(busy_pairs_on_parking_workers_bounce_every_ball) {
   for (int round = 0; round < ROUNDS; round++) {
     for (int i = 0; i < PAIRS; i++)
       for (int k = 0; k < 2; k++)
-        for (int n = 0; n < BALLS; n++)
+        for (unsigned n = 0; n < balls; n++)
           ck_assert_vat_ok(
               vat_host_send(ends[i][k], bounce, (void *)hops));
-    expected += PAIRS * 2 * BALLS;
+    expected += PAIRS * 2 * balls;
     ck_assert_msg(test_wait_u64(&done, expected, 30),
                   "round %d: %llu of %llu balls came to rest", round,
                   (unsigned long long)atomic_load(&done),
