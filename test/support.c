@@ -153,6 +153,25 @@ vat_ref *test_spawn_counter(vat_system *sys, test_counter **state) {
   return test_spawn(sys, sizeof(test_counter), (void **)state);
 }
 
+void test_volley_back(vat_turn *turn, void *state, void *arg) {
+  test_volley *v = state;
+  uintptr_t left = (uintptr_t)arg;
+  if (left == 0)
+    atomic_fetch_add_explicit(v->done, 1, memory_order_release);
+  else
+    expect_vat_ok(
+        vat_send(turn, v->peer, test_volley_back, (void *)(left - 1)));
+}
+
+void test_spawn_volley_pair(vat_system *sys, _Atomic uint64_t *done,
+                            vat_ref *ends[2]) {
+  test_volley *v[2];
+  for (int k = 0; k < 2; k++)
+    ends[k] = test_spawn(sys, sizeof(test_volley), (void **)&v[k]);
+  for (int k = 0; k < 2; k++)
+    *v[k] = (test_volley){.peer = ends[1 - k], .done = done};
+}
+
 static double seconds_on(clockid_t clock) {
   struct timespec ts;
   clock_gettime(clock, &ts);

@@ -66,6 +66,18 @@ typedef struct test_counter {
 void test_hit(vat_turn *turn, void *state, void *arg);
 vat_ref *test_spawn_counter(vat_system *sys, test_counter **state);
 
+/** Two vats that send balls back and forth: test_volley_back, its
+ *  argument the hops left, goes to the peer until none are left, then
+ *  counts one in `done`. test_spawn_volley_pair spawns such a pair and
+ *  names its ends; send either end test_volley_back to start a ball. */
+typedef struct test_volley {
+  vat_ref *peer;
+  _Atomic uint64_t *done;
+} test_volley;
+void test_volley_back(vat_turn *turn, void *state, void *arg);
+void test_spawn_volley_pair(vat_system *sys, _Atomic uint64_t *done,
+                            vat_ref *ends[2]);
+
 /** Seconds on the monotonic clock, and CPU seconds of this process. */
 double test_wall_seconds(void);
 double test_cpu_seconds(void);

@@ -12,6 +12,18 @@
 #include "sched/sched.h"
 #include "support.h"
 
+/* Workers that park as soon as they find nothing (spin 0), so that
+ * every hand-over between them goes through a wake-up. */
+static vat_system *parking_system(unsigned workers) {
+  vat_config cfg;
+  vat_config_default(&cfg);
+  cfg.workers = workers;
+  cfg.spin = 0;
+  vat_system *sys;
+  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  return sys;
+}
+
 /* --- Vats kept private do not starve queued ones ------------------------- */
 
 typedef struct chatter {
@@ -213,12 +225,7 @@ static void fan_root(vat_turn *turn, void *state, void *arg) {
 }
 
 START_TEST(no_wake_up_is_lost_between_parked_rounds) {
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 4;
-  cfg.spin = 0;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  vat_system *sys = parking_system(4);
   static _Atomic uint64_t turns;
   atomic_store(&turns, 0);
   static vat_ref *all[FAN_VATS]; /* a global: the collector scans it */
@@ -384,47 +391,23 @@ END_TEST
  * balls for good: before the fix, 4 runs in 6 of this test stopped
  * (2,000 of 2,400 balls at rest). Four workers, so that thieves are
  * often awake. */
-typedef struct bouncer {
-  vat_ref *peer;
-  _Atomic uint64_t *done;
-} bouncer;
-
-static void bounce(vat_turn *turn, void *state, void *arg) {
-  bouncer *b = state;
-  uintptr_t left = (uintptr_t)arg;
-  if (left == 0)
-    atomic_fetch_add_explicit(b->done, 1, memory_order_release);
-  else
-    expect_vat_ok(vat_send(turn, b->peer, bounce, (void *)(left - 1)));
-}
-
 START_TEST(busy_pairs_on_parking_workers_bounce_every_ball) {
   enum { PAIRS = 6, ROUNDS = 4 };
   const unsigned balls = 200 / TEST_SCALE;
   const uintptr_t hops = 4000 / TEST_SCALE;
-  vat_config cfg;
-  vat_config_default(&cfg);
-  cfg.workers = 4;
-  cfg.spin = 0;
-  vat_system *sys;
-  ck_assert_vat_ok(vat_system_new(&cfg, &sys));
+  vat_system *sys = parking_system(4);
   static _Atomic uint64_t done;
   atomic_store(&done, 0);
   static vat_ref *ends[PAIRS][2]; /* a global: the collector scans it */
-  for (int i = 0; i < PAIRS; i++) {
-    bouncer *b[2];
-    for (int k = 0; k < 2; k++)
-      ends[i][k] = test_spawn(sys, sizeof(bouncer), (void **)&b[k]);
-    for (int k = 0; k < 2; k++)
-      *b[k] = (bouncer){.peer = ends[i][1 - k], .done = &done};
-  }
+  for (int i = 0; i < PAIRS; i++)
+    test_spawn_volley_pair(sys, &done, ends[i]);
   uint64_t expected = 0;
   for (int round = 0; round < ROUNDS; round++) {
     for (int i = 0; i < PAIRS; i++)
       for (int k = 0; k < 2; k++)
         for (unsigned n = 0; n < balls; n++)
           ck_assert_vat_ok(
-              vat_host_send(ends[i][k], bounce, (void *)hops));
+              vat_host_send(ends[i][k], test_volley_back, (void *)hops));
     expected += PAIRS * 2 * balls;
     ck_assert_msg(test_wait_u64(&done, expected, 30),
                   "round %d: %llu of %llu balls came to rest", round,

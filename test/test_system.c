@@ -694,20 +694,6 @@ START_TEST(dead_letter_hook_for_a_stopped_system) {
 }
 END_TEST
 
-typedef struct volley {
-  vat_ref *peer;
-  _Atomic uint64_t *done;
-} volley;
-
-static void volley_back(vat_turn *turn, void *state, void *arg) {
-  volley *v = state;
-  uintptr_t left = (uintptr_t)arg;
-  if (left == 0)
-    atomic_fetch_add_explicit(v->done, 1, memory_order_release);
-  else
-    expect_vat_ok(vat_send(turn, v->peer, volley_back, (void *)(left - 1)));
-}
-
 /* cfg.spin: 0 parks an idle worker at once (every hand-over between the
  * two workers then goes through a wake-up), a large value spins long; both
  * run every message, and both park when idle. */
@@ -724,17 +710,15 @@ START_TEST(spin_setting_keeps_every_message) {
   atomic_store(&done, 0);
   enum { PAIRS = 8, VOLLEYS = 2000 / TEST_SCALE };
   for (int i = 0; i < PAIRS; i++) {
-    volley *a, *b;
-    vat_ref *ra = test_spawn(sys, sizeof(volley), (void **)&a);
-    vat_ref *rb = test_spawn(sys, sizeof(volley), (void **)&b);
-    *a = (volley){.peer = rb, .done = &done};
-    *b = (volley){.peer = ra, .done = &done};
+    vat_ref *ends[2];
+    test_spawn_volley_pair(sys, &done, ends);
     ck_assert_vat_ok(
-        vat_host_send(ra, volley_back, (void *)(uintptr_t)VOLLEYS));
+        vat_host_send(ends[0], test_volley_back, (void *)(uintptr_t)VOLLEYS));
   }
   ck_assert_msg(test_wait_u64(&done, PAIRS, 60), "spin %u: %lu of %d done",
                 spin, (unsigned long)atomic_load(&done), PAIRS);
-  ck_assert_msg(test_settled_to_idle(), "spin %u: the workers never parked", spin);
+  ck_assert_msg(test_settled_to_idle(), "spin %u: the workers never parked",
+                spin);
   test_quiesce(sys);
   ck_assert_uint_eq(test_stats(sys).delivered, (uint64_t)PAIRS * (VOLLEYS + 1));
 }
