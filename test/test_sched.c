@@ -386,11 +386,11 @@ END_TEST
 /* Pairs of vats bouncing many balls each use up their budgets, so a
  * runner keeps two of them in its busy list, sends one behind at each
  * private streak's end, and another worker, woken for it, may steal it:
- * the window the test below pins. With spin 0 every idle worker parks at
+ * the window the test above pins. With spin 0 every idle worker parks at
  * once, and a vat stranded in a parked runner's busy list stopped its
- * balls for good: before the fix, 4 runs in 6 of this test stopped
- * (2,000 of 2,400 balls at rest). Four workers, so that thieves are
- * often awake. */
+ * balls for good: before the fix, this test stopped in 6 runs of 10
+ * (2,000 of 2,400 balls at rest, say). Four workers, so that thieves
+ * are often awake. */
 START_TEST(busy_pairs_on_parking_workers_bounce_every_ball) {
   enum { PAIRS = 6, ROUNDS = 4 };
   const unsigned balls = 200 / TEST_SCALE;
