@@ -199,8 +199,8 @@ loop-first-post-wakes-nobody|src/net/loop.c|net|if (first)|if (0)
 loop-taken-stays-queued|src/net/loop.c|net|p->queued = false;|(void)0;
 write-later-frames-wake-only|src/net/io.c|net|if (first)|if (!first)
 posted-share-kept|src/net/io.c|conns|release(io); /* the post's share */|(void)0;
-direct-send-passes-taken-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->head == NULL && io->sock >= 0) {
-direct-send-passes-queued-frames|src/net/io.c|net|if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {|if (!done && io->frames_out == 0 && io->sock >= 0) {
+direct-send-passes-taken-frames|src/net/io.c|net|if (!done && io->head == NULL && io->chunks_out == 0 && io->sock >= 0) {|if (!done && io->head == NULL && io->sock >= 0) {
+direct-send-passes-queued-frames|src/net/io.c|net|if (!done && io->head == NULL && io->chunks_out == 0 && io->sock >= 0) {|if (!done && io->chunks_out == 0 && io->sock >= 0) {
 direct-send-remainder-from-the-start|src/net/io.c|net|*data += n;|(void)0;
 calls-taken-above-max-questions|src/net/conn.c|bounds|if (c->calls_taken > c->max_questions)|if (0)
 calls-taken-option-ignored|src/net/conn.c|bounds|o.max_calls_taken ? o.max_calls_taken : VAT_CONN_MAX_CALLS_TAKEN;|VAT_CONN_MAX_CALLS_TAKEN;

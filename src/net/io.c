@@ -89,13 +89,13 @@ struct net_io {
   uv_shutdown_t shutdown_req;
   vat_ref *conn;
   vat_netstring_reader *reader;
-  pthread_mutex_t mu; /* guards head, tail, spare, frames_out, close_asked,
+  pthread_mutex_t mu; /* guards head, tail, spare, chunks_out, close_asked,
                          abort_asked, closed */
   out_buf *head, *tail;
   out_buf *spare; /* a chunk written, for the next; NULL once closed */
   /* Chunks the loop took off the queue and has not written or dropped
    * yet: a frame the vat sends straight to the socket would pass them. */
-  size_t frames_out;
+  size_t chunks_out;
   /* The socket, for the vat's sends straight to it (net_io_write); -1
    * if opening it failed (once closing, `closed` stops them). Guarded by
    * mu. */
@@ -225,7 +225,7 @@ static void done_out(net_io *io, out_buf *b) {
   for (out_buf *f = b; f != NULL; f = f->next)
     n++;
   pthread_mutex_lock(&io->mu);
-  io->frames_out -= n;
+  io->chunks_out -= n;
   free_queue_locked(io, b);
   pthread_mutex_unlock(&io->mu);
 }
@@ -586,7 +586,7 @@ static void on_wake(net_io *io) {
   bool close = io->close_asked, abort = io->abort_asked;
   io->head = io->tail = NULL;
   for (out_buf *f = b; f != NULL; f = f->next)
-    io->frames_out++;
+    io->chunks_out++;
   pthread_mutex_unlock(&io->mu);
   if (abort) { /* writes already handed to libuv are cancelled */
     done_out(io, b);
@@ -614,7 +614,7 @@ static void on_wake(net_io *io) {
 static bool send_straight(net_io *io, const char **data, size_t *len) {
   pthread_mutex_lock(&io->mu);
   bool done = io->closed || io->close_asked;
-  if (!done && io->head == NULL && io->frames_out == 0 && io->sock >= 0) {
+  if (!done && io->head == NULL && io->chunks_out == 0 && io->sock >= 0) {
     ssize_t n = send(io->sock, *data, *len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == (ssize_t)*len) {
       done = true;
