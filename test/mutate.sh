@@ -67,6 +67,7 @@ trap-ignores-kill|src/exits/signals.c|exits|bool kill = !s->link && vat__exits_i
 normal-exit-kills|src/exits/signals.c|exits supervisor|if (vat_reason_is_normal(s->reason) && s->from_vat != v)|if (0)
 rule1-ignored|src/exits/signals.c|exits|if (x == NULL \|\| !vat__xmap_remove(&x->links, (uintptr_t)s->from_vat))|if (x != NULL) vat__xmap_remove(&x->links, (uintptr_t)s->from_vat); if (0)
 demonitor-ignored|src/exits/signals.c|exits|return; /* demonitored: never fires */|;
+ended-vat-keeps-its-monitors|src/exits/exits.c|exits|vat__xmap_each(&x->held, release_held, NULL);|(void)x;
 monitor-null-fn-accepted|src/exits/exits.c|exits|if (target == NULL \|\| on_down == NULL \|\| id == NULL)|if (target == NULL \|\| id == NULL)
 link-noproc-missing|src/exits/signals.c|exits|vat__exits_send_exit(w, s->from, target->vat, gone_reason(target));|(void)w; (void)s; (void)target;
 monitor-noproc-missing|src/exits/signals.c|exits|vat__exits_send_down(w, ((watch_sig *)sig)->w, gone_reason(target));|(void)w; (void)sig; (void)target;

@@ -2069,6 +2069,55 @@ START_TEST(trapped_exit_keeps_its_place_in_the_backlog) {
 }
 END_TEST
 
+/* --- A watcher's end ------------------------------------------------------
+ *
+ * Erlang removes the monitors a process made when it ends: a long-lived
+ * vat watched by many short-lived ones would otherwise keep a watch, and
+ * through it the dead watcher, for each one that ever watched it. */
+
+static void ignore_down(vat_turn *turn, void *state, uint64_t monitor,
+                        vat_ref *who, vat_value reason) {
+  (void)turn, (void)state, (void)monitor, (void)who, (void)reason;
+}
+
+static void watch_arg(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  uint64_t id;
+  expect_vat_ok(vat_monitor(turn, arg, ignore_down, &id));
+}
+
+START_TEST(a_vat_that_ends_takes_its_monitors_with_it) {
+  vat_system *sys = test_system(2);
+  vat_ref *watched = test_spawn(sys, 8, NULL);
+  enum { WATCHERS = 200, KEPT = 3 };
+  vat_ref *watchers[WATCHERS];
+  for (int i = 0; i < WATCHERS; i++) {
+    watchers[i] = test_spawn(sys, 8, NULL);
+    ck_assert_vat_ok(vat_host_send(watchers[i], watch_arg, watched));
+  }
+  vat_info info = {0};
+  for (int i = 0; i < 30000 && info.monitored_by < WATCHERS; i++) {
+    ck_assert_vat_ok(vat_ref_inspect(watched, &info));
+    test_sleep(0.001);
+  }
+  ck_assert_uint_eq(info.monitored_by, WATCHERS);
+  /* All but KEPT end, normally: their monitors go with them. */
+  vat_promise *ended[WATCHERS];
+  for (int i = KEPT; i < WATCHERS; i++) {
+    ck_assert_vat_ok(vat_host_monitor(watchers[i], NULL, &ended[i]));
+    ck_assert_vat_ok(vat_host_send(watchers[i], stop_now, NULL));
+  }
+  for (int i = KEPT; i < WATCHERS; i++)
+    ck_assert_vat_ok(vat_promise_wait(ended[i], 30, NULL));
+  for (int i = 0; i < 30000 && info.monitored_by > KEPT; i++) {
+    ck_assert_vat_ok(vat_ref_inspect(watched, &info));
+    test_sleep(0.001);
+  }
+  ck_assert_uint_eq(info.monitored_by, KEPT);
+  test_quiesce(sys);
+}
+END_TEST
+
 /* --- Host monitors at shutdown ---------------------------------------------
  *
  * vat/core.h: once a system stops, everything outside it that waits on its
@@ -2213,6 +2262,7 @@ Suite *test_exits_suite(void) {
   TCase *ov = test_case("overtaking", 60);
   tcase_add_loop_test(ov, fatal_exits_overtake_the_backlog, 0, OV_COUNT);
   tcase_add_test(ov, trapped_exit_keeps_its_place_in_the_backlog);
+  tcase_add_test(ov, a_vat_that_ends_takes_its_monitors_with_it);
   tcase_add_test(ov, host_monitors_settle_at_shutdown);
   tcase_add_test(ov, only_the_latest_unlink_ack_ends_unlinking);
   suite_add_tcase(s, ov);

@@ -134,7 +134,8 @@ int vat_spawn_link(vat_turn *turn, const vat_entity_def *def, vat_ref **out,
  *  on the caller. Each call makes a new monitor; its id (never 0, unique
  *  among the monitors the calling vat made, and the same in every run of a
  *  deterministic system) is stored in *id. Several monitors on one vat fire
- *  in the order they were made. Inside a turn.
+ *  in the order they were made. A monitor ends with the vat that made it:
+ *  the target forgets it then, as if demonitored. Inside a turn.
  *  Errors: VAT_EINVAL (NULL target, on_down or id), VAT_ENOTINTURN,
  *  VAT_ETURNFAILED. */
 int vat_monitor(vat_turn *turn, vat_ref *target, vat_down_fn on_down,

@@ -53,7 +53,7 @@
  * fire with `shutdown` too, at shutdown (its stranded hook).
  * A dying vat. Its ended hook runs once, on the vat's worker, after
  * `dead` is set: it runs the stop callbacks, then sends EXIT along every
- * link and DOWN for every watch. Signals that reach the vat after that are
+ * link, DOWN for every watch and DEMONITOR for every monitor it made. Signals that reach the vat after that are
  * dropped by the core, which is where noproc replies come from.
  */
 #include "exits/exits.h"
@@ -374,6 +374,17 @@ static void notify_watch(void *ctx, uint64_t key, void *value) {
   vat__exits_send_down(args[0], value, v->ext->exit_reason);
 }
 
+/* A monitor the dying vat made goes from its target, as Erlang's do: a
+ * long-lived vat watched by many short-lived ones kept a watch, and with
+ * it the dead watcher, for each one that ever watched it. */
+static void release_held(void *ctx, uint64_t key, void *value) {
+  (void)ctx, (void)key;
+  watch *held = value;
+  watch_sig *s = vat__gc_alloc(sizeof *s);
+  *s = (watch_sig){.base = {&vat__demonitor_class}, .w = held};
+  vat__deliver_now_signal(held->who, &s->base);
+}
+
 static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   (void)reason; /* v->ext->exit_reason holds it */
   /* Stop callbacks first, in creation order: whoever learns of the end
@@ -396,6 +407,7 @@ static void vat_ended(vat__worker *w, vat__vat *v, vat_value reason) {
   void *args[2] = {w, v};
   vat__xmap_each(&x->links, notify_link, args);
   vat__xmap_each(&x->watchers, notify_watch, args);
+  vat__xmap_each(&x->held, release_held, NULL);
   vat__xmap_clear(&x->links);
   vat__xmap_clear(&x->unlinking);
   vat__xmap_clear(&x->watchers);
