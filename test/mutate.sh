@@ -227,7 +227,16 @@ frames-before-a-bad-one-dropped|src/net/io.c|net|if (n > 0 && !deliver(io, run, 
 kept-answer-forgets-why-it-broke|src/net/calls.c|net|a->broken = !resolved;|a->broken = false;
 kept-answer-drops-the-ref|src/net/calls.c|net|a->settled = value;|a->settled = vat_null();
 kept-data-answer-held-whole|src/net/calls.c|net|net_table_put(&c->answers, n, &settled_to_data);|(void)n;
-kept-ref-answer-as-data|src/net/calls.c|net|if (target) {|if (!resolved) {
+kept-ref-answer-as-data|src/net/calls.c|net|if (vat_value_ref(value) != NULL \|\| !resolved) {|if (!resolved) {
+# The peer's calls answered through watches (watches.c): one monitor per
+# called ref, answers in its list.
+answer-taken-twice|src/net/calls.c|net|a->answered = true;|(void)a;
+answer-pipelined-calls-dropped|src/net/calls.c|net|target_settled(turn, pc, resolved, value);|(void)pc;
+watch-end-not-told|src/net/watches.c|net|net_answer_target_ended(turn, a, reason);|(void)a;
+watch-end-reason-noproc|src/net/watches.c|net|return known;|return reason;
+watch-never-monitors|src/net/watches.c|net|if (!w->let_go)|if (0)
+watch-exports-not-callable|src/net/watches.c|net|net_table_get(&c->export_ids, key_of(w->target)) != NULL;|0;
+watch-drop-kept|src/net/watches.c|net|if (w != NULL && w->waiting == NULL && !callable(w))|if (0)
 name-digits-reversed|src/net/conn.c|net|s[2 + i] = digits[len - 1 - i];|s[2 + i] = digits[i];
 netstring-header-digits-reversed|src/captp/netstring.c|captp|buf[i] = digits[n - 1 - i];|buf[i] = digits[i];
 json-plain-quote|src/captp/json.c|captp|1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20 */

@@ -1,11 +1,15 @@
 /* Questions in both directions.
  *
  * The peer's questions (CTP_BOOTSTRAP, CTP_CALL) become requests in message
- * form to the local ref, and each answer goes back as CTP_RETURN once its
- * promise settled: a promise that follows another is followed, never sent.
- * Each answer is kept under the question's number (its promise, then,
- * once sent, what it settled to), so a call the peer pipelines on it
- * (target "q-N") is delivered to what it resolves to.
+ * form to the local ref, and each answer goes back as CTP_RETURN: a
+ * promise it resolves to is followed, never sent. A call to one of our
+ * refs carries a reply entity of this vat whose state is the net_answer
+ * itself, watched by one monitor per called ref (watches.c): vat_request's
+ * promise, its vat_when and a monitor per call cost a third of the
+ * connection vat's work on a one-way call, and two more turns. Each
+ * answer is kept under the question's number (while open, whole; once
+ * sent, what it settled to), so a call the peer pipelines on it (target
+ * "q-N") is delivered to what it resolves to, in order.
  *
  * Our questions (made by proxies, slots.c, and the bootstrap question) are
  * settled here by the peer's CTP_RETURN. */
@@ -16,32 +20,14 @@
 
 #include "internal.h"
 
-/* One of the peer's questions: what its answer needs, and, kept for
- * calls the peer pipelines on it, the answer itself. Until it is settled
- * and sent that is the promise; then, unless a pipelined call already
- * waits on the promise, only what such a call needs: a ref it resolved
- * to, or why it broke (settled to data, the table holds settled_to_data
- * in its place). A settled promise kept whole (its request's state,
- * its vat) cost ~440 bytes, and the last max_questions answers are kept:
- * 44 MB of live heap that every collection marked. */
-typedef struct answer_ctx {
-  const char *qid;
-  vat_ref *target;     /* the ref the call went to; NULL: none, or not known */
-  vat_promise *answer; /* NULL once settled and compacted */
-  vat_value settled;   /* then: the ref it resolved to, null, or the reason */
-  bool broken;         /* ...it broke with `settled` */
-  bool pipelined;      /* a call on it waits on `answer` (vat_when) */
-} answer_ctx;
-
 /* What the table keeps for an answer that settled to data, in place of
- * its answer_ctx: a call pipelined on it can only fail with not_a_ref
- * (its zeroes: settled, not broken, to null), so nothing of it need
+ * its net_answer: a call pipelined on it can only fail with not_a_ref
+ * (its zeroes: sent, not broken, settled to null), so nothing of it need
  * live. Most answers are data, and the last max_questions are kept: at
  * 100,000 their contexts and question ids were 13 MB of the serving
  * side's live heap, which every collection marked (5-6 ms each, ~25 a
- * second under pipelined calls). Never written: a call on it finds
- * `answer` NULL. */
-static answer_ctx settled_to_data;
+ * second under pipelined calls). Never written. */
+static net_answer settled_to_data;
 
 static vat_value error_text(const char *code, const char *text) {
   return vat_error(vat_atom_intern(code), vat_string(text));
@@ -77,53 +63,24 @@ void net_send_outcome(vat_turn *turn, net_conn *c, vat_captp_msg *m,
   net_send(turn, c, m, NULL);
 }
 
-static void send_return(vat_turn *turn, net_conn *c, const answer_ctx *a,
-                        bool resolved, vat_value value) {
-  vat_captp_msg m = {.type = VAT_CAPTP_RETURN, .id = a->qid};
-  net_send_outcome(turn, c, &m, resolved, value, a->target);
-}
+/* --- The peer's questions: open, answered, sent -------------------------- */
 
-static void answered(vat_turn *turn, void *state, void *ctx, bool resolved,
-                     vat_value value) {
-  net_conn *c = state;
-  answer_ctx *a = ctx;
-  c->open_answers--;
-  send_return(turn, c, a, resolved, value);
-  a->target = NULL;
-  /* A call pipelined on it before now waits on the promise (vat_when), so
-   * later ones must too, to stay behind it. */
-  if (!a->pipelined) {
-    bool target = vat_value_ref(value) != NULL ||
-                  vat_value_promise(value) != NULL || !resolved;
-    if (target) {
-      a->answer = NULL;
-      a->broken = !resolved;
-      a->settled = value;
-    } else {
-      uint64_t n = net_parse(a->qid, 'q', '-');
-      if (n != 0 && net_table_get(&c->answers, n) == a)
-        net_table_put(&c->answers, n, &settled_to_data);
-    }
-  }
-  net_take_waiting_frames(turn, c);
-}
+/* A call pipelined on one of the peer's answers, until that settles. */
+struct net_pipelined {
+  const vat_atom *method;
+  vat_value args;
+  vat_resolver *answer;
+  net_pipelined *next;
+};
 
-static void count_whole(void *ctx, void *val) {
-  if (val != &settled_to_data)
-    ++*(size_t *)ctx;
-}
-
-size_t net_answers_kept_whole(const net_conn *c) {
-  size_t n = 0;
-  net_table_each(&c->answers, count_whole, &n);
-  return n;
-}
+static void target_settled(vat_turn *turn, net_pipelined *pc, bool resolved,
+                           vat_value value);
 
 /* Keeps the answer for calls the peer pipelines on it: the last
  * max_questions answers, in a ring of their numbers that grows to that
  * size (Endo keeps every answer for ever; a long connection would). The
  * peer pipelines on a question as it asks it, so only recent ones count. */
-static void keep_answer(net_conn *c, uint64_t n, answer_ctx *a) {
+static void keep_answer(net_conn *c, uint64_t n, net_answer *a) {
   net_answer_ring *r = &c->kept;
   if (r->len == r->cap && r->cap < c->max_questions) {
     size_t cap = r->cap ? r->cap * 2 : 64;
@@ -146,33 +103,130 @@ static void keep_answer(net_conn *c, uint64_t n, answer_ctx *a) {
   net_table_put(&c->answers, n, a);
 }
 
-/* Keeps the answer for pipelining and sends it back once settled. */
-static void answer_with(vat_turn *turn, net_conn *c, const char *qid,
-                        vat_ref *target, vat_promise *p) {
-  answer_ctx *a = GC_MALLOC(sizeof *a);
-  if (a == NULL)
-    return;
+/* The question asked: kept for pipelining, counted until sent. */
+static void open_answer(net_conn *c, net_answer *a, const char *qid,
+                        vat_ref *target) {
+  a->c = c;
   a->qid = qid;
   a->target = target;
-  a->answer = p;
+  a->open = true;
   uint64_t n = net_parse(qid, 'q', '-');
   if (n != 0 && net_table_get(&c->answers, n) == NULL)
     keep_answer(c, n, a);
   c->open_answers++;
-  vat_when(turn, p, answered, a);
 }
 
+/* Its outcome, final (no promise to follow): sent, then the calls
+ * pipelined on it meanwhile go, in order, before any later one can. */
+static void send_answer(vat_turn *turn, net_answer *a, bool resolved,
+                        vat_value value) {
+  net_conn *c = a->c;
+  c->open_answers--;
+  a->open = false;
+  vat_captp_msg m = {.type = VAT_CAPTP_RETURN, .id = a->qid};
+  net_send_outcome(turn, c, &m, resolved, value, a->target);
+  a->target = NULL;
+  for (net_pipelined *pc = a->calls; pc != NULL; pc = pc->next)
+    target_settled(turn, pc, resolved, value);
+  a->calls = a->calls_last = NULL;
+  if (vat_value_ref(value) != NULL || !resolved) {
+    a->broken = !resolved;
+    a->settled = value;
+  } else {
+    uint64_t n = net_parse(a->qid, 'q', '-');
+    if (n != 0 && net_table_get(&c->answers, n) == a)
+      net_table_put(&c->answers, n, &settled_to_data);
+  }
+}
+
+static void followed(vat_turn *turn, void *state, void *ctx, bool resolved,
+                     vat_value value) {
+  (void)state; /* the entity whose turn it is: any of the vat's */
+  net_answer *a = ctx;
+  send_answer(turn, a, resolved, value);
+  net_take_waiting_frames(turn, a->c);
+}
+
+/* The first answer: a promise is followed, never sent (vat_when). */
+static void settle(vat_turn *turn, net_answer *a, bool resolved,
+                   vat_value value) {
+  a->answered = true;
+  vat_promise *p = resolved ? vat_value_promise(value) : NULL;
+  if (p == NULL)
+    send_answer(turn, a, resolved, value);
+  else if (vat_when(turn, p, followed, a) != VAT_OK)
+    send_answer(turn, a, false, error_text("Error", "cannot follow"));
+}
+
+void net_answer_target_ended(vat_turn *turn, net_answer *a, vat_value reason) {
+  if (!a->answered)
+    settle(turn, a, false, reason);
+}
+
+/* The reply entity of a call to one of our refs: the first "resolve" or
+ * "break" answers it (a break without a reason is a refusal, as
+ * vat_reply_error's is), later ones are ignored, as a request's are. */
+static void reply_receive(vat_turn *turn, void *state, const vat_atom *selector,
+                          vat_value value) {
+  net_answer *a = state;
+  net_conn *c = a->c;
+  if (a->answered || (selector != c->resolve && selector != c->break_))
+    return;
+  if (a->watch != NULL)
+    net_watch_remove(turn, a->watch, a);
+  if (selector == c->resolve)
+    settle(turn, a, true, value);
+  else
+    settle(turn, a, false,
+           vat_is_null(value) ? vat_atom_value(vat_atom_refused()) : value);
+  net_take_waiting_frames(turn, c);
+}
+
+static const vat_entity_def reply_def = {.state_size = sizeof(net_answer),
+                                         .receive = reply_receive};
+
+/* Answers a question at once, during the frame's own turn. */
 static void answer_now(vat_turn *turn, net_conn *c, const char *qid,
                        bool resolved, vat_value value) {
-  vat_promise *p;
-  vat_resolver *r;
-  if (vat_promise_new(&p, &r) != VAT_OK)
+  net_answer *a = GC_MALLOC(sizeof *a);
+  if (a == NULL)
     return;
-  if (resolved)
-    vat_resolve(turn, r, value);
-  else
-    vat_break(turn, r, value);
-  answer_with(turn, c, qid, NULL, p);
+  open_answer(c, a, qid, NULL);
+  settle(turn, a, resolved, value);
+}
+
+/* Answers a question with what `p` settles to. */
+static void answer_later(vat_turn *turn, net_conn *c, const char *qid,
+                         vat_promise *p) {
+  net_answer *a = GC_MALLOC(sizeof *a);
+  if (a == NULL)
+    return;
+  open_answer(c, a, qid, NULL);
+  settle(turn, a, true, vat_promise_value(p));
+}
+
+/* The call as a request in message form (vat/caps.h) whose reply ref is
+ * the answer itself, watched by the target's watch. */
+static int ask_target(vat_turn *turn, net_conn *c, const char *qid,
+                      vat_ref *target, const vat_atom *name, vat_value args) {
+  vat_ref *reply;
+  net_answer *a;
+  int rc = vat_entity_new(turn, &reply_def, &reply, (void **)&a);
+  if (rc != VAT_OK)
+    return rc;
+  vat_value fields[2] = {args, vat_ref_value(reply)};
+  vat_value request = vat_record(c->request_label, fields, 2);
+  if (vat_is_null(request))
+    return VAT_ENOMEM;
+  net_watch *w = net_watch_of(turn, c, target);
+  /* The watch's first turn, which makes its monitor, is sent before the
+   * call goes: see watches.c. */
+  if ((rc = vat_send_msg(turn, target, name, request)) != VAT_OK)
+    return rc;
+  open_answer(c, a, qid, target);
+  if (w != NULL)
+    net_watch_add(w, a);
+  return VAT_OK;
 }
 
 void net_handle_bootstrap(vat_turn *turn, net_conn *c, const char *qid) {
@@ -185,17 +239,9 @@ void net_handle_bootstrap(vat_turn *turn, net_conn *c, const char *qid) {
 
 /* --- Calls from the peer ------------------------------------------------- */
 
-typedef struct pipelined {
-  const vat_atom *method;
-  vat_value args;
-  vat_resolver *answer;
-} pipelined;
-
 /* The pipelined call's target settled: deliver, or break the answer. */
-static void target_settled(vat_turn *turn, void *state, void *ctx,
-                           bool resolved, vat_value value) {
-  pipelined *pc = ctx;
-  (void)state;
+static void target_settled(vat_turn *turn, net_pipelined *pc, bool resolved,
+                           vat_value value) {
   vat_ref *ref = vat_value_ref(value);
   if (!resolved || ref == NULL) {
     vat_break(turn, pc->answer,
@@ -228,6 +274,28 @@ void net_handle_bad_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m,
   answer_now(turn, c, m->id, false, error_text("TypeError", text));
 }
 
+/* A call on one of the peer's answers ("q-N"): it goes to what the
+ * answer settles to, once it has. */
+static void pipeline(vat_turn *turn, net_conn *c, const vat_captp_msg *m,
+                     net_answer *on, const vat_atom *name, vat_value args) {
+  net_pipelined *pc = GC_MALLOC(sizeof *pc);
+  vat_promise *p;
+  if (pc == NULL || vat_promise_new(&p, &pc->answer) != VAT_OK)
+    return;
+  pc->method = name;
+  pc->args = args;
+  if (on->open) {
+    if (on->calls_last != NULL)
+      on->calls_last->next = pc;
+    else
+      on->calls = pc;
+    on->calls_last = pc;
+  } else {
+    target_settled(turn, pc, !on->broken, on->settled);
+  }
+  answer_later(turn, c, m->id, p);
+}
+
 void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   const vat_atom *name;
   vat_value args;
@@ -240,7 +308,7 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   uint64_t obj = net_parse(m->target, 'o', '-');
   uint64_t q = obj ? 0 : net_parse(m->target, 'q', '-');
   vat_ref *target = NULL;
-  answer_ctx *answer = NULL;
+  net_answer *answer = NULL;
   if (obj != 0)
     target = net_table_get(&c->exports, obj);
   else if (q != 0 && q == c->peer_bootstrap_q && c->bootstrap != NULL)
@@ -252,11 +320,8 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   else if (q != 0)
     answer = net_table_get(&c->answers, q);
   if (target != NULL) {
-    vat_promise *p;
-    int rc = vat_request(turn, target, name, args, 0, &p);
-    if (rc == VAT_OK)
-      answer_with(turn, c, m->id, target, p);
-    else /* answered all the same: the peer would wait for ever */
+    int rc = ask_target(turn, c, m->id, target, name, args);
+    if (rc != VAT_OK) /* answered all the same: the peer would wait for ever */
       answer_now(turn, c, m->id, false, error_text("Error", vat_strerror(rc)));
     return;
   }
@@ -266,19 +331,18 @@ void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
     answer_now(turn, c, m->id, false, error_text("Error", text));
     return;
   }
-  pipelined *pc = GC_MALLOC(sizeof *pc);
-  vat_promise *p;
-  if (pc == NULL || vat_promise_new(&p, &pc->answer) != VAT_OK)
-    return;
-  pc->method = name;
-  pc->args = args;
-  if (answer->answer != NULL) {
-    answer->pipelined = true;
-    vat_when(turn, answer->answer, target_settled, pc);
-  } else {
-    target_settled(turn, c, pc, !answer->broken, answer->settled);
-  }
-  answer_with(turn, c, m->id, NULL, p);
+  pipeline(turn, c, m, answer, name, args);
+}
+
+static void count_whole(void *ctx, void *val) {
+  if (val != &settled_to_data)
+    ++*(size_t *)ctx;
+}
+
+size_t net_answers_kept_whole(const net_conn *c) {
+  size_t n = 0;
+  net_table_each(&c->answers, count_whole, &n);
+  return n;
 }
 
 /* --- Answers to our questions --------------------------------------------- */

@@ -248,7 +248,7 @@ static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
   if (c->remote_bootstrap != NULL)
     vat_break(turn, c->remote_bootstrap, reason);
   c->questions = c->promises = c->answers = (net_table){0};
-  c->exports = c->export_ids = (net_table){0};
+  c->exports = c->export_ids = c->watches = (net_table){0};
   c->pipes = (net_pipes){0};
   c->end_reason = reason;
   /* `closed` waits for the socket to close and the I/O to let go of what
@@ -327,7 +327,7 @@ static void handle(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
     break;
   case VAT_CAPTP_DROP: {
     uint64_t n = net_parse(m->id, 'o', '-');
-    net_drop(c, n ? n : net_parse(m->id, 'p', '-'), m->dec_refs);
+    net_drop(turn, c, n ? n : net_parse(m->id, 'p', '-'), m->dec_refs);
     break;
   }
   case VAT_CAPTP_UNKNOWN: /* a newer peer's message: ignored, as Endo does */
@@ -530,6 +530,11 @@ int net_conn_open_with(vat_system *sys, vat_ref *bootstrap,
   if (c->calls_taken > c->max_questions)
     c->calls_taken = c->max_questions;
   c->max_exports = o.max_exports ? o.max_exports : VAT_CONN_MAX_EXPORTS;
+  /* Each call from the peer is a request (vat/caps.h) answered by
+   * "resolve" or "break": interned once, not three times a call. */
+  c->request_label = vat_atom_intern("vat.request");
+  c->resolve = vat_atom_intern("resolve");
+  c->break_ = vat_atom_intern("break");
   c->tp = h->tp = tp;
   net_conn_io io;
   rc = attach(ctx, h->ref, &o, out_pause, out_max, &io);

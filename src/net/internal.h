@@ -167,7 +167,9 @@ struct net_conn {
   net_waiting_frame *waiting_tail;
   uint64_t next_question, next_export;
   net_table questions;          /* our question number -> net_question */
-  net_table answers;            /* their question number -> vat_promise */
+  net_table answers;            /* their question number -> net_answer */
+  net_table watches;            /* a called ref's address -> net_watch */
+  const vat_atom *request_label, *resolve, *break_; /* interned once */
   net_answer_ring kept;         /* which answers are kept, oldest first */
   net_table exports;            /* our export number -> vat_ref */
   net_table export_ids;         /* vat_ref -> export number (as a pointer) */
@@ -209,6 +211,46 @@ typedef struct net_question {
 int net_ask(vat_turn *turn, net_conn *c, vat_ref *reply, uint64_t *n);
 /** Forgets question n (its timeout too) and returns it; NULL if unknown. */
 net_question *net_answered(net_conn *c, uint64_t n);
+
+/* --- The peer's questions: answers (calls.c) and watches (watches.c) --- */
+
+typedef struct net_watch net_watch;
+typedef struct net_pipelined net_pipelined;
+
+/** One of the peer's questions, from the call to its CTP_RETURN and, kept
+ *  for calls the peer pipelines on it, after. A call to one of our refs
+ *  gets the reply entity of a request (vat/caps.h) whose state this is:
+ *  no promise, no monitor of its own (the target's watch serves every
+ *  call to it). */
+typedef struct net_answer {
+  net_conn *c;
+  const char *qid;
+  vat_ref *target;     /* the ref the call went to; NULL: none, or not known */
+  net_watch *watch;    /* while the target's answer is awaited */
+  struct net_answer *watch_prev, *watch_next; /* the watch's list */
+  net_pipelined *calls, *calls_last; /* pipelined on it before it settled */
+  vat_value settled;   /* once sent: the ref it resolved to, null, or why */
+  bool answered;       /* the first answer came: later ones are ignored */
+  bool open;           /* not sent yet */
+  bool broken;         /* ...it broke with `settled` */
+} net_answer;
+
+/** The watch on the vat of `target`, a ref the peer calls: made on the
+ *  first call, it monitors that vat once for every call to the ref.
+ *  NULL for a ref of the connection's own vat (whose end nobody here
+ *  would see) or without memory. Inside a turn of the connection vat. */
+net_watch *net_watch_of(vat_turn *turn, net_conn *c, vat_ref *target);
+/** `a` waits for an answer from w's vat. */
+void net_watch_add(net_watch *w, net_answer *a);
+/** `a` is answered. A watch left with no call is let go unless its ref
+ *  is exported or the bootstrap (the peer may call it again). */
+void net_watch_remove(vat_turn *turn, net_watch *w, net_answer *a);
+/** The peer dropped `ref`: its watch goes if no call waits on it. */
+void net_watch_drop(vat_turn *turn, net_conn *c, vat_ref *ref);
+/** Watches held (for tests). */
+size_t net_watches_held(const net_conn *c);
+/** The vat `a` called ended first, with `reason` (calls.c). */
+void net_answer_target_ended(vat_turn *turn, net_answer *a, vat_value reason);
 
 /** Sends `msg`, encoded with this connection's slots. Inside a turn of the
  *  connection vat. Returns VAT_OK or the encoding's error. */
@@ -276,7 +318,7 @@ vat_captp_slots net_slots(net_slots_ctx *ctx);
 void net_call_out(vat_turn *turn, net_conn *c, const char *target,
                   const vat_atom *selector, vat_value value);
 /** The peer's CTP_DROP of our export n, received `dec` times. */
-void net_drop(net_conn *c, uint64_t n, int64_t dec);
+void net_drop(vat_turn *turn, net_conn *c, uint64_t n, int64_t dec);
 /** The resolver of the peer's promise N, forgotten (NULL if unknown). */
 vat_resolver *net_take_promise(net_conn *c, uint64_t n);
 

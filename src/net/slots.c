@@ -146,7 +146,7 @@ static bool count_export(net_conn *c, uint64_t n) {
   return net_table_put(&c->export_counts, n, (void *)(sent + 1));
 }
 
-void net_drop(net_conn *c, uint64_t n, int64_t dec) {
+void net_drop(vat_turn *turn, net_conn *c, uint64_t n, int64_t dec) {
   uintptr_t sent = (uintptr_t)net_table_get(&c->export_counts, n);
   if (sent == 0 || dec <= 0)
     return; /* unknown, or nothing given back */
@@ -159,8 +159,10 @@ void net_drop(net_conn *c, uint64_t n, int64_t dec) {
   void *obj = net_table_take(&c->exports, n);
   if (obj == NULL)
     obj = net_table_take(&c->export_promises, n);
-  if (obj != NULL)
+  if (obj != NULL) {
     net_table_take(&c->export_ids, (uint64_t)(uintptr_t)obj);
+    net_watch_drop(turn, c, obj);
+  }
 }
 
 /* A promise we exported settled: tell the peer (CTP_RESOLVE), naming it
