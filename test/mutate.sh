@@ -232,6 +232,9 @@ kept-ref-answer-as-data|src/net/calls.c|net|if (vat_value_ref(value) != NULL \|\
 # called ref, answers in its list.
 answer-taken-twice|src/net/calls.c|net|a->answered = true;|(void)a;
 answer-pipelined-calls-dropped|src/net/calls.c|net|target_settled(turn, pc, resolved, value);|(void)pc;
+answer-promise-sent-not-followed|src/net/calls.c|net|vat_promise *p = resolved ? vat_value_promise(value) : NULL;|vat_promise *p = NULL;
+answer-empty-break-not-refused|src/net/calls.c|net|vat_is_null(value) ? vat_atom_value(vat_atom_refused()) : value);|value);
+answer-stays-watched|src/net/calls.c|net|net_watch_remove(turn, a->watch, a);|(void)a;
 watch-end-not-told|src/net/watches.c|net|net_answer_target_ended(turn, a, reason);|(void)a;
 watch-end-reason-noproc|src/net/watches.c|net|return known;|return reason;
 watch-never-monitors|src/net/watches.c|net|if (!w->let_go)|if (0)

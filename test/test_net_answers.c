@@ -26,9 +26,10 @@ static const vat_atom *sel(const char *name) {
 
 /* --- The served objects ---------------------------------------------------
  * A keeper, each in a vat of its own: add(a, b); hold() is never answered;
- * twice() answers 1, then 2; last_word() answers 7, then ends its vat with
- * worn_out("tired"). The gate (the bootstrap) hands out keepers: fresh()
- * a new one, keepers() the test's. */
+ * twice() answers 1, then 2; refuse_bare() breaks with no reason;
+ * last_word() answers 7, then ends its vat with worn_out("tired"). The
+ * gate (the bootstrap) hands out keepers: fresh() a new one, keepers() the
+ * test's. */
 
 static void keeper_receive(vat_turn *turn, void *state,
                            const vat_atom *selector, vat_value value) {
@@ -45,6 +46,9 @@ static void keeper_receive(vat_turn *turn, void *state,
   } else if (selector == sel("twice")) {
     expect_vat_ok(vat_reply(turn, reply, vat_int(1)));
     expect_vat_ok(vat_reply(turn, reply, vat_int(2)));
+  } else if (selector == sel("refuse_bare")) {
+    /* "break" with no reason, as a wrapper may send it: a refusal. */
+    expect_vat_ok(vat_send_msg(turn, reply, sel("break"), vat_null()));
   } else if (selector == sel("last_word")) {
     expect_vat_ok(vat_reply(turn, reply, vat_int(7)));
     expect_vat_ok(vat_exit(turn, vat_self(turn),
@@ -157,8 +161,8 @@ static void assert_int(vat_promise *p, int64_t want) {
   int rc = vat_promise_wait(p, WAIT_S, &v);
   char text[256];
   vat_format(v, text, sizeof text);
-  ck_assert_msg(rc == VAT_OK && vat_equal(v, vat_int(want)),
-                "%s: %s, not %lld", vat_err_name(rc), text, (long long)want);
+  ck_assert_msg(rc == VAT_OK && vat_equal(v, vat_int(want)), "%s: %s, not %lld",
+                vat_err_name(rc), text, (long long)want);
 }
 
 static void count_watches(vat_turn *turn, void *state, void *arg,
@@ -180,7 +184,7 @@ static int64_t watches_held(vat_conn *c) {
   return n;
 }
 
-/* --- Tests ------------------------------------------------------------------ */
+/* --- Tests --------------------------------------------------------------- */
 
 START_TEST(calls_waiting_on_a_vat_break_when_it_ends) {
   served s;
@@ -223,6 +227,24 @@ START_TEST(an_answer_sent_before_its_vat_ended_wins) {
 }
 END_TEST
 
+/* A "break" without a reason is a refusal, as it is to vat_request. */
+START_TEST(a_break_without_a_reason_is_a_refusal) {
+  served s;
+  open_served(&s);
+  vat_value v;
+  int rc = vat_promise_wait(call(s.remote[0], "refuse_bare", 0, 0), WAIT_S, &v);
+  char text[256];
+  vat_format(v, text, sizeof text);
+  /* The refusals row of vat/net.h: TypeError, "refused". */
+  ck_assert_msg(rc == VAT_EBROKEN && vat_type_of(v) == VAT_T_ERROR &&
+                    vat_error_code(v) == sel("TypeError") &&
+                    strcmp(vat_string_data(vat_error_payload(v)), "refused") ==
+                        0,
+                "%s: %s", vat_err_name(rc), text);
+  close_served(&s);
+}
+END_TEST
+
 /* Many calls on both workers, to keepers that end at random points: every
  * call settles, with its sum or its keeper's end, and none twice. */
 START_TEST(every_call_settles_while_its_targets_end) {
@@ -243,8 +265,8 @@ START_TEST(every_call_settles_while_its_targets_end) {
     if (test_rand(&seed) % (uint64_t)(n / 4) == 0 && !ended[k]) {
       vat_promise *down; /* watched: its end is expected, not a crash */
       ck_assert_vat_ok(vat_host_monitor(s.gate->keepers[k], NULL, &down));
-      ck_assert_vat_ok(vat_host_exit(s.gate->keepers[k],
-                                     vat_atom_value(vat_atom_killed())));
+      ck_assert_vat_ok(
+          vat_host_exit(s.gate->keepers[k], vat_atom_value(vat_atom_killed())));
       ended[k] = true;
     }
   }
@@ -258,7 +280,8 @@ START_TEST(every_call_settles_while_its_targets_end) {
     vat_format(v, text, sizeof text);
     if (rc == VAT_OK)
       ck_assert_msg(!held[i] && vat_equal(v, vat_int(i + 1)),
-                    "call %d (seed %llu): %s", i, (unsigned long long)seed0, text);
+                    "call %d (seed %llu): %s", i, (unsigned long long)seed0,
+                    text);
     else
       ck_assert_msg(rc == VAT_EBROKEN && vat_type_of(v) == VAT_T_ERROR &&
                         vat_error_code(v) == vat_atom_killed(),
@@ -358,13 +381,14 @@ START_TEST(watches_go_with_the_refs_the_peer_drops) {
     raw_frame(sv[1], frame);
     snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", 3 + 2 * i);
     raw_read_until(sv[1], buf, sizeof buf, want, WAIT_S);
-    ck_assert_msg(strstr(buf, want) != NULL && strstr(buf, "\"result\""),
-                  "%s", buf);
+    ck_assert_msg(strstr(buf, want) != NULL && strstr(buf, "\"result\""), "%s",
+                  buf);
   }
   ck_assert_int_eq(watches_held(c), 1 + FRESH);
   for (int i = 0; i < FRESH; i++) {
     snprintf(frame, sizeof frame,
-             "{\"type\":\"CTP_DROP\",\"slotID\":\"o-%d\",\"decRefs\":1}", 2 + i);
+             "{\"type\":\"CTP_DROP\",\"slotID\":\"o-%d\",\"decRefs\":1}",
+             2 + i);
     raw_frame(sv[1], frame);
   }
   /* Taken in order: by this call's answer every drop was. */
@@ -386,6 +410,7 @@ void test_net_answers_tests(Suite *s) {
   tcase_add_test(tc, calls_waiting_on_a_vat_break_when_it_ends);
   tcase_add_test(tc, an_answer_sent_before_its_vat_ended_wins);
   tcase_add_test(tc, every_call_settles_while_its_targets_end);
+  tcase_add_test(tc, a_break_without_a_reason_is_a_refusal);
   tcase_add_test(tc, a_call_is_answered_once);
   tcase_add_test(tc, watches_go_with_the_refs_the_peer_drops);
   suite_add_tcase(s, tc);

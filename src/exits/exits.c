@@ -53,8 +53,9 @@
  * fire with `shutdown` too, at shutdown (its stranded hook).
  * A dying vat. Its ended hook runs once, on the vat's worker, after
  * `dead` is set: it runs the stop callbacks, then sends EXIT along every
- * link, DOWN for every watch and DEMONITOR for every monitor it made. Signals that reach the vat after that are
- * dropped by the core, which is where noproc replies come from.
+ * link, DOWN for every watch and DEMONITOR for every monitor it made.
+ * Signals that reach the vat after that are dropped by the core, which is
+ * where noproc replies come from.
  */
 #include "exits/exits.h"
 
