@@ -20,6 +20,7 @@ typedef struct parser {
   size_t base;
   const char *prefix;
   vat_captp_error *err;
+  bool wrote_nul; /* a \u0000 was unescaped: object keys refuse it */
 } parser;
 
 /* A syntax error at the byte p points at. */
@@ -155,6 +156,8 @@ static int unicode_escape(parser *ps, char **w) {
     cp = ((cp - 0xd800) << 10) + ((uint32_t)lo - 0xdc00) + 0x10000;
     ps->p = q + 6;
   }
+  if (cp == 0)
+    ps->wrote_nul = true;
   *w = put_utf8(*w, cp);
   return VAT_OK;
 }
@@ -424,11 +427,11 @@ static int object(parser *ps, uint32_t at, int depth) {
       uint32_t k = add(ps->j, CAPTP__J_STRING);
       if (k == UINT32_MAX)
         return nomem(ps);
+      ps->wrote_nul = false;
       int rc = string(ps, &ps->j->nodes[k]);
       if (rc != VAT_OK)
         return rc;
-      const captp__jnode *key = &ps->j->nodes[k];
-      if (memchr(key->as.str, '\0', key->len) != NULL) {
+      if (ps->wrote_nul) {
         ps->p = key_at;
         return bad(ps, "NUL byte in object key not supported");
       }
