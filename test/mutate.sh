@@ -248,6 +248,13 @@ json-plain-controls|src/captp/json.c|captp|0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 json-plain-utf8|src/captp/json.c|captp|0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0xc0 */|1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0xc0 */
 json-key-nul-not-flagged|src/captp/json.c|captp|ps->wrote_nul = true;|(void)ps;
 json-key-nul-flag-kept|src/captp/json.c|captp|ps->wrote_nul = false;|(void)0;
+# Values nobody waits for (vat_captp_slots.wants_value).
+unwanted-value-decoded|src/net/slots.c|net|return net_table_get(&c->questions, net_parse(m->id, 'q', '-')) != NULL;|return true;
+unwanted-value-wanted-inverted|src/net/slots.c|net|return net_table_get(&c->questions, net_parse(m->id, 'q', '-')) != NULL;|return net_table_get(&c->questions, net_parse(m->id, 'q', '-')) == NULL;
+unwanted-promise-skipped|src/net/slots.c|net|return net_table_get(&c->promises, net_parse(m->id, 'p', '-')) != NULL;|return false;
+unwanted-value-with-slots-skipped|src/captp/value.c|captp|if (unwanted && n == 0) {|if (unwanted) {
+unwanted-answer-ignored|src/captp/message.c|captp|!slots->wants_value(slots->ctx, m);|true;
+unwanted-never-asked|src/captp/message.c|captp|!slots->wants_value(slots->ctx, m);|false;
 # The simulation harness (src/sim/): what makes its campaigns find bugs.
 sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
 sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(vat__sim_draw(&w->pick_rng) % n);|: 0;

@@ -618,6 +618,91 @@ START_TEST(a_bad_value_keeps_the_envelope) {
 }
 END_TEST
 
+/* wants_value's answer: false for the ids listed, and what it was shown. */
+typedef struct unwanted {
+  slot_table slots;
+  const char *skip_id; /* the message id whose value nobody wants */
+  int asked;
+  vat_captp_type type_seen;
+  bool reject_seen;
+} unwanted;
+
+static bool wants_value(void *ctx, const vat_captp_msg *m) {
+  unwanted *u = ctx;
+  u->asked++;
+  u->type_seen = m->type;
+  u->reject_seen = m->is_reject;
+  return strcmp(m->id, u->skip_id) != 0;
+}
+
+static int unwanted_import(void *ctx, const char *slot, const char *iface,
+                           vat_value *out) {
+  return import_slot(&((unwanted *)ctx)->slots, slot, iface, out);
+}
+
+static int decode_unwanted(unwanted *u, const char *json, vat_captp_msg *m,
+                           vat_captp_error *err) {
+  vat_captp_slots table = {
+      .ctx = u, .import_slot = unwanted_import, .wants_value = wants_value};
+  return vat_captp_decode(json, strlen(json), &table, m, err);
+}
+
+/* A value nobody wants is left undecoded unless it names slots; its body
+ * is not read, its envelope is. */
+START_TEST(a_value_nobody_wants_is_not_decoded) {
+  unwanted u = {.skip_id = "q-1"};
+  vat_captp_msg m;
+  vat_captp_error err;
+  /* Unwanted, no slots: skipped, even a body that would not decode. */
+  ck_assert_vat_ok(decode_unwanted(
+      &u,
+      "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"exception\":"
+      "{\"body\":\"#[\\\"%x\\\",\",\"slots\":[]}}",
+      &m, &err));
+  ck_assert(m.value_skipped && !m.value_failed && vat_is_null(m.value));
+  ck_assert_int_eq(u.asked, 1);
+  ck_assert(u.type_seen == VAT_CAPTP_RETURN && u.reject_seen);
+  ck_assert_str_eq(m.id, "q-1");
+  /* Wanted: decoded. */
+  ck_assert_vat_ok(decode_unwanted(
+      &u,
+      "{\"type\":\"CTP_RESOLVE\",\"promiseID\":\"p-2\",\"res\":{\"body\":"
+      "\"7\",\"slots\":[]}}",
+      &m, &err));
+  ck_assert(!m.value_skipped && vat_equal(m.value, vat_float(7)));
+  ck_assert(u.type_seen == VAT_CAPTP_RESOLVE && !u.reject_seen);
+  /* Unwanted but naming a slot: decoded, the slot imported. */
+  ck_assert_vat_ok(decode_unwanted(
+      &u,
+      "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":{\"body\":"
+      "\"{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}\",\"slots\":[\"o+5\"]}}",
+      &m, &err));
+  ck_assert(!m.value_skipped && vat_type_of(m.value) == VAT_T_REF);
+  ck_assert_int_eq(u.slots.imports, 1);
+  /* Unwanted, and the envelope wrong: still an error, not a skip. */
+  ck_assert_vat_err(
+      decode_unwanted(&u,
+                      "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\","
+                      "\"result\":{\"body\":\"1\",\"slots\":[1]}}",
+                      &m, &err),
+      VAT_EDECODE);
+  ck_assert(!m.value_skipped && !m.value_failed);
+  ck_assert_vat_err(
+      decode_unwanted(&u,
+                      "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\","
+                      "\"result\":{\"body\":\"1\"}}",
+                      &m, &err),
+      VAT_EDECODE);
+  /* Not asked for messages without a value. */
+  int asked = u.asked;
+  ck_assert_vat_ok(decode_unwanted(
+      &u, "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}", &m, &err));
+  ck_assert_vat_ok(decode_unwanted(
+      &u, "{\"type\":\"CTP_DROP\",\"slotID\":\"o-1\"}", &m, &err));
+  ck_assert_int_eq(u.asked, asked);
+}
+END_TEST
+
 /* A message of every type, and both outcomes of those that have two. */
 static const vat_captp_msg *every_type(size_t *n) {
   static vat_captp_msg all[9];
@@ -2498,6 +2583,7 @@ Suite *test_captp_suite(void) {
   tcase_add_loop_test(tc, bad_messages_are_named_errors, 0,
                       sizeof bad_messages / sizeof bad_messages[0]);
   tcase_add_test(tc, messages_of_every_type_round_trip);
+  tcase_add_test(tc, a_value_nobody_wants_is_not_decoded);
   tcase_add_loop_test(tc, a_bad_value_keeps_the_envelope, 0,
                       (int)(sizeof value_failures / sizeof value_failures[0]));
   suite_add_tcase(s, tc);

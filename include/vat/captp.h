@@ -217,6 +217,8 @@ const char *vat_captp_err_text(vat_captp_err code);
 /** Deepest nesting of lists, maps, records and errors in one value. */
 #define VAT_CAPTP_MAX_DEPTH 128
 
+struct vat_captp_msg;
+
 /** How refs and promises become slot names and back: the connection's
  *  import and export tables. Either function may be NULL, and then a value
  *  with a ref or promise fails to encode (VAT_CAPTP_ERR_EXPORT) or decode
@@ -238,6 +240,16 @@ typedef struct vat_captp_slots {
    *  VAT_OK, or a negative code that ends the decoding. */
   int (*import_slot)(void *ctx, const char *slot, const char *iface,
                      vat_value *out);
+  /** May be NULL: every value is decoded. Asked by vat_captp_decode once
+   *  a CALL's, RETURN's or RESOLVE's envelope has decoded and before its
+   *  value, with `m`'s type, id, target and is_reject set: false when
+   *  nobody will read the value (the answer to a one-way message, the
+   *  settlement of a promise already forgotten). Such a value naming no
+   *  slots is then not decoded (nor is its body checked): `value` stays
+   *  null and `value_skipped` is set. One naming slots is decoded all the
+   *  same, so that the refs it carries are imported, and in time dropped:
+   *  the peer keeps an export until told. */
+  bool (*wants_value)(void *ctx, const struct vat_captp_msg *m);
 } vat_captp_slots;
 
 /* --- Values <-> CapData ------------------------------------------------ */
@@ -293,6 +305,7 @@ typedef struct vat_captp_msg {
   int64_t epoch;
   const char *reason_json; /* DISCONNECT: raw JSON text, NULL to omit */
   bool value_failed;       /* decoding failed in the value only: see below */
+  bool value_skipped; /* left undecoded: vat_captp_slots.wants_value */
 } vat_captp_msg;
 
 /** The JSON name of a type ("CTP_CALL"); NULL for UNKNOWN. Static. */

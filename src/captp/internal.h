@@ -93,9 +93,12 @@ int captp__decode_body(const char *body, size_t len,
                        vat_captp_error *err);
 /* Decodes CapData, the object at node `cd` of an envelope {body, slots}
  * (value.c). On failure *in_value tells whether the shape {body, slots}
- * was sound and the body or a slot failed (vat_captp_msg's value_failed). */
+ * was sound and the body or a slot failed (vat_captp_msg's value_failed).
+ * With `unwanted`, a sound shape naming no slots is left undecoded:
+ * *skipped is set and *out is null. */
 int captp__decode_capdata_object(const captp__json *j, uint32_t cd,
-                                 const vat_captp_slots *table, vat_value *out,
-                                 bool *in_value, vat_captp_error *err);
+                                 const vat_captp_slots *table, bool unwanted,
+                                 vat_value *out, bool *in_value, bool *skipped,
+                                 vat_captp_error *err);
 
 #endif

@@ -157,8 +157,10 @@ static int decode_fields(const captp__json *j, const vat_captp_slots *slots,
     return FIELD_FAIL(err, "%s needs %s%s%s", type_names[m->type], names[0],
                       names[1] ? " or " : "", names[1] ? names[1] : "");
   bool in_value;
-  int rc =
-      captp__decode_capdata_object(j, cd, slots, &m->value, &in_value, err);
+  bool unwanted = slots != NULL && slots->wants_value != NULL &&
+                  !slots->wants_value(slots->ctx, m);
+  int rc = captp__decode_capdata_object(j, cd, slots, unwanted, &m->value,
+                                        &in_value, &m->value_skipped, err);
   m->value_failed = rc != VAT_OK && in_value;
   if (rc != VAT_OK)
     m->value = vat_null();

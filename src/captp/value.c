@@ -103,9 +103,10 @@ int vat_capdata_decode(const char *body, size_t body_len,
 }
 
 int captp__decode_capdata_object(const captp__json *j, uint32_t cd,
-                                 const vat_captp_slots *table, vat_value *out,
-                                 bool *in_value, vat_captp_error *err) {
-  *in_value = false;
+                                 const vat_captp_slots *table, bool unwanted,
+                                 vat_value *out, bool *in_value, bool *skipped,
+                                 vat_captp_error *err) {
+  *in_value = *skipped = false;
   const captp__jnode *o = captp__jat(j, cd);
   uint32_t body = 0, slots = 0;
   if (o->type == CAPTP__J_OBJECT) {
@@ -117,6 +118,11 @@ int captp__decode_capdata_object(const captp__json *j, uint32_t cd,
     return captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_CAPDATA, 0,
                        "not {body, slots}");
   size_t n = captp__jat(j, slots)->len;
+  if (unwanted && n == 0) {
+    *skipped = true;
+    *out = vat_null();
+    return VAT_OK;
+  }
   const char *inline_names[INLINE_SLOTS];
   const char **names = n <= INLINE_SLOTS ? inline_names
                                          : malloc(n * sizeof *names);

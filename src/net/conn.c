@@ -347,6 +347,7 @@ static void take_frame(vat_turn *turn, net_conn *c, net_frame *f) {
   vat_captp_msg m;
   vat_captp_error err;
   int rc = vat_captp_decode(f->data, f->len, &slots, &m, &err);
+  c->values_skipped += m.value_skipped;
   if (rc == VAT_EBUSY) {
     net_end(turn, c, "limit exceeded: too many imports", true);
     return;

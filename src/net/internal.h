@@ -163,6 +163,7 @@ struct net_conn {
   size_t calls_taken; /* options max_calls_taken, at most max_questions */
   size_t max_exports;             /* options: each way */
   size_t open_answers;            /* the peer's questions not answered yet */
+  uint64_t values_skipped;        /* answers nobody wanted, not decoded */
   net_waiting_frame *waiting;     /* read while open_answers was at max */
   net_waiting_frame *waiting_tail;
   uint64_t next_question, next_export;
@@ -311,6 +312,9 @@ typedef struct net_slots_ctx {
   net_conn *c;
 } net_slots_ctx;
 vat_captp_slots net_slots(net_slots_ctx *ctx);
+/** Values of the peer's answers and settlements left undecoded because
+ *  nobody waited for them (for tests). */
+uint64_t net_values_skipped(const net_conn *c);
 /** Sends selector(value), a message a proxy received, as a CTP_CALL to
  *  `target` ("o-N", or "q-N" for a question): a request's answer settles
  *  it, and pipe.c's records are followed. Inside a turn of the

@@ -386,6 +386,22 @@ vat_resolver *net_take_promise(net_conn *c, uint64_t n) {
   return ip->resolver;
 }
 
+/* An answer nobody asked for any more, a one-way message's above all, is
+ * left undecoded: a client streaming one-way messages spent over half
+ * its decoding on the answers it then dropped. */
+static bool wants_value(void *ctx, const vat_captp_msg *m) {
+  net_conn *c = ((net_slots_ctx *)ctx)->c;
+  if (m->type == VAT_CAPTP_RETURN)
+    return net_table_get(&c->questions, net_parse(m->id, 'q', '-')) != NULL;
+  if (m->type == VAT_CAPTP_RESOLVE)
+    return net_table_get(&c->promises, net_parse(m->id, 'p', '-')) != NULL;
+  return true;
+}
+
+uint64_t net_values_skipped(const net_conn *c) {
+  return c->values_skipped;
+}
+
 vat_captp_slots net_slots(net_slots_ctx *ctx) {
-  return (vat_captp_slots){ctx, export_slot, import_slot};
+  return (vat_captp_slots){ctx, export_slot, import_slot, wants_value};
 }

@@ -39,6 +39,44 @@ static int export_slot(void *ctx, vat_value v, char slot[VAT_CAPTP_SLOT_MAX],
 static const vat_captp_slots table = {.export_slot = export_slot,
                                       .import_slot = import_slot};
 
+/* The same table, wanting no value: one naming no slots is skipped. */
+static bool wants_none(void *ctx, const vat_captp_msg *m) {
+  (void)ctx;
+  (void)m;
+  return false;
+}
+static const vat_captp_slots unwanted = {.export_slot = export_slot,
+                                         .import_slot = import_slot,
+                                         .wants_value = wants_none};
+
+static bool same_text(const char *a, const char *b) {
+  return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* Decoded again with no value wanted: whatever decoded still does, with
+ * the same envelope; a skip only where the envelope was sound; a failure
+ * only where the first decode failed too. */
+static void same_envelope_unwanted(const char *text, size_t size, int rc,
+                                   const vat_captp_msg *msg) {
+  vat_captp_msg m;
+  vat_captp_error err;
+  int rc2 = vat_captp_decode(text, size, &unwanted, &m, &err);
+  if (rc2 != VAT_OK) {
+    if (rc == VAT_OK || m.value_skipped)
+      abort();
+    return;
+  }
+  if (m.type != msg->type || !same_text(m.id, msg->id) ||
+      !same_text(m.target, msg->target) || m.is_reject != msg->is_reject)
+    abort();
+  if (m.value_skipped) {
+    if (rc != VAT_OK && !msg->value_failed)
+      abort();
+  } else if (rc != VAT_OK || vat_compare(m.value, msg->value) != 0) {
+    abort(); /* decoded both times (slots, or no value): the same */
+  }
+}
+
 static void check_error(int rc, const vat_captp_error *err) {
   if (rc != VAT_EDECODE || err->code == VAT_CAPTP_ERR_NONE)
     abort();
@@ -72,6 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   vat_captp_msg msg;
   vat_captp_error err;
   int rc = vat_captp_decode(text, size, &table, &msg, &err);
+  same_envelope_unwanted(text, size, rc, &msg);
   if (rc != VAT_OK) {
     check_error(rc, &err);
   } else if (msg.type != VAT_CAPTP_UNKNOWN) {
