@@ -128,7 +128,7 @@ msgpool-home-unbounded|src/core/msgpool.c|msgpool memory|return depot->pools * c
 
 # issue: queue bound
 sender-count-never-marks|src/core/overload.c|overload|mark_overloaded(to, f);|(void)f;
-queue-len-walks-counted|src/core/overload_api.c|overload|if (flags & VAT__COUNTED)|if (0)
+queue-len-walks-counted|src/core/overload_api.c|overload|if (flags & VAT__COUNTED) {|if (0) {
 # A count that stopped at a mark taken for the queue's length.
 queue-len-reads-the-mark|src/core/overload.c|exits|if (!exact) {|if (0) {
 
@@ -255,6 +255,8 @@ unwanted-promise-skipped|src/net/slots.c|net|return net_table_get(&c->promises, 
 unwanted-value-with-slots-skipped|src/captp/value.c|captp|if (unwanted && n == 0) {|if (unwanted) {
 unwanted-answer-ignored|src/captp/message.c|captp|!slots->wants_value(slots->ctx, m);|true;
 unwanted-never-asked|src/captp/message.c|captp|!slots->wants_value(slots->ctx, m);|false;
+queue-len-max-walks-all|src/core/overload_api.c|overload|return vat__mailbox_peek_len(&v->mailbox, max);|return vat__mailbox_peek_len(&v->mailbox, SIZE_MAX);
+queue-len-max-count-uncapped|src/core/overload_api.c|overload|return n < max ? n : max;|return n;
 # The simulation harness (src/sim/): what makes its campaigns find bugs.
 sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
 sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(vat__sim_draw(&w->pick_rng) % n);|: 0;

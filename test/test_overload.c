@@ -347,6 +347,43 @@ START_TEST(queue_len_is_constant_time) {
 }
 END_TEST
 
+/* vat_ref_queue_len_max walks a queue no further than its bound: a
+ * million reads of "more than one?" of an uncounted queue of 100,000 cost
+ * what reads of a short one would (a walk of the whole queue each time:
+ * 10^11 steps, past any test's timeout). A counted vat's count is capped
+ * the same. Host-driven, so nothing runs unless the test says. */
+START_TEST(queue_len_max_counts_no_further_than_its_bound) {
+  enum { N = 100000 / TEST_SCALE, READS = 1000000 / TEST_SCALE };
+  vat_system *sys = test_host_system(false, 0);
+  sink *s, *cs;
+  vat_ref *ref = spawn_sink(sys, NULL, &s); /* never ran: not counted */
+  vat_ref *counted = spawn_sink(
+      sys, &(vat_overload){.policy = VAT_OVERLOAD_NONE, .high = 1000}, &cs);
+  for (int i = 1; i <= N; i++) {
+    ck_assert_vat_ok(vat_host_send(ref, sink_item, (void *)(uintptr_t)i));
+    ck_assert_vat_ok(vat_host_send(counted, sink_item, (void *)(uintptr_t)i));
+  }
+  ck_assert_uint_eq(vat_ref_queue_len_max(ref, 2), 2);
+  uint64_t sum = 0;
+  for (int i = 0; i < READS; i++)
+    sum += vat_ref_queue_len_max(ref, 2);
+  ck_assert_uint_eq(sum, 2ull * READS);
+  ck_assert_uint_eq(vat_ref_queue_len_max(ref, 7), 7);
+  ck_assert_uint_eq(vat_ref_queue_len_max(ref, N + 5), N);
+  ck_assert_uint_eq(vat_ref_queue_len(ref), N);
+  ck_assert_uint_eq(vat_ref_queue_len_max(counted, 3), 3);
+  ck_assert_uint_eq(vat_ref_queue_len_max(counted, N + 5), N);
+  ck_assert_uint_eq(vat_ref_queue_len_max(ref, 0), 0);
+  ck_assert_uint_eq(vat_ref_queue_len_max(NULL, 5), 0);
+  vat_run_result res;
+  ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &res));
+  ck_assert_uint_eq(atomic_load(&s->handled), N);
+  ck_assert_uint_eq(vat_ref_queue_len_max(ref, 2), 0); /* idle: exact */
+  ck_assert_uint_eq(vat_ref_queue_len_max(counted, 2), 0);
+  test_quiesce(sys);
+}
+END_TEST
+
 static void nothing(vat_turn *turn, void *state, void *arg) {
   (void)turn;
   (void)state;
@@ -1180,6 +1217,7 @@ Suite *test_overload_suite(void) {
   tc = test_case("policies", 120);
   tcase_add_test(tc, queue_len_is_readable_from_any_thread);
   tcase_add_test(tc, queue_len_is_constant_time);
+  tcase_add_test(tc, queue_len_max_counts_no_further_than_its_bound);
   tcase_add_test(tc, host_send_wait_waits_for_the_low_mark);
 #if !VAT_HOSTILE /* see hold_second_gate: one batch from the mark on */
   tcase_add_test(tc, drop_policy_drops_the_newest_counted);

@@ -398,6 +398,12 @@ int vat_overload_set(vat_turn *turn, const vat_overload *ov);
  *  runs. 0 for NULL or a dead vat. */
 size_t vat_ref_queue_len(vat_ref *ref);
 
+/** vat_ref_queue_len, counted no further than `max`: the smaller of the
+ *  two. A vat not counted has its queue walked for at most `max`
+ *  messages, so "does more than one wait?" costs the same whatever the
+ *  queue's length. Any thread. 0 for NULL or a dead vat. */
+size_t vat_ref_queue_len_max(vat_ref *ref, size_t max);
+
 /** Whether `ref`'s vat is overloaded now (a snapshot). Any thread. */
 bool vat_ref_overloaded(vat_ref *ref);
 

@@ -21,7 +21,7 @@ int vat_overload_set(vat_turn *turn, const vat_overload *ov) {
   return vat__overload_configure(turn->vat, ov);
 }
 
-size_t vat_ref_queue_len(vat_ref *ref) {
+size_t vat_ref_queue_len_max(vat_ref *ref, size_t max) {
   if (ref == NULL)
     return 0;
   vat__vat *v = ref->vat;
@@ -30,9 +30,15 @@ size_t vat_ref_queue_len(vat_ref *ref) {
     return 0;
   /* A counted vat's count (core/overload.h), in constant time; a vat never
    * counted had short queues, and its queue is walked. */
-  if (flags & VAT__COUNTED)
-    return vat__overload_queue_len(v);
-  return vat__mailbox_peek_len(&v->mailbox, SIZE_MAX);
+  if (flags & VAT__COUNTED) {
+    size_t n = vat__overload_queue_len(v);
+    return n < max ? n : max;
+  }
+  return vat__mailbox_peek_len(&v->mailbox, max);
+}
+
+size_t vat_ref_queue_len(vat_ref *ref) {
+  return vat_ref_queue_len_max(ref, SIZE_MAX);
 }
 
 bool vat_ref_overloaded(vat_ref *ref) {

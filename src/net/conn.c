@@ -153,7 +153,7 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
   /* More messages waiting for this vat (beyond the one it handles) are
    * likely more frames: those queue for the loop, which writes them in
    * runs, one system call each; a lone frame goes straight out. */
-  unsigned flags = vat_ref_queue_len(c->self) > 1 ? NET_WRITE_MORE : 0;
+  unsigned flags = vat_ref_queue_len_max(c->self, 2) > 1 ? NET_WRITE_MORE : 0;
   /* What this side asks on its own account does not pause its reading
    * (see held() in io.c); all else answers the peer. */
   if (msg->type != VAT_CAPTP_CALL && msg->type != VAT_CAPTP_BOOTSTRAP)
