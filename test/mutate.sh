@@ -257,6 +257,10 @@ unwanted-answer-ignored|src/captp/message.c|captp|!slots->wants_value(slots->ctx
 unwanted-never-asked|src/captp/message.c|captp|!slots->wants_value(slots->ctx, m);|false;
 queue-len-max-walks-all|src/core/overload_api.c|overload|return vat__mailbox_peek_len(&v->mailbox, max);|return vat__mailbox_peek_len(&v->mailbox, SIZE_MAX);
 queue-len-max-count-uncapped|src/core/overload_api.c|overload|return n < max ? n : max;|return n;
+# A full queue's cause over a simulated link: answers on their way.
+sim-answers-not-counted|src/net/simstream.c|sim_net|to->answers_on_the_way += len;|(void)0;
+sim-write-answer-flag-dropped|src/net/simstream.c|sim_net|return send_seg(e->peer, SIM_DATA, (flags & NET_WRITE_ANSWER) != 0, data,|return send_seg(e->peer, SIM_DATA, false, data,
+sim-answers-unread-at-any-level|src/net/simstream.c|sim_net|return e->peer->answers_on_the_way >= e->out_resume;|return true;
 # The simulation harness (src/sim/): what makes its campaigns find bugs.
 sim-pct-no-change-points|src/sim/choose.c|sim|if (w->change[i] == w->steps) {|if (0) {
 sim-uniform-always-first|src/sim/choose.c|sim|: (uint32_t)(vat__sim_draw(&w->pick_rng) % n);|: 0;
@@ -399,8 +403,8 @@ net-place-never-left|src/net/conn.c|bounds|net_places_leave(c->places);|(void)c-
 net-cap-off-by-one|src/net/socket.c|bounds|if (p->max != 0 && n >= p->max) {|if (p->max != 0 && n > p->max) {
 # issue: process boundary (a send that ends the connection: answered once, its cause)
 net-full-request-answered-twice|src/net/slots.c|net|if (c->ended)|if (0)
-net-full-cause-always-the-peer|src/net/conn.c|net|net_io_answers_unread(c->io)|true
-net-full-cause-never-the-peer|src/net/conn.c|net|net_io_answers_unread(c->io)|false
+net-full-cause-always-the-peer|src/net/conn.c|net|c->tp->answers_unread(c->io)|true
+net-full-cause-never-the-peer|src/net/conn.c|net|c->tp->answers_unread(c->io)|false
 # issue: process boundary (a broken exported promise settles as an answer does)
 settle-promise-reason-as-is|src/net/calls.c|net|m->value = resolved ? value : net_exception(value, target);|m->value = value;
 settle-promise-sent-as-is|src/net/slots.c|net|net_send_outcome(turn, e->c, &m, resolved, value, NULL);|m.value = value; m.is_reject = !resolved; net_send(turn, e->c, &m, NULL);

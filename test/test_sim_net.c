@@ -807,12 +807,45 @@ START_TEST(too_much_on_the_way_ends_the_connection) {
   ck_assert_msg(!r.failed, "%s", r.message);
   net_world *w = p.world;
   ck_assert(w->s[0].resolved);
+  /* Its own calls filled the queue, not answers the peer left unread. */
   ck_assert_ptr_eq(vat_error_code(w->s[0].value), vat_atom_overloaded());
-  ck_assert_ptr_nonnull(strstr(
-      vat_string_data(vat_error_payload(w->s[0].value)), "peer does not read"));
+  ck_assert_ptr_nonnull(
+      strstr(vat_string_data(vat_error_payload(w->s[0].value)),
+             "sending faster than the peer reads"));
   /* What went before the limit arrived when the partition healed. */
   ck_assert_int_gt(w->total, 0);
   ck_assert_int_lt(w->total, 100);
+}
+END_TEST
+
+/* Calls answered with more than the link has on its way at once: the
+ * server's queue fills with answers, and its end names the peer's not
+ * reading them. */
+static void echo_flood_start(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  net_world *w = ((client_state *)state)->world;
+  vat_ref *boot = vat_conn_bootstrap_ref(w->conn);
+  char big[400];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  vat_value text = vat_string(big);
+  for (unsigned i = 0; i < 20; i++)
+    (void)ask(turn, boot, "echo", vat_list(&text, 1), 0);
+  await(turn, w, vat_conn_closed(w->server_conn), 0);
+  w->finished = true;
+}
+
+START_TEST(unread_answers_on_the_way_end_the_server_side) {
+  net_params p = params(1 * MS, echo_flood_start);
+  p.server_opt.out_pause_bytes = 1000;
+  p.server_opt.out_max_bytes = 2000;
+  vat_sim_result r = run_one(&p, 1);
+  ck_assert_msg(!r.failed, "%s", r.message);
+  net_world *w = p.world;
+  ck_assert(w->s[0].resolved);
+  ck_assert_ptr_eq(vat_error_code(w->s[0].value), vat_atom_overloaded());
+  ck_assert_ptr_nonnull(strstr(
+      vat_string_data(vat_error_payload(w->s[0].value)), "peer does not read"));
 }
 END_TEST
 
@@ -1476,6 +1509,7 @@ Suite *test_sim_net_suite(void) {
   tcase_add_test(tc, a_stopped_machine_is_silence);
   tcase_add_test(tc, faults_planned_for_later_do_not_keep_the_world_going);
   tcase_add_test(tc, too_much_on_the_way_ends_the_connection);
+  tcase_add_test(tc, unread_answers_on_the_way_end_the_server_side);
   tcase_add_test(tc, a_seed_replays_exactly_bytes_included);
   tcase_add_test(tc, drawn_partitions_and_disconnects_replay_from_the_plan);
   tcase_add_test(tc, network_faults_written_in_a_plan_strike);

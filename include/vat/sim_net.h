@@ -76,7 +76,9 @@
  *
  * Not simulated: a connection's pause of reading past out_pause_bytes (a
  * link delivers what arrives; out_max_bytes still bounds what a side has
- * on its way: past it the connection ends with overloaded(...)), and
+ * on its way: past it the connection ends with overloaded(...), whose
+ * cause names, as over a socket, the peer's not reading when half
+ * out_pause_bytes or more of it is answers to the peer's calls), and
  * partial writes.
  *
  * Every call here runs on the world's thread while the world runs (its

@@ -178,7 +178,7 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
      * messages to a peer that reads all it can). */
     char cause[80];
     snprintf(cause, sizeof cause, "%s: %zu bytes queued",
-             net_io_answers_unread(c->io)
+             c->tp->answers_unread(c->io)
                  ? "peer does not read"
                  : "sending faster than the peer reads",
              queued);

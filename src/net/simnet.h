@@ -26,6 +26,7 @@ typedef struct sim_seg {
   struct sim_seg *next;
   uint64_t at; /* when it reaches its end, partitions aside */
   int kind;
+  bool answer; /* answers the peer's call (NET_WRITE_ANSWER) */
   size_t len;
   char data[];
 } sim_seg;
@@ -44,9 +45,11 @@ typedef struct sim_end {
   sim_reader_box *in;
   sim_seg *head, *tail; /* on their way to it, oldest first */
   size_t on_the_way;    /* bytes in head..tail */
+  size_t answers_on_the_way; /* of them, answers to its calls */
   size_t peak;          /* the most its peer has had on the way to it */
   size_t in_pending;    /* frames handed to its vat and not yet taken */
   size_t out_max;       /* options: past this on the way, writes fail */
+  size_t out_resume;    /* options: half the pause, answers unread past it */
   bool closed;          /* its vat ended it: what it writes is dropped */
   bool gone;            /* it was told of the end: what comes is dropped */
   bool frozen;          /* its machine went down */

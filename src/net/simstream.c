@@ -52,7 +52,8 @@ bool sim_stream_new(sim_link *link, vat_system *from, uint64_t stream,
 int sim_end_attach(void *ctx, vat_ref *conn, const vat_conn_options *o,
                    size_t out_pause, size_t out_max, net_conn_io *out) {
   sim_end *e = ctx;
-  (void)out_pause; /* reading is not paused (vat/sim_net.h) */
+  /* Reading is not paused (vat/sim_net.h): the pause only names a full
+   * queue's cause, as the socket's does (out_resume). */
   /* A box of its own holds the reader, so that its finalizer is on an
    * object that points at nothing finalized: the two ends point at each
    * other, and a cycle of finalized objects is never collected. */
@@ -66,6 +67,7 @@ int sim_end_attach(void *ctx, vat_ref *conn, const vat_conn_options *o,
   e->in = box;
   e->conn = conn;
   e->out_max = out_max;
+  e->out_resume = out_pause / 2;
   *out = (net_conn_io){e, e, e};
   return VAT_OK;
 }
@@ -77,14 +79,15 @@ static void drop_all(sim_end *e) {
     e->link->info.bytes_dropped += s->len;
   e->link->info.bytes_on_the_way -= e->on_the_way;
   e->head = e->tail = NULL;
-  e->on_the_way = 0;
+  e->on_the_way = e->answers_on_the_way = 0;
 }
 
 /* Puts a segment on its way to `to`, due after the link's latency and a
  * jitter. The queue keeps the stream's order: a segment drawn less jitter
  * than the one before it waits behind it (sim_end_next looks at the head
  * alone), as TCP hands on bytes in order. */
-static int send_seg(sim_end *to, int kind, const char *data, size_t len) {
+static int send_seg(sim_end *to, int kind, bool answer, const char *data,
+                    size_t len) {
   if (to->frozen || to->gone || to->closed) { /* nobody reads it there */
     to->link->info.bytes_written += len;
     to->link->info.bytes_dropped += len;
@@ -100,6 +103,7 @@ static int send_seg(sim_end *to, int kind, const char *data, size_t len) {
   s->next = NULL;
   s->at = at;
   s->kind = kind;
+  s->answer = answer;
   s->len = len;
   if (len > 0)
     memcpy(s->data, data, len);
@@ -109,6 +113,8 @@ static int send_seg(sim_end *to, int kind, const char *data, size_t len) {
     to->head = s;
   to->tail = s;
   to->on_the_way += len;
+  if (answer)
+    to->answers_on_the_way += len;
   if (to->on_the_way > to->peak)
     to->peak = to->on_the_way;
   to->link->info.bytes_written += len;
@@ -192,6 +198,8 @@ uint64_t sim_end_deliver(sim_end *e, uint64_t now) {
     if (e->head == NULL)
       e->tail = NULL;
     e->on_the_way -= s->len;
+    if (s->answer)
+      e->answers_on_the_way -= s->len;
     e->link->info.bytes_on_the_way -= s->len;
     bool dropped = e->gone || e->closed || e->frozen;
     h = hash_seg(h, s, dropped);
@@ -239,13 +247,20 @@ static void end_run(void *io) {
 static int end_write(void *io, const char *data, size_t len, unsigned flags,
                      size_t *queued) {
   sim_end *e = io;
-  (void)flags; /* no pacing to tell apart answers from calls */
+  /* Reading is never paused (vat/sim_net.h); answers are counted only to
+   * name a full queue's cause. */
   *queued = e->peer->on_the_way;
   if (e->closed || e->gone || e->frozen)
     return NET_WRITE_OK; /* ended: nothing more goes out */
   if (*queued > e->out_max)
     return NET_WRITE_FULL;
-  return send_seg(e->peer, SIM_DATA, data, len);
+  return send_seg(e->peer, SIM_DATA, (flags & NET_WRITE_ANSWER) != 0, data,
+                  len);
+}
+
+static bool end_answers_unread(void *io) {
+  sim_end *e = io;
+  return e->peer->answers_on_the_way >= e->out_resume;
 }
 
 static void end_abort(void *io) {
@@ -254,7 +269,7 @@ static void end_abort(void *io) {
     return;
   e->closed = true;
   if (!e->gone)
-    send_seg(e->peer, SIM_RST, NULL, 0);
+    send_seg(e->peer, SIM_RST, false, NULL, 0);
   let_reader_go(e);
 }
 
@@ -275,7 +290,7 @@ static void end_close(void *io) {
     return;
   e->closed = true;
   if (!e->gone && !e->frozen)
-    send_seg(e->peer, SIM_FIN, NULL, 0);
+    send_seg(e->peer, SIM_FIN, false, NULL, 0);
   let_reader_go(e);
 }
 
@@ -299,6 +314,7 @@ const net_transport net_sim_transport = {
     .abort = end_abort,
     .frame_done = end_frame_done,
     .info = end_info,
+    .answers_unread = end_answers_unread,
     .close = end_close,
     .end = end_end,
     .owned = end_owned,

@@ -26,6 +26,10 @@ static void sock_info(void *io, vat_conn_info *out) {
   net_io_info(io, out);
 }
 
+static bool sock_answers_unread(void *io) {
+  return net_io_answers_unread(io);
+}
+
 static void sock_close(void *io) {
   net_io_close(io);
 }
@@ -49,6 +53,7 @@ const net_transport net_socket_transport = {
     .abort = sock_abort,
     .frame_done = sock_frame_done,
     .info = sock_info,
+    .answers_unread = sock_answers_unread,
     .close = sock_close,
     .end = sock_end,
     .owned = sock_owned,

@@ -23,7 +23,8 @@ typedef struct net_places net_places; /* internal.h */
  * own (net_conn.io). The calls and their promises are those of io.c's
  * functions of the same names (internal.h), which the socket's table
  * wraps: net_io_run, net_io_write (its NET_WRITE_* results and flags),
- * net_io_abort, net_io_frame_done, net_io_info, net_io_close, net_io_end.
+ * net_io_abort, net_io_frame_done, net_io_info, net_io_answers_unread,
+ * net_io_close, net_io_end.
  * A write copies its frame: the caller may reuse or free it on return
  * (net_send's encode buffer). */
 typedef struct net_transport {
@@ -34,6 +35,9 @@ typedef struct net_transport {
   void (*abort)(void *io);
   void (*frame_done)(void *io, size_t len);
   void (*info)(void *io, vat_conn_info *out);
+  /* Whether the answers queued for the peer are half the pause or more:
+   * a full queue's cause is then the peer's not reading. */
+  bool (*answers_unread)(void *io);
   void (*close)(void *io);
   bool (*end)(void *io);
   /* The shares of the io the connection holds (net_conn_io): the io a
