@@ -257,6 +257,14 @@ unwanted-answer-ignored|src/captp/message.c|captp|!slots->wants_value(slots->ctx
 unwanted-never-asked|src/captp/message.c|captp|!slots->wants_value(slots->ctx, m);|false;
 queue-len-max-walks-all|src/core/overload_api.c|overload|return vat__mailbox_peek_len(&v->mailbox, max);|return vat__mailbox_peek_len(&v->mailbox, SIZE_MAX);
 queue-len-max-count-uncapped|src/core/overload_api.c|overload|return n < max ? n : max;|return n;
+# A connection's counts (vat_conn_inspect).
+counts-frames-in-missed|src/net/conn.c|net|net_count_add(&c->counts->frames_in, 1);|(void)0;
+counts-bytes-in-payload-only|src/net/conn.c|net|vat_netstring_header(f->len, header) + f->len + 1);|f->len + 0 * vat_netstring_header(f->len, header));
+counts-frames-out-missed|src/net/conn.c|net|net_count_add(&c->counts->frames_out, 1);|(void)0;
+counts-questions-never-told|src/net/questions.c|net|net_count_set(&c->counts->questions, c->questions.len);|(void)c;
+counts-questions-kept-at-end|src/net/conn.c|net|net_count_set(&c->counts->questions, 0);|(void)0;
+counts-answers-owed-never-told|src/net/calls.c|net|net_count_set(&c->counts->answers_owed, ++c->open_answers);|++c->open_answers;
+counts-answers-owed-not-lowered|src/net/calls.c|net|net_count_set(&c->counts->answers_owed, --c->open_answers);|--c->open_answers;
 # A full queue's cause over a simulated link: answers on their way.
 sim-answers-not-counted|src/net/simstream.c|sim_net|to->answers_on_the_way += len;|(void)0;
 sim-write-answer-flag-dropped|src/net/simstream.c|sim_net|return send_seg(e->peer, SIM_DATA, (flags & NET_WRITE_ANSWER) != 0, data,|return send_seg(e->peer, SIM_DATA, false, data,

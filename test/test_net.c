@@ -2464,6 +2464,7 @@ void test_net_ends_tests(Suite *s);   /* test_net_ends.c */
 void test_net_settle_tests(Suite *s); /* test_net_settle.c */
 void test_net_pipes_tests(Suite *s);  /* test_net_pipes.c */
 void test_net_answers_tests(Suite *s); /* test_net_answers.c */
+void test_net_counts_tests(Suite *s);  /* test_net_counts.c */
 void test_net_api_tests(Suite *s);    /* test_net_api.c */
 
 Suite *test_net_suite(void) {
@@ -2527,6 +2528,7 @@ Suite *test_net_suite(void) {
   test_net_settle_tests(s);
   test_net_pipes_tests(s);
   test_net_answers_tests(s);
+  test_net_counts_tests(s);
   test_net_api_tests(s);
   return s;
 }

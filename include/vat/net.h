@@ -371,8 +371,8 @@ vat_ref *vat_conn_bootstrap_ref(vat_conn *conn);
  *  thread. NULL for NULL. */
 vat_promise *vat_conn_closed(vat_conn *conn);
 
-/** What a connection holds for its peer (vat_conn_inspect): a snapshot,
- *  each field read on its own. */
+/** What a connection holds for its peer, and what crossed it
+ *  (vat_conn_inspect): a snapshot, each field read on its own. */
 typedef struct vat_conn_info {
   size_t out_queued;    /* bytes queued for the peer, not yet taken by the
                            socket */
@@ -382,11 +382,19 @@ typedef struct vat_conn_info {
   bool reading_paused;  /* reading from the peer is paused (options
                            out_pause_bytes) */
   uint64_t read_pauses; /* times reading was paused */
+  uint64_t frames_in;   /* CapTP frames the connection took from the peer */
+  uint64_t bytes_in;    /* their bytes, as netstrings ("12:{...},") */
+  uint64_t frames_out;  /* frames it sent or queued for the peer */
+  uint64_t bytes_out;   /* their bytes, as netstrings */
+  size_t questions;     /* this side's questions the peer has not answered
+                           (a one-way message is none) */
+  size_t answers_owed;  /* the peer's questions this side has not answered */
 } vat_conn_info;
 
-/** Fills *out with the connection's output queue and reading state; after
- *  the connection ended, as they were last. Any thread. Errors:
- *  VAT_EINVAL (NULL conn or out). */
+/** Fills *out with the connection's output queue and reading state, and
+ *  its counts; after the connection ended, as they were last (questions
+ *  0: the end broke them). Any thread. Errors: VAT_EINVAL (NULL conn or
+ *  out). */
 int vat_conn_inspect(vat_conn *conn, vat_conn_info *out);
 
 /** Ends the connection: sends CTP_DISCONNECT, then closes the socket once

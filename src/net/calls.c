@@ -113,7 +113,7 @@ static void open_answer(net_conn *c, net_answer *a, const char *qid,
   uint64_t n = net_parse(qid, 'q', '-');
   if (n != 0 && net_table_get(&c->answers, n) == NULL)
     keep_answer(c, n, a);
-  c->open_answers++;
+  net_count_set(&c->counts->answers_owed, ++c->open_answers);
 }
 
 /* Its outcome, final (no promise to follow): sent, then the calls
@@ -121,7 +121,7 @@ static void open_answer(net_conn *c, net_answer *a, const char *qid,
 static void send_answer(vat_turn *turn, net_answer *a, bool resolved,
                         vat_value value) {
   net_conn *c = a->c;
-  c->open_answers--;
+  net_count_set(&c->counts->answers_owed, --c->open_answers);
   a->open = false;
   vat_captp_msg m = {.type = VAT_CAPTP_RETURN, .id = a->qid};
   net_send_outcome(turn, c, &m, resolved, value, a->target);

@@ -20,6 +20,7 @@
 
 struct vat_conn {
   vat_ref *ref;
+  net_counts *counts; /* the connection vat's, kept after it ended */
   vat_promise *bootstrap;
   vat_promise *closed;
   const net_transport *tp;
@@ -158,9 +159,15 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
    * (see held() in io.c); all else answers the peer. */
   if (msg->type != VAT_CAPTP_CALL && msg->type != VAT_CAPTP_BOOTSTRAP)
     flags |= NET_WRITE_ANSWER;
+  net_count_add(&c->counts->frames_out, 1);
+  net_count_add(&c->counts->bytes_out, len);
   int wrote = c->tp->write(c->io, frame, len, flags, &queued);
   if (buf != NULL && buf->cap > ENCODE_KEEP) /* the write copied the frame */
     vat_captp_frame_buf_free(buf);
+  if (wrote != NET_WRITE_OK) { /* counted before: the peer may read it first */
+    net_count_add(&c->counts->frames_out, (uint64_t)-1);
+    net_count_add(&c->counts->bytes_out, -(uint64_t)len);
+  }
   switch (wrote) {
   case NET_WRITE_OK:
     return VAT_OK;
@@ -248,6 +255,7 @@ static void end_with(vat_turn *turn, net_conn *c, vat_value reason,
   if (c->remote_bootstrap != NULL)
     vat_break(turn, c->remote_bootstrap, reason);
   c->questions = c->promises = c->answers = (net_table){0};
+  net_count_set(&c->counts->questions, 0);
   c->exports = c->export_ids = c->watches = (net_table){0};
   c->pipes = (net_pipes){0};
   c->end_reason = reason;
@@ -340,6 +348,10 @@ static void take_frame(vat_turn *turn, net_conn *c, net_frame *f) {
     c->tp->frame_done(c->io, f->len);
   if (c->ended)
     return;
+  net_count_add(&c->counts->frames_in, 1);
+  char header[12];
+  net_count_add(&c->counts->bytes_in,
+                vat_netstring_header(f->len, header) + f->len + 1);
   /* Counted before it decodes: one that does not ends the connection. */
   net_timeouts_heard(c);
   net_slots_ctx ctx = {turn, c};
@@ -503,11 +515,14 @@ int net_conn_open_with(vat_system *sys, vat_ref *bootstrap,
   c->places = places;
   vat_conn *h = GC_MALLOC(sizeof *h);
   vat_resolver *boot = NULL;
-  if (h == NULL || vat_promise_new(&h->bootstrap, &boot) != VAT_OK) {
+  if (h == NULL || (h->counts = GC_MALLOC_ATOMIC(sizeof *h->counts)) == NULL ||
+      vat_promise_new(&h->bootstrap, &boot) != VAT_OK) {
     vat_host_send(ref, abandon, NULL);
     return VAT_ENOMEM;
   }
   h->ref = ref;
+  *h->counts = (net_counts){0};
+  c->counts = h->counts;
   /* Watched: a connection's end is expected, not a crash to report. */
   vat_promise *down;
   rc = vat_host_monitor(h->ref, NULL, &down);
@@ -569,6 +584,14 @@ int vat_conn_inspect(vat_conn *conn, vat_conn_info *out) {
   void *io = conn->tp->owned(conn->io);
   if (io != NULL)
     conn->tp->info(io, out);
+  const net_counts *k = conn->counts;
+  out->frames_in = atomic_load_explicit(&k->frames_in, memory_order_relaxed);
+  out->bytes_in = atomic_load_explicit(&k->bytes_in, memory_order_relaxed);
+  out->frames_out = atomic_load_explicit(&k->frames_out, memory_order_relaxed);
+  out->bytes_out = atomic_load_explicit(&k->bytes_out, memory_order_relaxed);
+  out->questions = atomic_load_explicit(&k->questions, memory_order_relaxed);
+  out->answers_owed =
+      atomic_load_explicit(&k->answers_owed, memory_order_relaxed);
   return VAT_OK;
 }
 

@@ -2,6 +2,7 @@
 #ifndef VAT_NET_INTERNAL_H
 #define VAT_NET_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -97,6 +98,23 @@ void net_io_release(net_io_owner *o);
 /* --- conn.c: the connection vat ---------------------------------------- */
 
 typedef struct net_conn net_conn; /* the connection entity's state */
+
+/** A connection's counts, read by vat_conn_inspect from any thread and
+ *  kept by its handle after the end: written by the connection vat's
+ *  turns alone, so each is a relaxed load and store (net_count_add). */
+typedef struct net_counts {
+  _Atomic uint64_t frames_in, bytes_in, frames_out, bytes_out;
+  _Atomic size_t questions, answers_owed;
+} net_counts;
+
+static inline void net_count_add(_Atomic uint64_t *x, uint64_t n) {
+  atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+}
+
+static inline void net_count_set(_Atomic size_t *x, size_t n) {
+  atomic_store_explicit(x, n, memory_order_relaxed);
+}
 /** A listener's count of its open connections (socket.c). */
 typedef struct net_places net_places;
 
@@ -148,6 +166,7 @@ typedef struct net_answer_ring {
 
 struct net_conn {
   const struct net_transport *tp; /* its I/O's calls (transport.h) */
+  net_counts *counts;             /* shared with its vat_conn handle */
   void *io;                       /* the transport's */
   void *owner;                    /* the vat's share of io */
   vat_ref *self;

@@ -15,12 +15,18 @@ typedef struct expiry {
   uint64_t n;
 } expiry;
 
+/* vat_conn_inspect reads how many wait from any thread. */
+static void questions_changed(net_conn *c) {
+  net_count_set(&c->counts->questions, c->questions.len);
+}
+
 static void expired(vat_turn *turn, void *state, void *arg) {
   net_conn *c = state;
   expiry *x = arg;
   net_question *q = net_table_take(&c->questions, x->n);
   if (q == NULL)
     return; /* answered meanwhile */
+  questions_changed(c);
   vat_value reason = vat_atom_value(vat_atom_timeout());
   if (q->reply != NULL)
     vat_reply_error(turn, q->reply, reason);
@@ -40,6 +46,7 @@ int net_ask(vat_turn *turn, net_conn *c, vat_ref *reply, uint64_t *n) {
   *n = c->next_question++;
   if (!net_table_put(&c->questions, *n, q))
     return VAT_ENOMEM;
+  questions_changed(c);
   if (c->question_timeout_s > 0) {
     expiry *x = GC_MALLOC_ATOMIC(sizeof *x);
     if (x != NULL) {
@@ -52,6 +59,7 @@ int net_ask(vat_turn *turn, net_conn *c, vat_ref *reply, uint64_t *n) {
 
 net_question *net_answered(net_conn *c, uint64_t n) {
   net_question *q = net_table_take(&c->questions, n);
+  questions_changed(c);
   if (q != NULL && q->timer != NULL)
     vat_timer_cancel(q->timer);
   return q;
