@@ -675,7 +675,8 @@ START_TEST(a_value_nobody_wants_is_not_decoded) {
   ck_assert_vat_ok(decode_unwanted(
       &u,
       "{\"type\":\"CTP_RETURN\",\"answerID\":\"q-1\",\"result\":{\"body\":"
-      "\"{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}\",\"slots\":[\"o+5\"]}}",
+      "\"{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":0}\","
+      "\"slots\":[\"o+5\"]}}",
       &m, &err));
   ck_assert(!m.value_skipped && vat_type_of(m.value) == VAT_T_REF);
   ck_assert_int_eq(u.slots.imports, 1);

@@ -444,8 +444,8 @@ START_TEST(answers_nobody_waits_for_are_left_undecoded) {
    * (both vats answered them first); the connection takes answers in
    * order. */
   vat_promise *gate_p;
-  ck_assert_vat_ok(vat_host_request(s.remote_gate, sel("keepers"), vat_null(),
-                                    0, &gate_p));
+  ck_assert_vat_ok(
+      vat_host_request(s.remote_gate, sel("keepers"), vat_null(), 0, &gate_p));
   assert_int(call(s.remote[0], "add", 20, 22), 42);
   vat_value refs;
   ck_assert_vat_ok(vat_promise_wait(gate_p, WAIT_S, &refs));

@@ -50,7 +50,8 @@ START_TEST(counts_are_what_crossed_and_what_waits) {
   ck_assert_uint_eq(i.frames_in + i.bytes_in + i.answers_owed, 0);
   /* The peer's: the bootstrap, add(2, 3), hang() never answered, and
    * add(1, 1), whose answer says every call before it was taken. */
-  in += frame_sent(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  in +=
+      frame_sent(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
   in += frame_sent(sv[1], "{\"type\":\"CTP_CALL\",\"questionID\":\"q-2\","
                           "\"target\":\"o-1\",\"method\":{\"body\":"
                           "\"[\\\"add\\\",[2,3]]\",\"slots\":[]}}");
@@ -77,8 +78,8 @@ START_TEST(counts_are_what_crossed_and_what_waits) {
   vat_ref *remote = wait_ref(vat_conn_bootstrap(c));
   ck_assert_uint_eq(inspect(c).questions, 0);
   vat_promise *p;
-  ck_assert_vat_ok(vat_host_request(remote, vat_atom_intern("get"),
-                                    vat_null(), 0, &p));
+  ck_assert_vat_ok(
+      vat_host_request(remote, vat_atom_intern("get"), vat_null(), 0, &p));
   ck_assert_vat_ok(
       vat_host_send_msg(remote, vat_atom_intern("poke"), vat_null()));
   read_until(sv[1], "poke", &out);
@@ -101,8 +102,8 @@ START_TEST(counts_are_what_crossed_and_what_waits) {
   ck_assert_uint_eq(i.frames_in, 7);
   ck_assert_uint_eq(i.bytes_in, in);
   /* Kept after the end, but for a question waiting: the end broke it. */
-  ck_assert_vat_ok(vat_host_request(remote, vat_atom_intern("get"),
-                                    vat_null(), 0, &p));
+  ck_assert_vat_ok(
+      vat_host_request(remote, vat_atom_intern("get"), vat_null(), 0, &p));
   read_until(sv[1], "\"q-4\"", &out);
   ck_assert_uint_eq(inspect(c).questions, 1);
   raw_hang_up(sv[1], c, sys);

@@ -305,7 +305,7 @@ typedef struct vat_captp_msg {
   int64_t epoch;
   const char *reason_json; /* DISCONNECT: raw JSON text, NULL to omit */
   bool value_failed;       /* decoding failed in the value only: see below */
-  bool value_skipped; /* left undecoded: vat_captp_slots.wants_value */
+  bool value_skipped;      /* left undecoded: vat_captp_slots.wants_value */
 } vat_captp_msg;
 
 /** The JSON name of a type ("CTP_CALL"); NULL for UNKNOWN. Static. */
