@@ -48,6 +48,11 @@ void raw_frame(int fd, const char *json);
 /** Reads into buf until `want` is in it, `seconds` passed or EOF. */
 size_t raw_read_until(int fd, char *buf, size_t size, const char *want,
                       double seconds);
+/** As raw_read_until for WAIT_S, asserting `want` came; the bytes read. */
+size_t raw_expect(int fd, char *buf, size_t size, const char *want);
+/** A new system of 2 workers serving server_def over a socketpair: the
+ *  connection on sv[0] in *c, sv[1] the raw peer's. */
+vat_system *raw_served(int sv[2], vat_conn **c);
 /** A connection on `fd` offering nothing. */
 void raw_open(vat_system *sys, int fd, const vat_conn_options *opt,
               vat_conn **c);

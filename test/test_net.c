@@ -589,15 +589,20 @@ START_TEST(frames_over_the_limit_end_the_connection) {
 }
 END_TEST
 
-START_TEST(raw_peer_sees_the_wire_format) {
-  /* What a libvat side writes, as an Endo peer reads it. */
-  int sv[2];
+vat_system *raw_served(int sv[2], vat_conn **c) {
   ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   vat_system *sys = test_system(2);
   vat_ref *served;
   ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, NULL, c));
+  return sys;
+}
+
+START_TEST(raw_peer_sees_the_wire_format) {
+  /* What a libvat side writes, as an Endo peer reads it. */
+  int sv[2];
   vat_conn *c;
-  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, NULL, &c));
+  vat_system *sys = raw_served(sv, &c);
   char buf[4096];
   raw_read_until(sv[1], buf, sizeof buf, "q-1\"}", WAIT_S);
   ck_assert_msg(strstr(buf, "\"type\":\"CTP_BOOTSTRAP\"") != NULL, "%s", buf);
@@ -1291,10 +1296,10 @@ END_TEST
  * vat_conn_bootstrap_ref: calls that go out before the peer has answered
  * the bootstrap question, addressed to it. */
 
-/* The raw peer reads until `want` shows, and asserts it did. */
-static void raw_expect(int fd, char *buf, size_t size, const char *want) {
-  raw_read_until(fd, buf, size, want, WAIT_S);
+size_t raw_expect(int fd, char *buf, size_t size, const char *want) {
+  size_t got = raw_read_until(fd, buf, size, want, WAIT_S);
   ck_assert_msg(strstr(buf, want) != NULL, "no %s in: %s", want, buf);
+  return got;
 }
 
 START_TEST(bootstrap_ref_calls_go_out_before_the_answer) {

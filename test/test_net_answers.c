@@ -165,42 +165,38 @@ static void assert_int(vat_promise *p, int64_t want) {
                 vat_err_name(rc), text, (long long)want);
 }
 
-static void count_watches(vat_turn *turn, void *state, void *arg,
+/* What `count` says of the connection `c`, asked in a turn of its vat. */
+typedef uint64_t (*conn_count_fn)(const net_conn *c);
+
+static void count_in_turn(vat_turn *turn, void *state, void *arg,
                           vat_resolver *r) {
-  (void)arg;
-  expect_vat_ok(vat_resolve(
-      turn, r, vat_int((int64_t)net_watches_held((net_conn *)state))));
+  conn_count_fn count = *(conn_count_fn *)arg;
+  expect_vat_ok(vat_resolve(turn, r, vat_int((int64_t)count(state))));
+}
+
+static int64_t conn_count(vat_conn *c, conn_count_fn count) {
+  vat_promise *p;
+  vat_value v;
+  int64_t n = -1;
+  ck_assert_vat_ok(vat_host_call(vat_conn_bootstrap_ref(c), count_in_turn,
+                                 &count, 0, &p));
+  ck_assert_vat_ok(vat_promise_wait(p, WAIT_S, &v));
+  ck_assert_vat_ok(vat_get_int(v, &n));
+  return n;
+}
+
+static uint64_t watches_of(const net_conn *c) {
+  return net_watches_held(c);
 }
 
 /* The watches A's connection (serving `c`) holds. */
 static int64_t watches_held(vat_conn *c) {
-  vat_promise *p;
-  vat_value v;
-  int64_t n = -1;
-  ck_assert_vat_ok(
-      vat_host_call(vat_conn_bootstrap_ref(c), count_watches, NULL, 0, &p));
-  ck_assert_vat_ok(vat_promise_wait(p, WAIT_S, &v));
-  ck_assert_vat_ok(vat_get_int(v, &n));
-  return n;
-}
-
-static void count_skipped(vat_turn *turn, void *state, void *arg,
-                          vat_resolver *r) {
-  (void)arg;
-  expect_vat_ok(vat_resolve(
-      turn, r, vat_int((int64_t)net_values_skipped((net_conn *)state))));
+  return conn_count(c, watches_of);
 }
 
 /* The answers `c` left undecoded, nobody waiting for them. */
 static int64_t values_skipped(vat_conn *c) {
-  vat_promise *p;
-  vat_value v;
-  int64_t n = -1;
-  ck_assert_vat_ok(
-      vat_host_call(vat_conn_bootstrap_ref(c), count_skipped, NULL, 0, &p));
-  ck_assert_vat_ok(vat_promise_wait(p, WAIT_S, &v));
-  ck_assert_vat_ok(vat_get_int(v, &n));
-  return n;
+  return conn_count(c, net_values_skipped);
 }
 
 /* --- Tests --------------------------------------------------------------- */
