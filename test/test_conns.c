@@ -48,15 +48,14 @@ static size_t rss_bytes(void) {
   return resident * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-/* Live bytes: the collector's after a full collection, and malloc's. */
-/* What the last collection found reachable, object by object, plus what
- * malloc holds. The heap less its free blocks counted the free objects
- * of every block still partly in use too: it moved between plateaus
- * ~2.5 MB apart as the blocks fragmented, one run to the next and within
- * a run (10.3 to 13.1 MB after the same rounds), and failed the flat-heap
- * test below in a CI run (9.4 MB in rounds 5-7, 12.3 MB in 13-15) with
- * no leak: on the same trees the reachable bytes stayed within 7.1-7.6
- * MB. */
+/* Live bytes: what the last collection found reachable, object by
+ * object, plus what malloc holds. The heap less its free blocks counted
+ * the free objects of every block still partly in use too: it moved
+ * between plateaus ~2.5 MB apart as the blocks fragmented, one run to the
+ * next and within a run (10.3 to 13.1 MB after the same rounds), and
+ * failed the flat-heap test below in a CI run (9.4 MB in rounds 5-7,
+ * 12.3 MB in 13-15) with no leak: on the same trees the reachable bytes
+ * stayed within 7.1-7.6 MB. */
 static void GC_CALLBACK add_bytes(void *obj, size_t bytes, void *sum) {
   (void)obj;
   *(size_t *)sum += bytes;

@@ -52,8 +52,6 @@ bool sim_stream_new(sim_link *link, vat_system *from, uint64_t stream,
 int sim_end_attach(void *ctx, vat_ref *conn, const vat_conn_options *o,
                    size_t out_pause, size_t out_max, net_conn_io *out) {
   sim_end *e = ctx;
-  /* Reading is not paused (vat/sim_net.h): the pause only names a full
-   * queue's cause, as the socket's does (out_resume). */
   /* A box of its own holds the reader, so that its finalizer is on an
    * object that points at nothing finalized: the two ends point at each
    * other, and a cycle of finalized objects is never collected. */
@@ -67,6 +65,8 @@ int sim_end_attach(void *ctx, vat_ref *conn, const vat_conn_options *o,
   e->in = box;
   e->conn = conn;
   e->out_max = out_max;
+  /* Reading is not paused (vat/sim_net.h): the pause only names a full
+   * queue's cause, as the socket's does. */
   e->out_resume = out_pause / 2;
   *out = (net_conn_io){e, e, e};
   return VAT_OK;
