@@ -645,7 +645,7 @@ START_TEST(frames_past_max_questions_wait_in_order_and_pause_reading) {
   }
   /* Every "count" was taken after both holds were answered: it saw 2. */
   int twos = 0;
-  for (const char *p = buf; (p = strstr(p, "\\\"digits\\\":\\\"2\\\"")); p++)
+  for (const char *p = buf; (p = strstr(p, "\"#\\\"+2\\\"\"")); p++)
     twos++;
   ck_assert_int_eq(twos, CALLS);
   while (conn_info(c).reading_paused && test_wall_seconds() < deadline)

@@ -618,7 +618,8 @@ START_TEST(raw_peer_sees_the_wire_format) {
             "\\\"bigint\\\",\\\"digits\\\":\\\"2\\\"},{\\\"@qclass\\\":"
             "\\\"bigint\\\",\\\"digits\\\":\\\"3\\\"}]]\",\"slots\":[]}}");
   raw_read_until(sv[1], buf, sizeof buf, "q-2", WAIT_S);
-  ck_assert_msg(strstr(buf, "\\\"digits\\\":\\\"5\\\"") != NULL, "%s", buf);
+  /* Written in smallcaps: 5 is the bigint "+5". */
+  ck_assert_msg(strstr(buf, "\"body\":\"#\\\"+5\\\"\"") != NULL, "%s", buf);
   raw_frame(sv[1], "{\"type\":\"CTP_CALL\",\"questionID\":\"q-3\",\"target\":"
                    "\"q-1\",\"method\":{\"body\":\"[\\\"echo\\\",[\\\"via "
                    "q-1\\\"]]\",\"slots\":[]}}");
@@ -631,6 +632,38 @@ START_TEST(raw_peer_sees_the_wire_format) {
   raw_read_until(sv[1], buf, sizeof buf, "unknown target", WAIT_S);
   ck_assert_msg(strstr(buf, "\"exception\"") != NULL, "%s", buf);
   /* The peer's disconnect ends it. */
+  raw_frame(sv[1], "{\"type\":\"CTP_DISCONNECT\",\"reason\":{}}");
+  wait_closed(c, "disconnected by the peer");
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
+START_TEST(write_capdata_writes_what_endo_writes) {
+  /* For a peer whose marshal reads no smallcaps: capdata both ways, the
+   * bootstrap's ref and an int answer in their {"@qclass"} forms. */
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served;
+  ck_assert_vat_ok(vat_host_spawn(sys, &server_def, &served, NULL));
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.write_capdata = true;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, &opt, &c));
+  char buf[4096];
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], buf, sizeof buf, "o+1", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"body\":\"{\\\"@qclass\\\":\\\"slot\\\"") != NULL,
+                "%s", buf);
+  raw_frame(sv[1], "{\"type\":\"CTP_CALL\",\"questionID\":\"q-2\",\"target\":"
+                   "\"o-1\",\"method\":{\"body\":\"#[\\\"add\\\",[\\\"+2\\\","
+                   "\\\"+3\\\"]]\",\"slots\":[]}}");
+  raw_read_until(sv[1], buf, sizeof buf, "q-2", WAIT_S);
+  ck_assert_msg(strstr(buf, "\"body\":\"{\\\"@qclass\\\":\\\"bigint\\\","
+                            "\\\"digits\\\":\\\"5\\\"}\"") != NULL,
+                "%s", buf);
   raw_frame(sv[1], "{\"type\":\"CTP_DISCONNECT\",\"reason\":{}}");
   wait_closed(c, "disconnected by the peer");
   close(sv[1]);
@@ -1642,7 +1675,7 @@ END_TEST
  * frames read into buf; 0 when there is none. */
 static int question_of(const char *buf, const char *method) {
   char want[64];
-  snprintf(want, sizeof want, "\"method\":{\"body\":\"[\\\"%s\\\"", method);
+  snprintf(want, sizeof want, "\"method\":{\"body\":\"#[\\\"%s\\\"", method);
   const char *at = strstr(buf, want);
   if (at == NULL)
     return 0;
@@ -1696,7 +1729,7 @@ START_TEST(pipelining_on_an_answer_ref_sends_plain_calls) {
                     strstr(buf, "\"slots\":[\"") == NULL,
                 "internals on the wire: %s", buf);
   ck_assert_msg(
-      strstr(buf, "\"method\":{\"body\":\"[\\\"more\\\",[\\\"x\\\"]]"), "%s",
+      strstr(buf, "\"method\":{\"body\":\"#[\\\"more\\\",[\\\"x\\\"]]"), "%s",
       buf);
   /* Each answer settles its own request. */
   char frame[256];
@@ -2492,6 +2525,7 @@ Suite *test_net_suite(void) {
                       (int)(sizeof raw_cases / sizeof raw_cases[0]));
   tcase_add_test(tc, frames_over_the_limit_end_the_connection);
   tcase_add_test(tc, raw_peer_sees_the_wire_format);
+  tcase_add_test(tc, write_capdata_writes_what_endo_writes);
   tcase_add_test(tc, peer_promises_settle_by_resolve);
   tcase_add_test(tc, drops_release_exports);
   tcase_add_test(tc, only_recent_answers_are_kept);
@@ -3177,8 +3211,7 @@ static void raw_expect_refusal(int fd, int q, const char *target,
   raw_send_call(fd, q, target, method);
   const char *at = answer_frame(fd, q, buf, sizeof buf);
   snprintf(want_name, sizeof want_name, "\\\"name\\\":\\\"%s\\\"", name);
-  snprintf(want_message, sizeof want_message, "\\\"message\\\":\\\"%s",
-           message);
+  snprintf(want_message, sizeof want_message, "\\\"#error\\\":\\\"%s", message);
   ck_assert_msg(
       strstr(at, "\"exception\"") != NULL && strstr(at, want_name) != NULL &&
           strstr(at, want_message) != NULL,
@@ -3191,8 +3224,8 @@ START_TEST(exports_are_alleged_by_their_vats_label) {
   vat_conn *c;
   char buf[8192];
   open_gate(sv, &sys, &c, 0, buf, sizeof buf);
-  ck_assert_msg(strstr(buf, "\\\"iface\\\":\\\"Alleged: gate\\\"") != NULL,
-                "the bootstrap: %s", buf);
+  ck_assert_msg(strstr(buf, ".Alleged: gate\\\"") != NULL, "the bootstrap: %s",
+                buf);
   raw_send_call(sv[1], 2, "o-1", "labelled");
   const char *at = answer_frame(sv[1], 2, buf, sizeof buf);
   /* Unlabelled: the library's name. Control characters and bytes that
@@ -3200,14 +3233,12 @@ START_TEST(exports_are_alleged_by_their_vats_label) {
    * frame must stay valid JSON text). A label is kept to VAT_LABEL_MAX
    * bytes. */
   char longer[128];
-  snprintf(longer, sizeof longer, "\\\"iface\\\":\\\"Alleged: %.*s\\\"",
-           VAT_LABEL_MAX,
+  snprintf(longer, sizeof longer, ".Alleged: %.*s\\\"", VAT_LABEL_MAX,
            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
-  ck_assert_msg(strstr(at, "\\\"iface\\\":\\\"Alleged: gate\\\"") != NULL &&
-                    strstr(at, "\\\"iface\\\":\\\"Alleged: libvat\\\"") !=
-                        NULL &&
-                    strstr(at, "\\\"iface\\\":\\\"Alleged: tab?here? ?? "
+  ck_assert_msg(strstr(at, ".Alleged: gate\\\"") != NULL &&
+                    strstr(at, ".Alleged: libvat\\\"") != NULL &&
+                    strstr(at, ".Alleged: tab?here? ?? "
                                "end\\\"") != NULL &&
                     strstr(at, longer) != NULL,
                 "%s", at);
@@ -3223,8 +3254,7 @@ START_TEST(exports_are_alleged_by_their_vats_label) {
   ck_assert_vat_ok(
       vat_host_request(theirs, sel("ping"), vat_list(&arg, 1), 0, &p));
   raw_expect(sv[1], buf, sizeof buf, "\"target\":\"o-1\"");
-  ck_assert_msg(strstr(buf, "\\\"iface\\\":\\\"Alleged: mine\\\"") != NULL,
-                "%s", buf);
+  ck_assert_msg(strstr(buf, ".Alleged: mine\\\"") != NULL, "%s", buf);
   close_gate(sv, sys, c);
 }
 END_TEST
@@ -3270,12 +3300,12 @@ START_TEST(refusals_reach_the_peer_by_name_and_message) {
                    "\"slots\":[]}}");
   const char *at = answer_frame(sv[1], 12, buf, sizeof buf);
   ck_assert_msg(strstr(at, "\\\"name\\\":\\\"TypeError\\\"") != NULL &&
-                    strstr(at, "\\\"message\\\":\\\"bad argument: ") != NULL,
+                    strstr(at, "\\\"#error\\\":\\\"bad argument: ") != NULL,
                 "%s", at);
   raw_echo(sv[1], 13, "{\\\"@qclass\\\":\\\"slot\\\",\\\"index\\\":3}", "[]");
   at = answer_frame(sv[1], 13, buf, sizeof buf);
   ck_assert_msg(strstr(at, "\\\"name\\\":\\\"TypeError\\\"") != NULL &&
-                    strstr(at, "\\\"message\\\":\\\"bad argument: ") != NULL,
+                    strstr(at, "\\\"#error\\\":\\\"bad argument: ") != NULL,
                 "%s", at);
   close_gate(sv, sys, c);
 }

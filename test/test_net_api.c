@@ -146,7 +146,7 @@ START_TEST(an_error_with_fields_of_its_own_keeps_them) {
   const char *at = strstr(buf, "\"answerID\":\"q-2\"");
   ck_assert_msg(at != NULL, "no answer: %s", buf);
   ck_assert_msg(strstr(at, "\\\"name\\\":\\\"NotFound\\\"") &&
-                    strstr(at, "\\\"message\\\":\\\"no such key\\\"") &&
+                    strstr(at, "\\\"#error\\\":\\\"no such key\\\"") &&
                     strstr(at, "\\\"errorId\\\":\\\"error:captp:endo#20001"),
                 "%s", at);
   raw_hang_up(sv[1], c, sys);

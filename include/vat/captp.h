@@ -17,8 +17,9 @@
  *
  * == The mapping ==
  *
- * Encoding writes Endo's "capdata" body format (what Endo sends). Decoding
- * reads capdata and "smallcaps" (a body starting with '#').
+ * Encoding writes Endo's "capdata" body format (what Endo sends), or on
+ * request "smallcaps" (vat_captp_format; a connection writes smallcaps).
+ * Decoding reads both (a smallcaps body starts with '#').
  *
  *   libvat value                 capdata (JSON in the body)
  *   ---------------------------  ------------------------------------------
@@ -79,12 +80,15 @@
  *   any other @qclass ("ibid",   VAT_CAPTP_ERR_QCLASS
  *   unknown ones) or a bad field
  *
- * Smallcaps decodes to the same values: "#undefined", "#NaN", "#Infinity",
- * "#-Infinity"; "+N"/"-N" bigints; "%name" symbols; "$i.iface" remotables;
- * "&i" promises; "!..." escaped strings (keys too); {"#tag","payload"}
- * tagged; {"#error": message, "name", ...} errors. Any other string that
- * starts with a character from '!' to '-', or a key starting with '#', is
- * VAT_CAPTP_ERR_SMALLCAPS.
+ * Smallcaps carries the same values: "#undefined", "#NaN", "#Infinity",
+ * "#-Infinity"; "+N"/"-N" bigints (an int is "+1", "-7"); "%name" symbols;
+ * "$i.iface" remotables; "&i" promises; "!..." escaped strings (keys too:
+ * any that starts with a character from '!' to '-'); {"#tag","payload"}
+ * tagged (bytes, copyMap, records as above); {"#error": message, "name",
+ * ...} errors; a record's own "@qclass" key is a plain key (no hilbert
+ * form). A value encoded in either format decodes to the same value.
+ * Received, any other string that starts with a character from '!' to
+ * '-', or a key starting with '#', is VAT_CAPTP_ERR_SMALLCAPS.
  *
  * The hard cases, decided:
  *  [1] Integers. A JS number is a double and a JS bigint is unbounded, so
@@ -254,6 +258,17 @@ typedef struct vat_captp_slots {
 
 /* --- Values <-> CapData ------------------------------------------------ */
 
+/** The body format a value is written in; both are always read. */
+typedef enum vat_captp_format {
+  /** {"@qclass": ...} objects for special values: what Endo's CapTP writes
+   *  by default. */
+  VAT_CAPTP_CAPDATA = 0,
+  /** '#' then JSON, special values as tagged strings: shorter (a small
+   *  call's body is a third of its capdata) and quicker to read. Endo reads
+   *  it (@endo/marshal 0.8 and later), and writes it when asked to. */
+  VAT_CAPTP_SMALLCAPS = 1,
+} vat_captp_format;
+
 /** CapData as text: the body (JSON, NUL-terminated) and the slot names. The
  *  memory is the collector's, pointer-free; it lives while referenced. */
 typedef struct vat_capdata {
@@ -268,6 +283,12 @@ typedef struct vat_capdata {
  *  the export function's code, VAT_ENOMEM, VAT_EINVAL (out NULL). */
 int vat_capdata_encode(vat_value v, const vat_captp_slots *slots,
                        vat_capdata *out, vat_captp_error *err);
+
+/** Like vat_capdata_encode, in `format`; a format not in vat_captp_format
+ *  is VAT_EINVAL. */
+int vat_capdata_encode_as(vat_value v, vat_captp_format format,
+                          const vat_captp_slots *slots, vat_capdata *out,
+                          vat_captp_error *err);
 
 /** Decodes a capdata or smallcaps body with its slot names into *out.
  *  Errors: VAT_EDECODE, the import function's code, VAT_ENOMEM, VAT_EINVAL
@@ -306,6 +327,9 @@ typedef struct vat_captp_msg {
   const char *reason_json; /* DISCONNECT: raw JSON text, NULL to omit */
   bool value_failed;       /* decoding failed in the value only: see below */
   bool value_skipped;      /* left undecoded: vat_captp_slots.wants_value */
+  /** Encoding: the format the value is written in (one not in
+   *  vat_captp_format is VAT_EINVAL). Decoding: the one its body was in. */
+  vat_captp_format format;
 } vat_captp_msg;
 
 /** The JSON name of a type ("CTP_CALL"); NULL for UNKNOWN. Static. */
@@ -326,7 +350,7 @@ int vat_captp_decode(const char *json, size_t len, const vat_captp_slots *slots,
 /** Encodes `msg` as JSON text (*out NUL-terminated, the collector's
  *  memory, pointer-free). Errors: VAT_EENCODE, the export function's code,
  *  VAT_ENOMEM, VAT_EINVAL (a NULL or missing field, a type of UNKNOWN,
- *  reason_json that is not JSON). */
+ *  reason_json that is not JSON, an unknown format). */
 int vat_captp_encode(const vat_captp_msg *msg, const vat_captp_slots *slots,
                      char **out, size_t *out_len, vat_captp_error *err);
 

@@ -313,6 +313,12 @@ typedef struct vat_conn_options {
    *  has at 1,024. Raise it for a peer whose calls each wait long (on a timer,
    *  on another peer) and come many at once. */
   size_t max_calls_taken;
+  /** Write values in capdata, the body format Endo writes by default, in
+   *  place of smallcaps (vat/captp.h, vat_captp_format): for a peer whose
+   *  marshal reads no smallcaps (@endo/marshal before 0.8). Off by
+   *  default: smallcaps is shorter and quicker for both sides to read.
+   *  What the peer writes is read either way. */
+  bool write_capdata;
 } vat_conn_options;
 
 #define VAT_CONN_MAX_QUESTIONS 100000

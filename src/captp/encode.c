@@ -192,7 +192,7 @@ static int members(captp__encoder *e, const vat__map *m, const vat_atom *skip,
   return VAT_OK;
 }
 
-static bool atom_keyed(const vat__map *m) {
+bool captp__atom_keyed(const vat__map *m) {
   for (size_t i = 0; i < m->n; i++)
     if (m->entries[i].key.type != VAT_T_ATOM)
       return false;
@@ -243,7 +243,7 @@ static int copy_map(captp__encoder *e, const vat__map *m, int depth) {
 
 static int map(captp__encoder *e, vat_value v, int depth) {
   const vat__map *m = v.as.obj;
-  if (!atom_keyed(m))
+  if (!captp__atom_keyed(m))
     return copy_map(e, m, depth);
   vat_value ignored;
   if (vat_map_get(v, vat_atom_value(captp__atom_qclass()), &ignored) == VAT_OK)
@@ -255,16 +255,22 @@ static int map(captp__encoder *e, vat_value v, int depth) {
   return rc;
 }
 
+bool captp__bigint_digits(const vat__record *r, const char **digits,
+                          size_t *len) {
+  if (r->label != captp__atom_bigint() || r->n != 1 ||
+      r->fields[0].type != VAT_T_STRING)
+    return false;
+  *digits = vat_string_data(r->fields[0]);
+  *len = vat_string_len(r->fields[0]);
+  return captp__is_digits(*digits, *len) && strlen(*digits) == *len;
+}
+
 static int record(captp__encoder *e, vat_value v, int depth) {
   const vat__record *r = v.as.obj;
-  if (r->label == captp__atom_bigint() && r->n == 1 &&
-      r->fields[0].type == VAT_T_STRING &&
-      captp__is_digits(vat_string_data(r->fields[0]),
-                       vat_string_len(r->fields[0])) &&
-      strlen(vat_string_data(r->fields[0])) == vat_string_len(r->fields[0])) {
-    TRY(e, PUT_FORM(e, F_BIGINT) &&
-               PUT(e, vat_string_data(r->fields[0]),
-                   vat_string_len(r->fields[0])) &&
+  const char *digits;
+  size_t len;
+  if (captp__bigint_digits(r, &digits, &len)) {
+    TRY(e, PUT_FORM(e, F_BIGINT) && PUT(e, digits, len) &&
                PUT_FORM(e, F_BIGINT_END));
     return VAT_OK;
   }
@@ -272,23 +278,39 @@ static int record(captp__encoder *e, vat_value v, int depth) {
                        r->fields, r->n, depth);
 }
 
-/* The error's fields from its payload (note [8] of vat/captp.h). */
-static int error_fields(captp__encoder *e, vat_value p, int depth) {
-  vat_value msg, ignored;
-  if (p.type == VAT_T_NULL) {
-    TRY(e, PUT_FORM(e, F_NO_MESSAGE));
-    return VAT_OK;
-  }
+captp__error_shape captp__error_shape_of(vat_value p, vat_value *message) {
+  vat_value ignored;
+  if (p.type == VAT_T_NULL)
+    return CAPTP__ERROR_BARE;
   if (p.type == VAT_T_STRING) {
-    TRY(e, PUT_FORM(e, F_MESSAGE));
-    return string(e, vat_string_data(p), vat_string_len(p));
+    *message = p;
+    return CAPTP__ERROR_MESSAGE;
   }
-  if (p.type == VAT_T_MAP && atom_keyed(p.as.obj) &&
-      vat_map_get(p, vat_atom_value(captp__atom_message()), &msg) == VAT_OK &&
-      msg.type == VAT_T_STRING &&
+  if (p.type == VAT_T_MAP && captp__atom_keyed(p.as.obj) &&
+      vat_map_get(p, vat_atom_value(captp__atom_message()), message) ==
+          VAT_OK &&
+      message->type == VAT_T_STRING &&
       vat_map_get(p, vat_atom_value(captp__atom_name()), &ignored) != VAT_OK &&
       vat_map_get(p, vat_atom_value(captp__atom_qclass()), &ignored) != VAT_OK)
+    return CAPTP__ERROR_MEMBERS;
+  return CAPTP__ERROR_PAYLOAD;
+}
+
+/* The error's fields from its payload (note [8] of vat/captp.h). */
+static int error_fields(captp__encoder *e, vat_value p, int depth) {
+  vat_value msg;
+  switch (captp__error_shape_of(p, &msg)) {
+  case CAPTP__ERROR_BARE:
+    TRY(e, PUT_FORM(e, F_NO_MESSAGE));
+    return VAT_OK;
+  case CAPTP__ERROR_MESSAGE:
+    TRY(e, PUT_FORM(e, F_MESSAGE));
+    return string(e, vat_string_data(p), vat_string_len(p));
+  case CAPTP__ERROR_MEMBERS:
     return members(e, p.as.obj, NULL, false, depth);
+  case CAPTP__ERROR_PAYLOAD:
+    break;
+  }
   TRY(e, PUT_FORM(e, F_NO_MESSAGE) && PUT_FORM(e, F_PAYLOAD));
   return encode(e, p, depth);
 }
@@ -333,8 +355,8 @@ static captp__out_rc check_name(captp__encoder *e, const char *name) {
   return rc;
 }
 
-/* The slot of a ref or promise: the same one again reuses its index. */
-static int slot(captp__encoder *e, vat_value v) {
+int captp__slot(captp__encoder *e, vat_value v, size_t *slot_index,
+                const char **slot_iface) {
   size_t index = 0;
   while (index < e->n && !(e->exported[index].type == v.type &&
                            e->exported[index].as.obj == v.as.obj))
@@ -362,10 +384,22 @@ static int slot(captp__encoder *e, vat_value v) {
     memcpy(e->names[e->n], name, sizeof name);
     e->exported[e->n++] = v;
   }
+  *slot_index = index;
+  *slot_iface = v.type == VAT_T_REF ? iface : NULL;
+  return VAT_OK;
+}
+
+/* The slot of a ref or promise: the same one again reuses its index. */
+static int slot(captp__encoder *e, vat_value v) {
+  size_t index;
+  const char *iface;
+  int rc = captp__slot(e, v, &index, &iface);
+  if (rc != VAT_OK)
+    return rc;
   TRY(e, PUT_FORM(e, F_SLOT));
-  if (iface != NULL && v.type == VAT_T_REF) {
+  if (iface != NULL) {
     TRY(e, PUT_FORM(e, F_IFACE));
-    int rc = string(e, iface, strlen(iface));
+    rc = string(e, iface, strlen(iface));
     if (rc != VAT_OK)
       return rc;
     TRY(e, put_char(e, ','));
@@ -413,9 +447,11 @@ static int encode(captp__encoder *e, vat_value v, int depth) {
 }
 
 void captp__encoder_init(captp__encoder *e, captp__out *out, bool esc,
-                         const vat_captp_slots *table, vat_captp_error *err) {
+                         vat_captp_format format, const vat_captp_slots *table,
+                         vat_captp_error *err) {
   e->out = out;
   e->esc = esc;
+  e->format = format;
   e->table = table;
   e->err = err;
   e->n = 0;
@@ -425,19 +461,31 @@ void captp__encoder_init(captp__encoder *e, captp__out *out, bool esc,
 }
 
 int captp__encode_body(captp__encoder *e, vat_value v) {
-  return encode(e, v, 0);
+  if (e->format != VAT_CAPTP_SMALLCAPS)
+    return encode(e, v, 0);
+  TRY(e, put_char(e, '#'));
+  return captp__encode_smallcaps(e, v, 0);
 }
 
 int vat_capdata_encode(vat_value v, const vat_captp_slots *slots,
                        vat_capdata *out, vat_captp_error *err) {
+  return vat_capdata_encode_as(v, VAT_CAPTP_CAPDATA, slots, out, err);
+}
+
+int vat_capdata_encode_as(vat_value v, vat_captp_format format,
+                          const vat_captp_slots *slots, vat_capdata *out,
+                          vat_captp_error *err) {
   captp__clear(err);
   if (out == NULL)
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0, "out is NULL");
+  if (format != VAT_CAPTP_CAPDATA && format != VAT_CAPTP_SMALLCAPS)
+    return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0,
+                       "unknown body format %d", (int)format);
   captp__out text;
   if (!captp__out_init(&text, 0))
     return captp__encode_nomem(err);
   captp__encoder e;
-  captp__encoder_init(&e, &text, false, slots, err);
+  captp__encoder_init(&e, &text, false, format, slots, err);
   int rc = captp__encode_body(&e, v);
   if (rc != VAT_OK)
     return rc;

@@ -95,10 +95,12 @@ int captp__decode_body(const char *body, size_t len,
  * (value.c). On failure *in_value tells whether the shape {body, slots}
  * was sound and the body or a slot failed (vat_captp_msg's value_failed).
  * With `unwanted`, a sound shape naming no slots is left undecoded:
- * *skipped is set and *out is null. */
+ * *skipped is set and *out is null. *format is the body's, once the
+ * shape was sound. */
 int captp__decode_capdata_object(const captp__json *j, uint32_t cd,
                                  const vat_captp_slots *table, bool unwanted,
                                  vat_value *out, bool *in_value, bool *skipped,
+                                 vat_captp_format *format,
                                  vat_captp_error *err);
 
 #endif

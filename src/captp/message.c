@@ -159,8 +159,9 @@ static int decode_fields(const captp__json *j, const vat_captp_slots *slots,
   bool in_value;
   bool unwanted = slots != NULL && slots->wants_value != NULL &&
                   !slots->wants_value(slots->ctx, m);
-  int rc = captp__decode_capdata_object(j, cd, slots, unwanted, &m->value,
-                                        &in_value, &m->value_skipped, err);
+  int rc =
+      captp__decode_capdata_object(j, cd, slots, unwanted, &m->value, &in_value,
+                                   &m->value_skipped, &m->format, err);
   m->value_failed = rc != VAT_OK && in_value;
   if (rc != VAT_OK)
     m->value = vat_null();
@@ -245,10 +246,11 @@ static int reason(captp__out *o, const char *reason_json,
 
 /* ,"<field>":{"body":"<the body, escaped>","slots":[names]} */
 static int capdata(captp__out *o, const char *field, vat_value v,
-                   const vat_captp_slots *slots, vat_captp_error *err) {
+                   vat_captp_format format, const vat_captp_slots *slots,
+                   vat_captp_error *err) {
   TRY(err, put_key(o, field) && PUT_LIT(o, "{\"body\":\""));
   captp__encoder e;
-  captp__encoder_init(&e, o, true, slots, err);
+  captp__encoder_init(&e, o, true, format, slots, err);
   int rc = captp__encode_body(&e, v);
   if (rc != VAT_OK)
     return rc;
@@ -288,7 +290,7 @@ static int encode_fields(const vat_captp_msg *m, const vat_captp_slots *slots,
   const char *name = value_field[m->type][m->is_reject ? 1 : 0];
   if (name == NULL)
     name = value_field[m->type][0];
-  return capdata(o, name, m->value, slots, err);
+  return capdata(o, name, m->value, m->format, slots, err);
 }
 
 /* The message's JSON after `reserve` free bytes, two more free after it
@@ -302,6 +304,9 @@ static int encode_message(const vat_captp_msg *msg,
       (size_t)msg->type >= N_TYPES)
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0,
                        "NULL argument or no known type");
+  if (msg->format != VAT_CAPTP_CAPDATA && msg->format != VAT_CAPTP_SMALLCAPS)
+    return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_TYPE, 0,
+                       "unknown body format %d", (int)msg->format);
   const char *type = type_names[msg->type];
   bool ready = heap ? captp__out_init_heap(o, reserve, o->buf, o->cap)
                     : captp__out_init(o, reserve);

@@ -130,18 +130,22 @@ static char *escape(char *w, unsigned char c, bool esc) {
   return w + 5;
 }
 
-captp__out_rc captp__out_string(captp__out *o, const char *s, size_t len,
-                                bool esc) {
+captp__out_rc captp__out_string_after(captp__out *o, const char *prefix,
+                                      size_t prefix_len, const char *s,
+                                      size_t len, bool esc) {
   /* Worst cases: 7 bytes out for one in (\\u00XX), a quote 2 (\"). */
   enum { CHUNK = 1024, WORST = 7, QUOTE = 2, SEQUENCE_TAIL = 3 };
   size_t mark = o->len;
   const unsigned char *p = (const unsigned char *)s, *end = p + len;
-  if (!captp__out_room(o, QUOTE))
+  if (!captp__out_room(o, QUOTE + prefix_len))
     return CAPTP__OUT_NOMEM;
   char *w = o->buf + o->len;
   if (esc)
     *w++ = '\\';
   *w++ = '"';
+  if (prefix_len > 0) /* NULL with 0 is no argument for memcpy */
+    memcpy(w, prefix, prefix_len);
+  w += prefix_len;
   o->len = (size_t)(w - o->buf);
   for (;;) {
     size_t chunk = (size_t)(end - p) < CHUNK ? (size_t)(end - p) : CHUNK;

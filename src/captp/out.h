@@ -54,9 +54,16 @@ typedef enum {
 /* s[0..len) as a JSON string, quotes included, escaped as jansson's
  * compact dump escapes (", \, \b \f \n \r \t, other controls as \u00XX,
  * everything else as is); `esc`: that text escaped once more, as the
- * inside of an enclosing JSON string. NUL is allowed. */
-captp__out_rc captp__out_string(captp__out *o, const char *s, size_t len,
-                                bool esc);
+ * inside of an enclosing JSON string. NUL is allowed. The _after form
+ * writes `prefix` (plain ASCII: a smallcaps form's "+", "$3.") inside the
+ * quotes before s. */
+captp__out_rc captp__out_string_after(captp__out *o, const char *prefix,
+                                      size_t prefix_len, const char *s,
+                                      size_t len, bool esc);
+static inline captp__out_rc captp__out_string(captp__out *o, const char *s,
+                                              size_t len, bool esc) {
+  return captp__out_string_after(o, NULL, 0, s, len, esc);
+}
 /* An integer, as "%lld" writes it. */
 bool captp__out_int(captp__out *o, int64_t i);
 /* A finite double as jansson writes a real with precision 17: "%.17g",

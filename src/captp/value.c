@@ -105,6 +105,7 @@ int vat_capdata_decode(const char *body, size_t body_len,
 int captp__decode_capdata_object(const captp__json *j, uint32_t cd,
                                  const vat_captp_slots *table, bool unwanted,
                                  vat_value *out, bool *in_value, bool *skipped,
+                                 vat_captp_format *format,
                                  vat_captp_error *err) {
   *in_value = *skipped = false;
   const captp__jnode *o = captp__jat(j, cd);
@@ -117,6 +118,9 @@ int captp__decode_capdata_object(const captp__json *j, uint32_t cd,
       captp__jat(j, slots)->type != CAPTP__J_ARRAY)
     return captp__fail(err, VAT_EDECODE, VAT_CAPTP_ERR_CAPDATA, 0,
                        "not {body, slots}");
+  const captp__jnode *b = captp__jat(j, body);
+  *format = b->len > 0 && b->as.str[0] == '#' ? VAT_CAPTP_SMALLCAPS
+                                              : VAT_CAPTP_CAPDATA;
   size_t n = captp__jat(j, slots)->len;
   if (unwanted && n == 0) {
     *skipped = true;
@@ -141,7 +145,6 @@ int captp__decode_capdata_object(const captp__json *j, uint32_t cd,
   if (rc == VAT_OK) {
     /* The shape was sound: what fails from here is the value itself. */
     *in_value = true;
-    const captp__jnode *b = captp__jat(j, body);
     rc = captp__decode_body(b->as.str, b->len, names, n, table, out, err);
   }
   if (names != inline_names)

@@ -146,9 +146,10 @@ int net_send(vat_turn *turn, net_conn *c, const vat_captp_msg *msg,
   char *frame;
   size_t len, queued;
   vat_captp_frame_buf *buf = encode_buf();
-  int rc =
-      buf ? vat_captp_encode_frame_into(buf, msg, &slots, &frame, &len, err)
-          : vat_captp_encode_frame(msg, &slots, &frame, &len, err);
+  vat_captp_msg m = *msg;
+  m.format = c->format;
+  int rc = buf ? vat_captp_encode_frame_into(buf, &m, &slots, &frame, &len, err)
+               : vat_captp_encode_frame(&m, &slots, &frame, &len, err);
   if (rc != VAT_OK)
     return rc;
   /* More messages waiting for this vat (beyond the one it handles) are
@@ -546,6 +547,7 @@ int net_conn_open_with(vat_system *sys, vat_ref *bootstrap,
   if (c->calls_taken > c->max_questions)
     c->calls_taken = c->max_questions;
   c->max_exports = o.max_exports ? o.max_exports : VAT_CONN_MAX_EXPORTS;
+  c->format = o.write_capdata ? VAT_CAPTP_CAPDATA : VAT_CAPTP_SMALLCAPS;
   /* Each call from the peer is a request (vat/caps.h) answered by
    * "resolve" or "break": interned once, not three times a call. */
   c->request_label = vat_atom_intern("vat.request");

@@ -181,6 +181,7 @@ struct net_conn {
   size_t max_questions;           /* options: each way */
   size_t calls_taken; /* options max_calls_taken, at most max_questions */
   size_t max_exports;             /* options: each way */
+  vat_captp_format format;        /* what values are written in */
   size_t open_answers;            /* the peer's questions not answered yet */
   uint64_t values_skipped;        /* answers nobody wanted, not decoded */
   net_waiting_frame *waiting;     /* read while open_answers was at max */

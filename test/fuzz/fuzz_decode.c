@@ -1,9 +1,9 @@
 /* libFuzzer target: the message and value decoders. The input is decoded
  * as a CapTP message and, separately, as a CapData body (capdata, or
  * smallcaps when it starts with '#') with three slot names. A decoded
- * value must encode again, and encoding is then a fixed point:
- * decode(encode(v)) encodes to the same text. Bad input must come back as
- * VAT_EDECODE with a named reason. */
+ * value must encode again, in both formats, and encoding is then a fixed
+ * point: decode(encode(v)) encodes to the same text. Bad input must come back
+ * as VAT_EDECODE with a named reason. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,19 +82,25 @@ static void check_error(int rc, const vat_captp_error *err) {
     abort();
 }
 
-/* v must encode, and re-decoding and re-encoding must give the same text. */
-static void fixed_point(vat_value v) {
+/* v must encode, in either format, and re-decoding and re-encoding must
+ * give the same text. */
+static void fixed_point_as(vat_value v, vat_captp_format format) {
   vat_capdata a, b;
   vat_value again;
   vat_captp_error err;
-  if (vat_capdata_encode(v, &table, &a, &err) != VAT_OK)
+  if (vat_capdata_encode_as(v, format, &table, &a, &err) != VAT_OK)
     abort();
   if (vat_capdata_decode(a.body, a.body_len, a.slots, a.n_slots, &table, &again,
                          &err) != VAT_OK)
     abort();
-  if (vat_capdata_encode(again, &table, &b, &err) != VAT_OK ||
+  if (vat_capdata_encode_as(again, format, &table, &b, &err) != VAT_OK ||
       a.body_len != b.body_len || memcmp(a.body, b.body, a.body_len) != 0)
     abort();
+}
+
+static void fixed_point(vat_value v) {
+  fixed_point_as(v, VAT_CAPTP_CAPDATA);
+  fixed_point_as(v, VAT_CAPTP_SMALLCAPS);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
