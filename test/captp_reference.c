@@ -1,8 +1,9 @@
 /* The CapTP encoder as it was before the streaming one: a jansson tree
  * for the body, dumped, then a tree for the envelope with the body as a
  * string, dumped into the frame. Kept unchanged, under other names, only
- * in the test build: the reference the streaming encoder is compared with
- * byte for byte (test_captp.c, "encoder" case). */
+ * in the test build, but for what the protocol gained since (send-only
+ * calls, note [10] of vat/captp.h): the reference the streaming encoder
+ * is compared with byte for byte (test_captp.c, "encoder" case). */
 #include <gc/gc.h>
 #include <jansson.h>
 #include <math.h>
@@ -555,12 +556,13 @@ static int encode_fields(const vat_captp_msg *m, const vat_captp_slots *slots,
     return json_object_set_new_nocheck(o, "reason", r) ? msg_nomem(err)
                                                        : VAT_OK;
   }
-  if (m->id == NULL || (m->type == VAT_CAPTP_CALL && m->target == NULL))
+  if (m->type == VAT_CAPTP_CALL ? m->target == NULL : m->id == NULL)
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_FIELD, 0, "%s needs id%s",
                        type_names[m->type],
                        m->type == VAT_CAPTP_CALL ? " and target" : "");
-  json_t *id = json_string(m->id);
-  if (id == NULL || json_object_set_new_nocheck(o, id_field[m->type], id))
+  json_t *id = m->id == NULL ? NULL : json_string(m->id);
+  if (m->id != NULL &&
+      (id == NULL || json_object_set_new_nocheck(o, id_field[m->type], id)))
     return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_UTF8, 0, "id");
   if (m->type == VAT_CAPTP_CALL) {
     json_t *t = json_string(m->target);
@@ -572,7 +574,10 @@ static int encode_fields(const vat_captp_msg *m, const vat_captp_slots *slots,
                ? msg_nomem(err)
                : VAT_OK;
   if (m->type == VAT_CAPTP_BOOTSTRAP)
-    return VAT_OK;
+    return m->takes_send_only && json_object_set_new_nocheck(
+                                     o, "acceptsSendOnly", json_true())
+               ? msg_nomem(err)
+               : VAT_OK;
   const char *name = value_field[m->type][m->is_reject ? 1 : 0];
   if (name == NULL)
     name = value_field[m->type][0];

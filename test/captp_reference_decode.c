@@ -1,10 +1,11 @@
 /* The CapTP decoder as it was before the one-pass one: jansson parses
  * the envelope, then the body (a string holding JSON), and the trees are
  * walked into values. Kept unchanged, under other names, only in the test
- * build: the reference the one-pass decoder is compared with, value for
- * value and failure for failure (test_captp.c, "decoder" case). Its
- * sections are the files it was: value.c, decode.c, smallcaps.c and the
- * decoding half of message.c. */
+ * build, but for what the protocol gained since (send-only calls, note
+ * [10] of vat/captp.h): the reference the one-pass decoder is compared
+ * with, value for value and failure for failure (test_captp.c, "decoder"
+ * case). Its sections are the files it was: value.c, decode.c,
+ * smallcaps.c and the decoding half of message.c. */
 #include <gc/gc.h>
 #include <jansson.h>
 #include <math.h>
@@ -656,7 +657,9 @@ static int decode_fields(const json_t *j, const vat_captp_slots *slots,
     }
     return VAT_OK;
   }
-  if ((m->id = gc_string(j, id_field[m->type])) == NULL)
+  bool send_only =
+      m->type == VAT_CAPTP_CALL && json_object_get(j, "questionID") == NULL;
+  if (!send_only && (m->id = gc_string(j, id_field[m->type])) == NULL)
     return FIELD_FAIL(err, "%s needs a string %s", type_names[m->type],
                       id_field[m->type]);
   if (m->type == VAT_CAPTP_DROP) {
@@ -668,8 +671,10 @@ static int decode_fields(const json_t *j, const vat_captp_slots *slots,
   }
   if (m->type == VAT_CAPTP_CALL && (m->target = gc_string(j, "target")) == NULL)
     return FIELD_FAIL(err, "CTP_CALL needs a string target");
-  if (m->type == VAT_CAPTP_BOOTSTRAP)
+  if (m->type == VAT_CAPTP_BOOTSTRAP) {
+    m->takes_send_only = json_is_true(json_object_get(j, "acceptsSendOnly"));
     return VAT_OK;
+  }
   const char *const *names = value_field[m->type];
   json_t *cd = json_object_get(j, names[0]);
   if (cd == NULL && names[1] != NULL) {

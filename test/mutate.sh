@@ -180,9 +180,9 @@ encode-surrogate-accepted|src/captp/out.c|captp|hi = 0x9f; /* surrogates */|hi =
 encode-bad-tag-reported-first|src/captp/encode.c|captp|return rc != VAT_OK ? rc : FAIL(e, UTF8, "\"%.40s\"", tag);|return FAIL(e, UTF8, "\"%.40s\"", tag);
 encode-slot-not-reused|src/captp/encode.c|captp|while (index < e->n && !(e->exported[index].type == v.type &&|while (index < e->n && index > e->n && !(e->exported[index].type == v.type &&
 smallcaps-key-not-escaped|src/captp/encode_smallcaps.c|captp|bool escaped = special(s, len);|bool escaped = false;
-smallcaps-string-not-escaped|src/captp/encode_smallcaps.c|captp|return text(e, special(s, len) ? "!" : "", s, len, "");|return text(e, "", s, len, "");
-smallcaps-int-sign-dropped|src/captp/encode_smallcaps.c|captp|text[--n] = i < 0 ? '-' : '+';|if (i < 0) text[--n] = '-';
-smallcaps-bigint-sign-dropped|src/captp/encode_smallcaps.c|captp|return text(e, digits[0] == '-' ? "" : "+", digits, len, "");|return text(e, "", digits, len, "");
+smallcaps-string-not-escaped|src/captp/encode_smallcaps.c|captp|return text(e, special(s, len) ? "!" : "", s, len);|return text(e, "", s, len);
+smallcaps-int-sign-dropped|src/captp/encode_smallcaps.c|captp|buf[--n] = i < 0 ? '-' : '+';|if (i < 0) buf[--n] = '-';
+smallcaps-bigint-sign-dropped|src/captp/encode_smallcaps.c|captp|return text(e, digits[0] == '-' ? "" : "+", digits, len);|return text(e, "", digits, len);
 smallcaps-qclass-in-key-order|src/captp/encode_smallcaps.c|captp|bool hilbert = vat_map_get(v, vat_atom_value(qclass), &first) == VAT_OK;|bool hilbert = false; (void)first;
 smallcaps-error-message-as-message|src/captp/encode_smallcaps.c|captp|k == error_message|k == NULL
 smallcaps-promise-as-ref|src/captp/encode_smallcaps.c|captp|snprintf(prefix, sizeof prefix, "%c%zu%s", v.type == VAT_T_REF ? '$' : '&',|snprintf(prefix, sizeof prefix, "%c%zu%s", '$',
@@ -192,6 +192,15 @@ smallcaps-format-unchecked|src/captp/message.c|captp|if (msg->format != VAT_CAPT
 smallcaps-format-not-told|src/captp/value.c|captp|*format = b->len > 0 && b->as.str[0] == '#' ? VAT_CAPTP_SMALLCAPS|*format = b->len > 0 && b->as.str[0] == '?' ? VAT_CAPTP_SMALLCAPS
 conn-write-capdata-ignored|src/net/conn.c|net|c->format = o.write_capdata ? VAT_CAPTP_CAPDATA : VAT_CAPTP_SMALLCAPS;|c->format = VAT_CAPTP_SMALLCAPS;
 conn-writes-capdata|src/net/conn.c|net|m.format = c->format;|m.format = VAT_CAPTP_CAPDATA;
+send-only-never-offered|src/net/conn.c|net|.takes_send_only = true};|.takes_send_only = false};
+send-only-offer-ignored|src/net/conn.c|net|c->peer_takes_send_only = true;|c->peer_takes_send_only = false;
+send-only-even-to-endo|src/net/slots.c|net|bool send_only = reply == NULL && !pipelined_on && c->peer_takes_send_only;|bool send_only = reply == NULL && !pipelined_on;
+send-only-pipelined-on|src/net/slots.c|net|bool send_only = reply == NULL && !pipelined_on && c->peer_takes_send_only;|bool send_only = reply == NULL && c->peer_takes_send_only;
+send-only-answered|src/net/calls.c|net|if (a->qid == NULL) { /* send-only: nobody to tell, nothing to pipeline */|if (0) {
+send-only-not-taken|src/net/conn.c|net|return c->open_answers + c->open_sends;|return c->open_answers;
+send-only-call-refused|src/captp/message.c|captp net|bool send_only = m->type == VAT_CAPTP_CALL && id == 0;|bool send_only = false;
+send-only-offer-not-written|src/captp/message.c|captp net|if (m->takes_send_only)|if (0)
+send-only-offer-any-value|src/captp/message.c|captp|m->takes_send_only = takes != 0 && NODE(j, takes)->type == CAPTP__J_TRUE;|m->takes_send_only = takes != 0;
 encode-real-ties-rounded-up|src/captp/real.c|captp|if (cut > 0 \|\| (cut == 0 && (q & 1)))|if (cut >= 0)
 # The one-pass decoder's parser: each caught by the captp suite's "decoder"
 # case (against test/captp_reference_decode.c) or its older tests.
@@ -218,8 +227,8 @@ direct-send-passes-queued-frames|src/net/io.c|net|if (!done && io->head == NULL 
 direct-send-remainder-from-the-start|src/net/io.c|net|*data += n;|(void)0;
 calls-taken-above-max-questions|src/net/conn.c|bounds|if (c->calls_taken > c->max_questions)|if (0)
 calls-taken-option-ignored|src/net/conn.c|bounds|o.max_calls_taken ? o.max_calls_taken : VAT_CONN_MAX_CALLS_TAKEN;|VAT_CONN_MAX_CALLS_TAKEN;
-calls-taken-only-past-max-questions|src/net/conn.c|bounds|(c->waiting != NULL \|\| c->open_answers >= c->calls_taken)) {|(c->waiting != NULL \|\| c->open_answers >= c->max_questions)) {
-calls-taken-resumed-past-it|src/net/conn.c|bounds|while (c->waiting != NULL && c->open_answers < c->calls_taken) {|while (c->waiting != NULL && c->open_answers < c->max_questions) {
+calls-taken-only-past-max-questions|src/net/conn.c|bounds|(c->waiting != NULL \|\| peer_calls_open(c) >= c->calls_taken)) {|(c->waiting != NULL \|\| peer_calls_open(c) >= c->max_questions)) {
+calls-taken-resumed-past-it|src/net/conn.c|bounds|while (c->waiting != NULL && peer_calls_open(c) < c->calls_taken) {|while (c->waiting != NULL && peer_calls_open(c) < c->max_questions) {
 out-chunk-frame-at-its-start|src/net/io.c|net|memcpy(b->data + b->len, data, len);|memcpy(b->data, data, len);
 out-chunk-room-unchecked|src/net/io.c|net|if (b == NULL \|\| b->cap - b->len < len) {|if (b == NULL) {
 out-chunk-spare-for-any-frame|src/net/io.c|net|if (len <= OUT_CHUNK && io->spare != NULL) {|if (io->spare != NULL) {
@@ -229,7 +238,7 @@ out-overload-end-keeps-queue|src/net/conn.c|net|c->tp->abort(c->io);|(void)c;
 flow-own-calls-pause-reading|src/net/io.c|bounds|return atomic_load(&io->out_answers) + atomic_load(&io->in_pending);|return atomic_load(&io->out_queued) + atomic_load(&io->in_pending);
 flow-answers-not-counted|src/net/conn.c|net bounds|flags \|= NET_WRITE_ANSWER;|(void)0;
 flow-answers-never-taken-off|src/net/io.c|net bounds|atomic_fetch_sub(&io->out_answers, answers);|(void)answers;
-flow-frames-past-the-limit-taken|src/net/conn.c|bounds|(c->waiting != NULL \|\| c->open_answers >= c->calls_taken)) {|(false)) {
+flow-frames-past-the-limit-taken|src/net/conn.c|bounds|(c->waiting != NULL \|\| peer_calls_open(c) >= c->calls_taken)) {|(false)) {
 flow-waiting-frames-not-resumed|src/net/calls.c|bounds|net_take_waiting_frames(turn, c);|(void)c;
 loop-polls-for-ever|src/net/loop.c|net|polling = t - active_at < POLL_SPIN_NS;|polling = true;
 spin-default-short|src/runtime/lifecycle.c|system|.spin = 512,|.spin = 64,

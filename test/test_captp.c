@@ -541,8 +541,8 @@ static const char *const bad_messages[] = {
     "{}",
     "{\"type\":1}",
     "nope",
-    "{\"type\":\"CTP_CALL\",\"target\":\"o-1\",\"method\":{\"body\":\"1\","
-    "\"slots\":[]}}",
+    "{\"type\":\"CTP_CALL\",\"questionID\":1,\"target\":\"o-1\",\"method\":"
+    "{\"body\":\"1\",\"slots\":[]}}",
     "{\"type\":\"CTP_CALL\",\"questionID\":\"q-1\",\"method\":{\"body\":\"1\","
     "\"slots\":[]}}",
     "{\"type\":\"CTP_CALL\",\"questionID\":\"q-1\",\"target\":\"o-1\"}",
@@ -1931,6 +1931,7 @@ START_TEST(encoder_matches_reference_on_random_values) {
         .target = below(&r, 30) == 0 ? NULL : target,
         .value = random_value(&r, 0),
         .is_reject = below(&r, 2),
+        .takes_send_only = below(&r, 2),
         .has_epoch = below(&r, 2),
         .epoch = random_int(&r),
         .dec_refs = random_int(&r),
@@ -2143,6 +2144,55 @@ START_TEST(a_message_says_its_body_format) {
 }
 END_TEST
 
+/* Note [10] of vat/captp.h: a CALL without an id, and the BOOTSTRAP
+ * that offers to take those. */
+START_TEST(send_only_calls_and_their_offer_round_trip) {
+  vat_value method[2] = {vat_string("ping"), vat_list(NULL, 0)};
+  vat_captp_msg call = {
+      .type = VAT_CAPTP_CALL, .target = "o-1", .value = vat_list(method, 2)};
+  char *json;
+  size_t len;
+  ck_assert_vat_ok(vat_captp_encode(&call, NULL, &json, &len, NULL));
+  ck_assert_str_eq(json, "{\"type\":\"CTP_CALL\",\"target\":\"o-1\","
+                         "\"method\":{\"body\":\"[\\\"ping\\\",[]]\","
+                         "\"slots\":[]}}");
+  vat_captp_msg back;
+  ck_assert_vat_ok(vat_captp_decode(json, len, NULL, &back, NULL));
+  ck_assert(back.type == VAT_CAPTP_CALL && back.id == NULL);
+  ck_assert_str_eq(back.target, "o-1");
+  vat_captp_msg boot = {
+      .type = VAT_CAPTP_BOOTSTRAP, .id = "q-1", .takes_send_only = true};
+  ck_assert_vat_ok(vat_captp_encode(&boot, NULL, &json, &len, NULL));
+  ck_assert_str_eq(json, "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\","
+                         "\"acceptsSendOnly\":true}");
+  ck_assert_vat_ok(vat_captp_decode(json, len, NULL, &back, NULL));
+  ck_assert(back.takes_send_only);
+  /* Endo's, and anything but true, offer nothing. */
+  static const char *const no_offer[] = {
+      "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}",
+      "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\","
+      "\"acceptsSendOnly\":1}",
+      "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\","
+      "\"acceptsSendOnly\":\"true\"}",
+  };
+  for (size_t i = 0; i < sizeof no_offer / sizeof no_offer[0]; i++) {
+    ck_assert_vat_ok(
+        vat_captp_decode(no_offer[i], strlen(no_offer[i]), NULL, &back, NULL));
+    ck_assert_msg(!back.takes_send_only, "%s", no_offer[i]);
+  }
+  /* Only a CALL goes without an id. */
+  vat_captp_msg answer = {.type = VAT_CAPTP_RETURN, .value = vat_int(1)};
+  vat_captp_error err;
+  ck_assert_int_eq(vat_captp_encode(&answer, NULL, &json, &len, &err),
+                   VAT_EINVAL);
+  const char *no_id = "{\"type\":\"CTP_RETURN\",\"result\":{\"body\":"
+                      "\"1\",\"slots\":[]}}";
+  ck_assert_int_eq(vat_captp_decode(no_id, strlen(no_id), NULL, &back, &err),
+                   VAT_EDECODE);
+  ck_assert_int_eq(err.code, VAT_CAPTP_ERR_FIELD);
+}
+END_TEST
+
 /* Endo's own smallcaps bodies, decoded, then written by this side and
  * decoded again: the same values. */
 START_TEST(endo_smallcaps_values_are_written_back_the_same) {
@@ -2333,18 +2383,17 @@ static bool same_msg_decode(const char *json, size_t len, const char *what) {
       (en.code == VAT_CAPTP_ERR_JSON && nul_after_token(json, len)))
     return false; /* a NUL the old decoder dropped: refused sooner */
   same_imports(&ta, &tb, what);
-  ck_assert_msg(mn.type == mo.type && same_str(mn.type_name, mo.type_name) &&
-                    same_str(mn.id, mo.id) && same_str(mn.target, mo.target) &&
-                    mn.is_reject == mo.is_reject &&
-                    mn.dec_refs == mo.dec_refs &&
-                    mn.has_epoch == mo.has_epoch && mn.epoch == mo.epoch &&
-                    same_str(mn.reason_json, mo.reason_json) &&
-                    mn.value_failed == mo.value_failed &&
-                    same_value(mn.value, mo.value),
-                "%s: %.*s: the messages differ (reason %s / %s)", what,
-                (int)(len < 300 ? len : 300), json,
-                mn.reason_json ? mn.reason_json : "-",
-                mo.reason_json ? mo.reason_json : "-");
+  ck_assert_msg(
+      mn.type == mo.type && same_str(mn.type_name, mo.type_name) &&
+          same_str(mn.id, mo.id) && same_str(mn.target, mo.target) &&
+          mn.is_reject == mo.is_reject &&
+          mn.takes_send_only == mo.takes_send_only &&
+          mn.dec_refs == mo.dec_refs && mn.has_epoch == mo.has_epoch &&
+          mn.epoch == mo.epoch && same_str(mn.reason_json, mo.reason_json) &&
+          mn.value_failed == mo.value_failed && same_value(mn.value, mo.value),
+      "%s: %.*s: the messages differ (reason %s / %s)", what,
+      (int)(len < 300 ? len : 300), json, mn.reason_json ? mn.reason_json : "-",
+      mo.reason_json ? mo.reason_json : "-");
   return rn == VAT_OK;
 }
 
@@ -2625,6 +2674,7 @@ START_TEST(decoder_matches_reference_on_random_values) {
         .target = target,
         .value = random_value(&r, 0),
         .is_reject = below(&r, 2),
+        .takes_send_only = below(&r, 2),
         .has_epoch = below(&r, 2),
         .epoch = random_int(&r),
         .dec_refs = random_int(&r),
@@ -2823,6 +2873,7 @@ Suite *test_captp_suite(void) {
                       sizeof bad_messages / sizeof bad_messages[0]);
   tcase_add_test(tc, messages_of_every_type_round_trip);
   tcase_add_test(tc, a_value_nobody_wants_is_not_decoded);
+  tcase_add_test(tc, send_only_calls_and_their_offer_round_trip);
   tcase_add_loop_test(tc, a_bad_value_keeps_the_envelope, 0,
                       (int)(sizeof value_failures / sizeof value_failures[0]));
   suite_add_tcase(s, tc);

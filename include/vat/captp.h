@@ -140,14 +140,21 @@
  *      table gives ("Alleged: X"), optional on receipt.
  *
  * Message fields (vat_captp_msg), JSON names by type:
- *   BOOTSTRAP   id = questionID
- *   CALL        id = questionID, target, value = method ([name, args])
+ *   BOOTSTRAP   id = questionID; takes_send_only = acceptsSendOnly   [10]
+ *   CALL        id = questionID, target, value = method ([name, args]);
+ *               id NULL: no questionID, a send-only call              [10]
  *   RETURN      id = answerID, value = result, or exception if is_reject
  *   RESOLVE     id = promiseID, value = res, or rej if is_reject
  *   DROP        id = slotID, dec_refs = decRefs
  *   DISCONNECT  reason_json = reason (raw JSON, not CapData, as Endo sends)
  *   any other   type UNKNOWN, type_name set: the caller ignores it
  * `epoch` is kept when present (has_epoch) and written back the same way.
+ * [10] Send-only calls, an extension between libvat peers: a CALL without
+ *      a questionID is one nobody answers (a one-way message), so no
+ *      CTP_RETURN comes back for it. Endo would answer it all the same,
+ *      with a RETURN that has no answerID, so a side sends one only to a
+ *      peer whose BOOTSTRAP said "acceptsSendOnly":true (Endo ignores the
+ *      field, and writes none).
  */
 #ifndef VAT_CAPTP_H
 #define VAT_CAPTP_H
@@ -317,7 +324,8 @@ typedef enum vat_captp_type {
 typedef struct vat_captp_msg {
   vat_captp_type type;
   const char *type_name; /* decoded UNKNOWN messages: the "type" string */
-  const char *id;        /* questionID, answerID, promiseID or slotID */
+  const char *id;        /* questionID (NULL: a send-only CALL), answerID,
+                            promiseID or slotID */
   const char *target;    /* CALL: the target slot or question */
   vat_value value;       /* CALL method, RETURN or RESOLVE outcome */
   bool is_reject;        /* RETURN: exception; RESOLVE: rej */
@@ -330,6 +338,8 @@ typedef struct vat_captp_msg {
   /** Encoding: the format the value is written in (one not in
    *  vat_captp_format is VAT_EINVAL). Decoding: the one its body was in. */
   vat_captp_format format;
+  /** BOOTSTRAP: the sender takes send-only CALLs (note [10]). */
+  bool takes_send_only;
 } vat_captp_msg;
 
 /** The JSON name of a type ("CTP_CALL"); NULL for UNKNOWN. Static. */

@@ -222,7 +222,11 @@ typedef struct vat_conn_options {
    *  when the peer's answers to those came after the limit, until this
    *  side's question timeout breaks them.) A one-way message
    *  from this side (vat_send_msg to a proxy) waits for nothing and does
-   *  not count here, but the peer counts it until it has answered it. */
+   *  not count here. To a peer that takes send-only calls (another
+   *  libvat side; vat/captp.h, note [10]) it goes without a question and
+   *  nothing comes back; to one that does not (Endo) it goes as a
+   *  question, which the peer counts until it has answered it, and its
+   *  answer is dropped unread. */
   size_t max_questions;
   /** Refs exported, and proxies imported (0: VAT_CONN_MAX_EXPORTS). A
    *  value that would export one more fails to go (its call breaks with
@@ -302,7 +306,9 @@ typedef struct vat_conn_options {
    *  Ignored by vat_conn_open and vat_connect. */
   size_t max_connections;
   /** The peer's calls this side works on at once, at most max_questions
-   *  (0: VAT_CONN_MAX_CALLS_TAKEN, 1,024). Past it, what the peer sends
+   *  (0: VAT_CONN_MAX_CALLS_TAKEN, 1,024): its questions and its send-only
+   *  calls, each until its target has answered it (to nobody, for a
+   *  send-only call) or ended. Past it, what the peer sends
    *  next waits as past max_questions: in order, not yet taken, until one
    *  is answered, counted as held for the peer (out_pause_bytes), so a
    *  peer that streams calls faster than they are answered waits in its
@@ -394,7 +400,8 @@ typedef struct vat_conn_info {
   uint64_t bytes_out;   /* their bytes, as netstrings */
   size_t questions;     /* this side's questions the peer has not answered
                            (a one-way message is none) */
-  size_t answers_owed;  /* the peer's questions this side has not answered */
+  size_t answers_owed;  /* the peer's questions this side has not answered
+                           (a send-only call is none) */
 } vat_conn_info;
 
 /** Fills *out with the connection's output queue and reading state, and

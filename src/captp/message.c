@@ -41,11 +41,9 @@ const char *vat_captp_type_name(vat_captp_type type) {
 
 #define NODE(j, i) captp__jat(j, i)
 
-/* A string member copied into the collector's memory, or NULL (also for
- * one with a NUL inside, which no C string holds). */
-static const char *gc_string(const captp__json *j, uint32_t o,
-                             const char *key) {
-  uint32_t at = captp__json_get(j, o, key, strlen(key));
+/* The string at node `at` (0: none) copied into the collector's memory,
+ * or NULL (also for one with a NUL inside, which no C string holds). */
+static const char *gc_string_at(const captp__json *j, uint32_t at) {
   const captp__jnode *s = NODE(j, at);
   if (at == 0 || s->type != CAPTP__J_STRING || strlen(s->as.str) != s->len)
     return NULL;
@@ -53,6 +51,12 @@ static const char *gc_string(const captp__json *j, uint32_t o,
   if (copy != NULL)
     memcpy(copy, s->as.str, s->len + 1);
   return copy;
+}
+
+/* A string member, as gc_string_at. */
+static const char *gc_string(const captp__json *j, uint32_t o,
+                             const char *key) {
+  return gc_string_at(j, captp__json_get(j, o, key, strlen(key)));
 }
 
 /* An integral JSON number that fits int64, into *out. */
@@ -132,7 +136,12 @@ static int decode_fields(const captp__json *j, const vat_captp_slots *slots,
     }
     return VAT_OK;
   }
-  if ((m->id = gc_string(j, 0, id_field[m->type])) == NULL)
+  /* A CALL without a questionID is send-only (note [10] of vat/captp.h);
+   * one that is there must be a string. */
+  const char *id_name = id_field[m->type];
+  uint32_t id = captp__json_get(j, 0, id_name, strlen(id_name));
+  bool send_only = m->type == VAT_CAPTP_CALL && id == 0;
+  if (!send_only && (m->id = gc_string_at(j, id)) == NULL)
     return FIELD_FAIL(err, "%s needs a string %s", type_names[m->type],
                       id_field[m->type]);
   if (m->type == VAT_CAPTP_DROP) {
@@ -145,8 +154,11 @@ static int decode_fields(const captp__json *j, const vat_captp_slots *slots,
   if (m->type == VAT_CAPTP_CALL &&
       (m->target = gc_string(j, 0, "target")) == NULL)
     return FIELD_FAIL(err, "CTP_CALL needs a string target");
-  if (m->type == VAT_CAPTP_BOOTSTRAP)
+  if (m->type == VAT_CAPTP_BOOTSTRAP) {
+    uint32_t takes = CAPTP__JSON_GET(j, 0, "acceptsSendOnly");
+    m->takes_send_only = takes != 0 && NODE(j, takes)->type == CAPTP__J_TRUE;
     return VAT_OK;
+  }
   const char *const *names = value_field[m->type];
   uint32_t cd = captp__json_get(j, 0, names[0], strlen(names[0]));
   if (cd == 0 && names[1] != NULL) {
@@ -272,11 +284,13 @@ static int encode_fields(const vat_captp_msg *m, const vat_captp_slots *slots,
     TRY(err, put_key(o, "epoch") && captp__out_int(o, m->epoch));
   if (m->type == VAT_CAPTP_DISCONNECT)
     return m->reason_json == NULL ? VAT_OK : reason(o, m->reason_json, err);
-  if (m->id == NULL || (m->type == VAT_CAPTP_CALL && m->target == NULL))
-    return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_FIELD, 0, "%s needs id%s",
+  if (m->type == VAT_CAPTP_CALL ? m->target == NULL : m->id == NULL)
+    return captp__fail(err, VAT_EINVAL, VAT_CAPTP_ERR_FIELD, 0, "%s needs %s",
                        type_names[m->type],
-                       m->type == VAT_CAPTP_CALL ? " and target" : "");
-  int rc = string_field(o, id_field[m->type], m->id, "id", err);
+                       m->type == VAT_CAPTP_CALL ? "id and target" : "id");
+  /* A CALL without one is send-only (note [10] of vat/captp.h). */
+  int rc = m->id == NULL ? VAT_OK
+                         : string_field(o, id_field[m->type], m->id, "id", err);
   if (rc == VAT_OK && m->type == VAT_CAPTP_CALL)
     rc = string_field(o, "target", m->target, "target", err);
   if (rc != VAT_OK)
@@ -285,8 +299,11 @@ static int encode_fields(const vat_captp_msg *m, const vat_captp_slots *slots,
     TRY(err, put_key(o, "decRefs") && captp__out_int(o, m->dec_refs));
     return VAT_OK;
   }
-  if (m->type == VAT_CAPTP_BOOTSTRAP)
+  if (m->type == VAT_CAPTP_BOOTSTRAP) {
+    if (m->takes_send_only)
+      TRY(err, put_key(o, "acceptsSendOnly") && PUT_LIT(o, "true"));
     return VAT_OK;
+  }
   const char *name = value_field[m->type][m->is_reject ? 1 : 0];
   if (name == NULL)
     name = value_field[m->type][0];

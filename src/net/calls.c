@@ -103,13 +103,18 @@ static void keep_answer(net_conn *c, uint64_t n, net_answer *a) {
   net_table_put(&c->answers, n, a);
 }
 
-/* The question asked: kept for pipelining, counted until sent. */
+/* The question asked: kept for pipelining, counted until sent. A
+ * send-only call (qid NULL) is only counted, until its target is done. */
 static void open_answer(net_conn *c, net_answer *a, const char *qid,
                         vat_ref *target) {
   a->c = c;
   a->qid = qid;
   a->target = target;
   a->open = true;
+  if (qid == NULL) {
+    c->open_sends++;
+    return;
+  }
   uint64_t n = net_parse(qid, 'q', '-');
   if (n != 0 && net_table_get(&c->answers, n) == NULL)
     keep_answer(c, n, a);
@@ -121,8 +126,13 @@ static void open_answer(net_conn *c, net_answer *a, const char *qid,
 static void send_answer(vat_turn *turn, net_answer *a, bool resolved,
                         vat_value value) {
   net_conn *c = a->c;
-  net_count_set(&c->counts->answers_owed, --c->open_answers);
   a->open = false;
+  if (a->qid == NULL) { /* send-only: nobody to tell, nothing to pipeline */
+    c->open_sends--;
+    a->target = NULL;
+    return;
+  }
+  net_count_set(&c->counts->answers_owed, --c->open_answers);
   vat_captp_msg m = {.type = VAT_CAPTP_RETURN, .id = a->qid};
   net_send_outcome(turn, c, &m, resolved, value, a->target);
   a->target = NULL;

@@ -320,6 +320,8 @@ static void abandon(vat_turn *turn, void *state, void *arg) {
 static void handle(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   switch (m->type) {
   case VAT_CAPTP_BOOTSTRAP:
+    if (m->takes_send_only)
+      c->peer_takes_send_only = true;
     net_handle_bootstrap(turn, c, m->id);
     break;
   case VAT_CAPTP_CALL:
@@ -397,6 +399,12 @@ static void take_frame(vat_turn *turn, net_conn *c, net_frame *f) {
   handle(turn, c, &m);
 }
 
+/* The peer's calls its targets work on: questions and send-only calls,
+ * each a request in flight. */
+static size_t peer_calls_open(const net_conn *c) {
+  return c->open_answers + c->open_sends;
+}
+
 /* While the peer has calls_taken waiting on this side its frames wait,
  * in order, and stay counted as held for it (net_io_frame_done not yet
  * called), so that past out_pause_bytes of them reading pauses and its
@@ -408,7 +416,7 @@ void net_on_frame(vat_turn *turn, void *state, void *arg) {
   net_conn *c = state;
   net_frame *f = arg;
   if (!c->ended &&
-      (c->waiting != NULL || c->open_answers >= c->calls_taken)) {
+      (c->waiting != NULL || peer_calls_open(c) >= c->calls_taken)) {
     net_waiting_frame *w = GC_MALLOC(sizeof *w);
     if (w != NULL) {
       w->frame = f;
@@ -432,7 +440,7 @@ void net_on_frames(vat_turn *turn, void *state, void *arg) {
 }
 
 void net_take_waiting_frames(vat_turn *turn, net_conn *c) {
-  while (c->waiting != NULL && c->open_answers < c->calls_taken) {
+  while (c->waiting != NULL && peer_calls_open(c) < c->calls_taken) {
     net_waiting_frame *w = c->waiting;
     c->waiting = w->next;
     take_frame(turn, c, w->frame);
@@ -453,7 +461,10 @@ static void start(vat_turn *turn, void *state, void *arg) {
     return;
   }
   c->bootstrap_q = n;
-  vat_captp_msg m = {.type = VAT_CAPTP_BOOTSTRAP, .id = c->bootstrap_qid};
+  /* Every libvat side takes the peer's send-only calls. */
+  vat_captp_msg m = {.type = VAT_CAPTP_BOOTSTRAP,
+                     .id = c->bootstrap_qid,
+                     .takes_send_only = true};
   net_send(turn, c, &m, NULL);
 }
 

@@ -183,8 +183,10 @@ struct net_conn {
   size_t max_exports;             /* options: each way */
   vat_captp_format format;        /* what values are written in */
   size_t open_answers;            /* the peer's questions not answered yet */
-  uint64_t values_skipped;        /* answers nobody wanted, not decoded */
-  net_waiting_frame *waiting;     /* read while open_answers was at max */
+  size_t open_sends; /* the peer's send-only calls its targets work on */
+  bool peer_takes_send_only;  /* its BOOTSTRAP said so (vat/captp.h [10]) */
+  uint64_t values_skipped;    /* answers nobody wanted, not decoded */
+  net_waiting_frame *waiting; /* read while calls_taken were taken */
   net_waiting_frame *waiting_tail;
   uint64_t next_question, next_export;
   net_table questions;          /* our question number -> net_question */

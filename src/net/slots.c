@@ -35,54 +35,64 @@ static void refuse(vat_turn *turn, vat_ref *reply, const char *code,
 }
 
 /* Sends selector(value) as a CTP_CALL to `target` ("o-N", or "q-N" when
- * pipelined); returns the question's number, 0 when it did not go (the
- * request, if any, is answered with why). */
-static uint64_t call_out(vat_turn *turn, net_conn *c, const char *target,
-                         const vat_atom *selector, vat_value args,
-                         vat_ref *reply) {
+ * pipelined); false when it did not go (the request, if any, is answered
+ * with why). *question is its number; 0 for a send-only call, which has
+ * none: a one-way message (no reply) that nothing is pipelined on, to a
+ * peer that takes those (vat/captp.h, note [10]). */
+static bool call_out(vat_turn *turn, net_conn *c, const char *target,
+                     const vat_atom *selector, vat_value args, vat_ref *reply,
+                     bool pipelined_on, uint64_t *question) {
   if (vat_type_of(args) != VAT_T_LIST)
     args = vat_list(&args, 1);
-  uint64_t n;
+  uint64_t n = 0;
   int rc = VAT_OK;
-  if (reply == NULL)
-    /* A one-way message: nobody waits for its answer (CapTP sends one
-     * all the same, ignored as unknown), so it is not a question waiting
-     * and max_questions does not hold it back. */
+  bool send_only = reply == NULL && !pipelined_on && c->peer_takes_send_only;
+  if (reply == NULL && !send_only)
+    /* A one-way message to a peer that answers every call (Endo): nobody
+     * waits for its answer, ignored as unknown, so it is not a question
+     * waiting and max_questions does not hold it back. */
     n = c->next_question++;
-  else
+  else if (reply != NULL)
     rc = net_ask(turn, c, reply, &n);
   if (rc == VAT_EBUSY) {
     refuse(turn, reply, "limit", "too many questions wait on the peer");
-    return 0;
+    return false;
   }
   if (rc != VAT_OK) {
     refuse(turn, reply, "nomem", "out of memory");
-    return 0;
+    return false;
+  }
+  const char *qid = send_only ? NULL : net_name('q', '-', n);
+  if (!send_only && qid == NULL) {
+    net_answered(c, n);
+    refuse(turn, reply, "nomem", "out of memory");
+    return false;
   }
   vat_value method[2] = {vat_string(vat_atom_name(selector)), args};
   vat_captp_msg m = {.type = VAT_CAPTP_CALL,
-                     .id = net_name('q', '-', n),
+                     .id = qid,
                      .target = target,
                      .value = vat_list(method, 2)};
   vat_captp_error err;
   rc = net_send(turn, c, &m, &err);
+  *question = n;
   if (rc == VAT_OK)
-    return n;
+    return true;
   /* The send ended the connection (the queue past out_max_bytes, no
    * memory): the end broke every question, this one too, with why. A
    * refusal now would answer the request a second time. */
   if (c->ended)
-    return 0;
+    return false;
   net_answered(c, n);
   if (rc == VAT_EBUSY) {
     refuse(turn, reply, "limit", "too many exports");
-    return 0;
+    return false;
   }
   char detail[256];
   snprintf(detail, sizeof detail, "%s: %s%s%s", vat_strerror(rc),
            vat_captp_err_text(err.code), err.detail[0] ? ": " : "", err.detail);
   refuse(turn, reply, "encode", detail);
-  return 0;
+  return false;
 }
 
 void net_call_out(vat_turn *turn, net_conn *c, const char *target,
@@ -119,8 +129,9 @@ void net_call_out(vat_turn *turn, net_conn *c, const char *target,
     }
     target = net_name('q', '-', q);
   }
-  uint64_t n = call_out(turn, c, target, selector, args, reply);
-  if (n != 0 && pipe != NULL) /* no memory: its messages are refused */
+  uint64_t n;
+  if (call_out(turn, c, target, selector, args, reply, pipe != NULL, &n) &&
+      pipe != NULL) /* no memory: its messages are refused */
     (void)net_pipes_put(&c->pipes, pipe, n);
 }
 
