@@ -56,6 +56,8 @@ vat_system *raw_served(int sv[2], vat_conn **c);
 /** A connection on `fd` offering nothing. */
 void raw_open(vat_system *sys, int fd, const vat_conn_options *opt,
               vat_conn **c);
+/** Sends CTP_CALL q-<q>, method() on `target`, without waiting. */
+void raw_send_call(int fd, int q, const char *target, const char *method);
 /** The raw peer answers the bootstrap question with its object o+1: the
  *  proxy. */
 vat_ref *raw_answer_bootstrap(int raw, vat_conn *c);

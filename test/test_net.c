@@ -3195,9 +3195,7 @@ static const char *answer_frame(int fd, int q, char *buf, size_t size) {
   return at;
 }
 
-/* Sends CTP_CALL q-<q>, method() on target, without waiting. */
-static void raw_send_call(int fd, int q, const char *target,
-                          const char *method) {
+void raw_send_call(int fd, int q, const char *target, const char *method) {
   char frame[512];
   snprintf(frame, sizeof frame,
            "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":"

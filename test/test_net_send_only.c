@@ -214,13 +214,14 @@ static void send_only(int fd, const char *target, const char *method) {
   raw_frame(fd, frame);
 }
 
-static void question(int fd, int q, const char *method) {
-  char frame[256];
-  snprintf(frame, sizeof frame,
-           "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\",\"target\":\"o-1\","
-           "\"method\":{\"body\":\"#[\\\"%s\\\",[]]\",\"slots\":[]}}",
-           q, method);
-  raw_frame(fd, frame);
+/* Reads up to the answer to q-<q>: the only CTP_RETURN that came, and
+ * its body holds `body`. */
+static void expect_only_answer(int fd, int q, const char *body) {
+  char buf[8192], want[32];
+  snprintf(want, sizeof want, "\"answerID\":\"q-%d\"", q);
+  raw_expect(fd, buf, sizeof buf, want);
+  ck_assert_msg(count_of(buf, "CTP_RETURN") == 1 && strstr(buf, body) != NULL,
+                "not one answer with %s: %s", body, buf);
 }
 
 START_TEST(send_only_calls_are_taken_in_order_and_never_answered) {
@@ -243,7 +244,7 @@ START_TEST(send_only_calls_are_taken_in_order_and_never_answered) {
   send_only(sv[1], "o-1", "hold");
   for (int i = 0; i < 3; i++)
     send_only(sv[1], "o-1", "bump");
-  question(sv[1], 2, "bump");
+  raw_send_call(sv[1], 2, "o-1", "bump");
   raw_read_until(sv[1], buf, sizeof buf, "q-2", 0.2);
   ck_assert_msg(strstr(buf, "q-2") == NULL, "answered past the limit: %s", buf);
   ck_assert_int_eq(atomic_load(&k->bumps), 0);
@@ -254,20 +255,14 @@ START_TEST(send_only_calls_are_taken_in_order_and_never_answered) {
   /* Answered (to nobody), the held calls free their places: the bumps
    * go, then the question, answered with the count after all of them. */
   ck_assert_vat_ok(vat_host_send_msg(served, sel("release"), vat_null()));
-  raw_expect(sv[1], buf, sizeof buf, "\"answerID\":\"q-2\"");
-  ck_assert_msg(count_of(buf, "CTP_RETURN") == 1 &&
-                    strstr(buf, "\"result\":{\"body\":\"#\\\"+4\\\"\"") != NULL,
-                "%s", buf);
+  expect_only_answer(sv[1], 2, "\"result\":{\"body\":\"#\\\"+4\\\"\"");
   ck_assert_vat_ok(vat_conn_inspect(c, &info));
   ck_assert_uint_eq(info.answers_owed, 0);
   /* To a target that is not there: nothing comes back, and the
    * connection goes on. */
   send_only(sv[1], "o-77", "bump");
-  question(sv[1], 3, "bump");
-  raw_expect(sv[1], buf, sizeof buf, "\"answerID\":\"q-3\"");
-  ck_assert_msg(count_of(buf, "CTP_RETURN") == 1 &&
-                    strstr(buf, "#\\\"+5\\\"") != NULL,
-                "%s", buf);
+  raw_send_call(sv[1], 3, "o-1", "bump");
+  expect_only_answer(sv[1], 3, "\"result\":{\"body\":\"#\\\"+5\\\"\"");
   ck_assert_vat_ok(vat_conn_inspect(c, &info));
   ck_assert_uint_eq(info.frames_out, 4);
   ck_assert_uint_eq(info.frames_in, 9);
