@@ -11,9 +11,10 @@
  *   one-way     P one-way sends of incr(1) (vat_send_msg to the proxy: no
  *               answer wanted, 1,000 a turn), then one call incr(0) whose
  *               answer must be the count after all of them; sends/s up to
- *               that answer. Erlang's gen_server:cast is the like of it
- *               (the CapTP server still answers every call; the client
- *               ignores those answers). Past PACE_BYTES queued for the
+ *               that answer. Erlang's gen_server:cast is the like of it:
+ *               between two libvat sides a one-way send is a send-only
+ *               call, and nothing comes back (to Endo it would be a
+ *               question, its answer ignored). Past PACE_BYTES queued for the
  *               server the sender waits a little before its next 1,000,
  *               as a streaming sender must (vat_conn_inspect), and as
  *               Erlang suspends a process whose distribution channel is
