@@ -41,9 +41,13 @@ void bench_parse(int argc, char **argv, const char *usage, int max_sizes,
       break;
     case 'w':
     case 'b':
+      if (opt == 'w' && out->zero_workers && strcmp(optarg, "0") == 0) {
+        out->workers = 0;
+        break;
+      }
       if (!parse_u64(optarg, &v) || v > 4096) {
-        fprintf(stderr, "%s: -%c wants a number from 1 to 4096\n", argv[0],
-                opt);
+        fprintf(stderr, "%s: -%c wants a number from %d to 4096\n", argv[0],
+                opt, opt == 'w' && out->zero_workers ? 0 : 1);
         usage_exit(argv[0], usage, 2);
       }
       *(opt == 'w' ? &out->workers : &out->batch) = (unsigned)v;

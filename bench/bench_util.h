@@ -14,6 +14,9 @@ typedef struct bench_args {
   unsigned batch;    /* -b: default the library's */
   uint64_t sizes[4]; /* positional sizes, defaults filled by the caller */
   int nsizes;        /* how many positional sizes were given */
+  /* Set by the caller before bench_parse: -w 0 is allowed (a host-driven
+   * system, which the program runs itself). */
+  bool zero_workers;
 } bench_args;
 
 /** Parses argv; on -h prints `usage` and exits 0, on a bad argument prints

@@ -27,10 +27,15 @@
  * the one expected, in the pipelined phase the answers sum to the counts
  * the server went through. Three RESULT lines, workloads remote_seq,
  * remote_pipe and remote_cast; -w sets the workers of both processes.
+ * -w 0 gives each process one thread: a host-driven system and its
+ * sockets on one libuv loop, run by the main thread (host_loop.h), as
+ * examples/uv_remote.c runs them. A call then costs no hand-off between
+ * threads, which on a virtual machine is the most of a round trip.
  * REMOTE_PHASES (e.g. "pipe,cast") runs only the phases it names, for a
  * profile of one pattern; the others print nothing. */
 #include <inttypes.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,11 +43,45 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "host_loop.h"
 #include "vat/caps.h"
 #include "vat/net.h"
 #include "vat/timer.h"
 
 enum { WINDOW = 1000 };
+
+/* -w 0: each process runs its system and its sockets on one loop, on its
+ * main thread (host_loop.h); NULL with workers. */
+static host_loop *one_loop;
+
+static void wait_done(sem_t *done) {
+  if (one_loop != NULL)
+    host_loop_wait(one_loop, done);
+  else
+    while (sem_wait(done) != 0) /* the collector's signals interrupt it */
+      ;
+}
+
+static int settle(vat_promise *p, double timeout_s, vat_value *out) {
+  if (one_loop != NULL)
+    return host_loop_settle(one_loop, p, timeout_s, out);
+  return vat_promise_wait(p, timeout_s, out);
+}
+
+/* The options of every connection: on the one loop, with -w 0. */
+static const vat_conn_options *conn_options(void) {
+  static vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  if (one_loop != NULL)
+    opt.loop = one_loop->loop;
+  return &opt;
+}
+
+static void on_accept(void *ctx, vat_listener *l, int rc, vat_conn *conn) {
+  (void)l;
+  bench_check(rc, "accept");
+  *(vat_conn **)ctx = conn;
+}
 
 /* --- The server: a counter ------------------------------------------------ */
 
@@ -66,6 +105,9 @@ static void counter_receive(vat_turn *turn, void *state,
 
 static int serve(const bench_args *args, int port_fd) {
   vat_system *sys = bench_system(args);
+  host_loop loop;
+  if (args->workers == 0)
+    host_loop_start(one_loop = &loop, sys);
   vat_ref *counter_ref;
   bench_check(vat_host_spawn(sys,
                              &(vat_entity_def){.state_size = sizeof(counter),
@@ -73,16 +115,25 @@ static int serve(const bench_args *args, int port_fd) {
                              &counter_ref, NULL),
               "spawn counter");
   vat_listener *l;
-  bench_check(vat_listen(sys, "tcp:127.0.0.1:0", counter_ref, NULL, &l),
-              "listen");
+  bench_check(
+      vat_listen(sys, "tcp:127.0.0.1:0", counter_ref, conn_options(), &l),
+      "listen");
   int port = vat_listener_port(l);
   if (write(port_fd, &port, sizeof port) != sizeof port)
     return 1;
-  vat_conn *conn;
-  bench_check(vat_listener_accept(l, 30, &conn), "accept");
+  vat_conn *conn = NULL;
+  if (one_loop != NULL) { /* accepted on the loop, which blocks meanwhile */
+    bench_check(vat_listener_serve(l, on_accept, &conn), "serve");
+    while (conn == NULL)
+      uv_run(one_loop->loop, UV_RUN_ONCE);
+  } else {
+    bench_check(vat_listener_accept(l, 30, &conn), "accept");
+  }
   vat_listener_close(l);
   vat_value why; /* serve until the client hangs up */
-  vat_promise_wait(vat_conn_closed(conn), -1, &why);
+  settle(vat_conn_closed(conn), -1, &why);
+  if (one_loop != NULL)
+    host_loop_stop(one_loop);
   vat_system_shutdown(sys, 10);
   vat_system_destroy(sys);
   return 0;
@@ -171,8 +222,7 @@ static phase run_phase(vat_system *sys, vat_ref *remote, uint64_t total,
     bench_check(VAT_ENOMEM, "latency arrays");
   double t0 = bench_now();
   bench_check(vat_host_send(ref, start, NULL), "start");
-  while (sem_wait(&done) != 0) /* the collector's signals interrupt it */
-    ;
+  wait_done(&done);
   phase ph = {.seconds = c->finished_at - t0};
   /* The counts base+1 .. base+total, each answered once. */
   int64_t want = (int64_t)total * (2 * base + (int64_t)total + 1) / 2;
@@ -267,8 +317,7 @@ static phase run_casts(vat_system *sys, vat_conn *conn, vat_ref *remote,
   c->done = &done;
   double t0 = bench_now();
   bench_check(vat_host_send(ref, cast_some, NULL), "start");
-  while (sem_wait(&done) != 0)
-    ;
+  wait_done(&done);
   sem_destroy(&done);
   if (c->paused > 0)
     printf("remote: the one-way sender waited %" PRIu64 " times for the "
@@ -294,12 +343,16 @@ static bool wanted(const char *phase) {
 
 static int call(const bench_args *args, int port, uint64_t n, uint64_t p) {
   vat_system *sys = bench_system(args);
+  host_loop loop;
+  if (args->workers == 0)
+    host_loop_start(one_loop = &loop, sys);
   char address[64];
   snprintf(address, sizeof address, "tcp:127.0.0.1:%d", port);
   vat_conn *conn;
-  bench_check(vat_connect(sys, address, NULL, NULL, &conn), "connect");
+  bench_check(vat_connect(sys, address, NULL, conn_options(), &conn),
+              "connect");
   vat_value v;
-  bench_check(vat_promise_wait(vat_conn_bootstrap(conn), 30, &v), "bootstrap");
+  bench_check(settle(vat_conn_bootstrap(conn), 30, &v), "bootstrap");
   vat_ref *remote = vat_value_ref(v);
 
   bool do_seq = wanted("seq"), do_pipe = wanted("pipe"),
@@ -329,7 +382,7 @@ static int call(const bench_args *args, int port, uint64_t n, uint64_t p) {
   if (!seq.ok || !pipe.ok || !cast.ok) {
     printf("verification failed\n");
     vat_value why;
-    if (vat_promise_wait(vat_conn_closed(conn), 0, &why) == VAT_OK) {
+    if (vat_promise_peek(vat_conn_closed(conn), &why) != VAT_PROMISE_PENDING) {
       char text[256];
       vat_format(why, text, sizeof text);
       printf("the connection ended: %s\n", text);
@@ -342,20 +395,25 @@ static int call(const bench_args *args, int port, uint64_t n, uint64_t p) {
   if (do_cast)
     report("remote_cast", args, p, &cast);
   vat_conn_close(conn);
-  vat_promise_wait(vat_conn_closed(conn), 10, &v);
+  settle(vat_conn_closed(conn), 10, &v);
+  if (one_loop != NULL)
+    host_loop_stop(one_loop);
   vat_system_shutdown(sys, 10);
   vat_system_destroy(sys);
   return seq.ok && pipe.ok && cast.ok ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
-  bench_args args;
+  bench_args args = {.zero_workers = true};
   bench_parse(argc, argv,
               "[N] [P]  (sequential calls, default 20000; pipelined calls "
               "and one-way sends, default 200000)",
               2, &args);
   uint64_t n = args.nsizes > 0 ? args.sizes[0] : 20000;
   uint64_t p = args.nsizes > 1 ? args.sizes[1] : 200000;
+  /* On the host's loop the library leaves SIGPIPE to the host. */
+  if (args.workers == 0) /* on the host's loop it is the host's */
+    signal(SIGPIPE, SIG_IGN);
   int ports[2];
   if (pipe(ports) != 0)
     return 1;

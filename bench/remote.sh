@@ -18,7 +18,10 @@
 # and Erlang 5,000 sequential and 100,000 pipelined calls and one-way
 # sends, Endo 1,000 and 10,000, as it is ten times slower), -w W (workers per process; default
 # the library's and the peer's own), -o DIR (default bench/results/remote).
-# Other arguments name systems (libvat endo erlang floor); none means all.
+# Other arguments name systems (libvat libvat-loop endo erlang floor); none
+# means all. libvat-loop is libvat with one thread a process (remote -w 0):
+# a host-driven system and its sockets on one libuv loop, which polls 40 µs
+# before it sleeps, as the library's own loop thread does.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,9 +44,9 @@ while getopts "r:s:w:o:h" opt; do
 done
 shift $((OPTIND - 1))
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || usage
-systems=${*:-libvat endo erlang floor}
+systems=${*:-libvat libvat-loop endo erlang floor}
 for s in $systems; do
-  [[ " libvat endo erlang floor " == *" $s "* ]] || usage
+  [[ " libvat libvat-loop endo erlang floor " == *" $s "* ]] || usage
 done
 build=build-bench
 mkdir -p "$out/logs"
@@ -59,7 +62,7 @@ sizes() { # system -> "N P", scaled, at least 100 and 1000
 
 program() { # system -> its executable, built if missing; empty if it fails
   case $1 in
-    libvat) # ninja rebuilds what changed
+    libvat | libvat-loop) # ninja rebuilds what changed
       [ -d "$build" ] ||
         meson setup "$build" --buildtype=release -Dtests=false >&2
       nice -n 10 ninja -C "$build" bench/remote >&2 || return
@@ -96,7 +99,9 @@ for ((run = 1; run <= repeats; run++)); do
     [ -n "${prog[$s]:-}" ] || continue
     log=$out/logs/$s-$run.log
     # shellcheck disable=SC2046
-    timeout 300 nice -n 10 "${prog[$s]}" ${workers:+-w "$workers"} \
+    w=$workers
+    [ "$s" = libvat-loop ] && w=0
+    timeout 300 nice -n 10 "${prog[$s]}" ${w:+-w "$w"} \
       $(sizes "$s") >"$log" 2>&1
     echo "$s run $run: exit $?" >&2
     awk -v s="$s" -v r="$run" '/^RESULT / {
@@ -128,19 +133,21 @@ for s in systems:
 for w, what, target in (("remote_seq", "sequential", 1.5),
                         ("remote_pipe", "pipelined", 5),
                         ("remote_cast", "one-way", 3)):
-    mine = med("libvat", w, "rate")
-    peers = [(med(s, w, "rate"), s) for s in systems if s not in ("libvat", "floor")]
-    peers = [p for p in peers if p[0] is not None]
-    parts = []
-    if mine and peers:
-        best = max(peers)
-        parts.append(f"{mine / best[0]:.2f}x the best peer ({best[1]})")
-    erl = med("erlang", w, "rate")
-    if mine and erl:
-        parts.append(f"{mine / erl:.2f}x Erlang (target {target}x)")
-    floor = med("floor", w, "rate")
-    if mine and floor:
-        parts.append(f"{100 * mine / floor:.1f}% of the floor")
-    if parts:
-        print(f"libvat, {what}: " + ", ".join(parts))
+    for me in ("libvat", "libvat-loop"):
+        mine = med(me, w, "rate")
+        peers = [(med(s, w, "rate"), s) for s in systems
+                 if not s.startswith("libvat") and s != "floor"]
+        peers = [p for p in peers if p[0] is not None]
+        parts = []
+        if mine and peers:
+            best = max(peers)
+            parts.append(f"{mine / best[0]:.2f}x the best peer ({best[1]})")
+        erl = med("erlang", w, "rate")
+        if mine and erl:
+            parts.append(f"{mine / erl:.2f}x Erlang (target {target}x)")
+        floor = med("floor", w, "rate")
+        if mine and floor:
+            parts.append(f"{100 * mine / floor:.1f}% of the floor")
+        if parts:
+            print(f"{me}, {what}: " + ", ".join(parts))
 EOF
