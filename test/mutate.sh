@@ -279,6 +279,21 @@ unwanted-answer-ignored|src/captp/message.c|captp|!slots->wants_value(slots->ctx
 unwanted-never-asked|src/captp/message.c|captp|!slots->wants_value(slots->ctx, m);|false;
 queue-len-max-walks-all|src/core/overload_api.c|overload|return vat__mailbox_peek_len(&v->mailbox, max);|return vat__mailbox_peek_len(&v->mailbox, SIZE_MAX);
 queue-len-max-count-uncapped|src/core/overload_api.c|overload|return n < max ? n : max;|return n;
+# Idle workers polling the host's I/O (vat/host.h), and the shared loop
+# run by them (net/loop.c).
+poller-wakes-itself|src/sched/park.c|sched|if (vat__polling_for == s)|if (0)
+poller-never-woken|src/sched/park.c|sched|if (parked > s->polling)|if (1)
+poller-left-at-shutdown|src/sched/park.c|sched|if (s->polling != 0)|if (0)
+poller-never-blocks-in|src/loop/threads.c|sched|if (!p->acquire(p->ctx, true))|if (1)
+poller-sigpipe-open|src/loop/threads.c|sched|pthread_sigmask(SIG_BLOCK, &pipe, &old);|sigemptyset(&old);
+poller-spin-poll-spinning|src/loop/threads.c|sched|stop_spinning(w); /* for the poll */|(void)0;
+poller-spin-poll-spinning|src/loop/threads.c|sched|atomic_fetch_add_explicit(&s->spinning, 1, memory_order_seq_cst); /* again */|(void)0;
+poller-waits-spinning|src/loop/threads.c|sched|stop_spinning(w); /* for the wait */|(void)0;
+poller-waits-spinning|src/loop/threads.c|sched|spinning = false;|(void)0;
+poller-busy-never-polls|src/loop/threads.c|net|if (++batches % POLL_EVERY_BATCHES == 0)|if (0)
+loop-never-handed-over|src/net/loop.c|net|while (!(took = pthread_mutex_trylock(&run_mu) == 0) && thread_holds) {|while (!(took = pthread_mutex_trylock(&run_mu) == 0) && 0) {
+loop-thread-never-told|src/net/loop.c|net|if (thread_waits)|if (0)
+loop-never-taken-back|src/net/loop.c|net|if (since < STEP_ASIDE_NS) {|if (1) {
 # A connection's counts (vat_conn_inspect).
 counts-frames-in-missed|src/net/conn.c|net|net_count_add(&c->counts->frames_in, 1);|(void)0;
 counts-bytes-in-payload-only|src/net/conn.c|net|vat_netstring_header(f->len, header) + f->len + 1);|f->len + 0 * vat_netstring_header(f->len, header));

@@ -2508,6 +2508,7 @@ void test_net_pipes_tests(Suite *s);  /* test_net_pipes.c */
 void test_net_answers_tests(Suite *s); /* test_net_answers.c */
 void test_net_counts_tests(Suite *s);  /* test_net_counts.c */
 void test_net_send_only_tests(Suite *s); /* test_net_send_only.c */
+void test_net_worker_io_tests(Suite *s); /* test_net_worker_io.c */
 void test_net_api_tests(Suite *s);    /* test_net_api.c */
 
 Suite *test_net_suite(void) {
@@ -2574,6 +2575,7 @@ Suite *test_net_suite(void) {
   test_net_answers_tests(s);
   test_net_counts_tests(s);
   test_net_send_only_tests(s);
+  test_net_worker_io_tests(s);
   test_net_api_tests(s);
   return s;
 }

@@ -418,6 +418,8 @@ START_TEST(busy_pairs_on_parking_workers_bounce_every_ball) {
 }
 END_TEST
 
+void test_idle_poller_tests(Suite *s); /* test_idle_poller.c */
+
 Suite *test_sched_suite(void) {
   Suite *s = suite_create("sched");
   TCase *tc = test_case("policy", 120);
@@ -433,5 +435,6 @@ Suite *test_sched_suite(void) {
   tcase_add_test(tc, a_share_of_the_shared_queue_wakes_a_parked_runner);
   tcase_add_test(tc, a_busy_vat_is_not_stranded_when_its_partner_is_stolen);
   suite_add_tcase(s, tc);
+  test_idle_poller_tests(s);
   return s;
 }

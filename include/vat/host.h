@@ -87,6 +87,47 @@ int vat_system_advance_clock(vat_system *sys, uint64_t ns);
  *  in nanoseconds. Any thread. Returns 0 for a NULL system. */
 uint64_t vat_system_now(vat_system *sys);
 
+/* --- Idle workers polling the host's I/O -----------------------------------
+ *
+ * A worker with nothing to do can poll an I/O source itself, as a Tokio
+ * worker runs its I/O driver and an Erlang scheduler polls: while it looks
+ * for work it polls without blocking, and where it would sleep it blocks
+ * in the poll instead, until an event or a wake-up; a busy worker polls
+ * without blocking once in 64 batches of turns. An event's handler
+ * that sends to a vat of the worker's own system then needs no other
+ * thread woken: the worker runs that vat next. One call at a time over a
+ * socket, that saves a thread's wake-up on each side of every call.
+ *
+ * The process has at most one idle poller, shared by every system with
+ * workers; the CapTP connections (vat/net.h) set theirs when their shared
+ * loop starts. One thread polls at a time (acquire/release). The poll's
+ * handlers run on a worker thread outside any turn, as a host thread's
+ * would: they may send (vat_host_send) but not wait on a promise. Workers
+ * start with SIGPIPE blocked, so a write there to a socket the peer
+ * closed fails with EPIPE instead of ending the process. */
+typedef struct vat_idle_poller {
+  /** Takes the right to poll, or returns false when another thread holds
+   *  it. `wait`: the worker is about to sleep and may wait a little for a
+   *  thread that holds the right to let it go (it then blocks in the
+   *  poll). */
+  bool (*acquire)(void *ctx, bool wait);
+  /** Handles the events that are ready, with the right held; when
+   *  `block`, waits first until there is one or `wake` was called since
+   *  the right was taken. */
+  void (*poll)(void *ctx, bool block);
+  /** Lets the right go. */
+  void (*release)(void *ctx);
+  /** Makes a blocking poll return soon (or the next one, if none is
+   *  blocked now). Any thread; must not block. */
+  void (*wake)(void *ctx);
+  void *ctx;
+} vat_idle_poller;
+
+/** Sets the process's idle poller, copied; it stays set for the life of
+ *  the process. Any thread. Errors: VAT_EINVAL (NULL `p` or a NULL
+ *  function), VAT_EBUSY (one is set already). */
+int vat_idle_poller_set(const vat_idle_poller *p);
+
 #ifdef __cplusplus
 }
 #endif

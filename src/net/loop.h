@@ -1,11 +1,13 @@
-/* The shared I/O loop: one thread, started by the first connection that
- * has no host loop, runs the sockets of all of them (as Pony's ASIO thread
- * runs every actor's events), so that threads do not grow with
- * connections. Connections post themselves when they have something for
- * the loop to do (a frame to write, a close, reading to resume, their
- * socket to open); the loop takes each posted connection once however
- * often it was posted, and one wake-up of the loop serves every post made
- * before it ran. */
+/* The shared I/O loop: one libuv loop, started by the first connection
+ * that has no host loop, runs the sockets of all of them, so that threads
+ * do not grow with connections. One thread runs it at a time: an idle
+ * worker of any system (vat/host.h's idle poller, set when the loop
+ * starts), or the loop's own thread while no worker does (loop.c says
+ * how they hand it over). Connections post themselves when they have
+ * something for the loop to do (a frame to write, a close, reading to
+ * resume, their socket to open); the loop takes each posted connection
+ * once however often it was posted, and one wake-up of the loop serves
+ * every post made before it ran. */
 #ifndef VAT_NET_LOOP_H
 #define VAT_NET_LOOP_H
 
@@ -20,8 +22,9 @@ typedef struct net_posted {
   bool queued; /* on the list (guarded by the loop's lock) */
 } net_posted;
 
-/** The shared loop, its thread started on the first call; NULL when no
- *  thread could be made (then and on every later call). */
+/** The shared loop, its thread started and the idle poller set on the
+ *  first call; false when no thread could be made (then and on every
+ *  later call). */
 bool net_loop_start(void);
 /** The shared loop's libuv loop, for the handles made on its thread. */
 struct uv_loop_s *net_loop_uv(void);
@@ -38,7 +41,7 @@ enum { NET_READ_BUFFER = 64 * 1024 };
  *  post taken (io.c). */
 void net_io_posted(net_posted *p);
 
-/** Whether this thread is the shared loop's (tests, assertions). */
+/** Whether this thread runs the shared loop now (tests, assertions). */
 bool net_loop_is_current(void);
 
 /* Runs fn(arg) where the collector sees its frames: every libuv callback

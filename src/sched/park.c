@@ -9,8 +9,16 @@
  */
 #include <errno.h>
 
+#include "sched/poller.h"
 #include "sched/sched.h"
 #include "util/clock.h"
+
+/* A worker blocked in the idle poller: counted in s->polling, so a poller
+ * is set. */
+static void wake_poller(void) {
+  const vat_idle_poller *p = vat__idle_poller();
+  p->wake(p->ctx);
+}
 
 /* Wakes one parked runner if none is looking for work already, and none
  * was woken that has not started looking yet.
@@ -26,6 +34,9 @@
  * time, as fast as there is work for them, the way Go's scheduler passes
  * on its spinning token. */
 void vat__wake_one(vat__sched *s) {
+  /* A worker of s sending from its poll looks for work right after it. */
+  if (vat__polling_for == s)
+    return;
   /* seq_cst fence: orders the caller's queue push before these loads, as
    * the parking worker orders its `parked` increment before its last look
    * at the queues; one of the two sees the other. */
@@ -42,9 +53,15 @@ void vat__wake_one(vat__sched *s) {
   pthread_mutex_lock(&s->lock);
   /* Under the lock a worker counted parked is waiting on park_cond or
    * already signalled and on its way back; either takes `waking` down. */
-  if (atomic_load_explicit(&s->parked, memory_order_relaxed) != 0) {
+  unsigned parked = atomic_load_explicit(&s->parked, memory_order_relaxed);
+  if (parked != 0) {
     atomic_fetch_add_explicit(&s->wakes, 1, memory_order_relaxed);
-    pthread_cond_signal(&s->park_cond);
+    /* A worker asleep on park_cond first: one blocked in the poller goes
+     * on polling for the rest. */
+    if (parked > s->polling)
+      pthread_cond_signal(&s->park_cond);
+    else
+      wake_poller();
   } else {
     atomic_store_explicit(&s->waking, false, memory_order_seq_cst);
   }
@@ -54,6 +71,8 @@ void vat__wake_one(vat__sched *s) {
 void vat__wake_all(vat__sched *s) {
   pthread_mutex_lock(&s->lock);
   pthread_cond_broadcast(&s->park_cond);
+  if (s->polling != 0)
+    wake_poller();
   pthread_mutex_unlock(&s->lock);
 }
 

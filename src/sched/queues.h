@@ -61,6 +61,9 @@ struct vat__sched {
   pthread_cond_t park_cond;  /* parked runners wait here */
   pthread_cond_t quiet_cond; /* shutdown waits here */
   _Atomic unsigned parked;
+  /* Of those parked, the ones blocked in the idle poller instead of on
+   * park_cond (sched/poller.h); written under the lock. */
+  unsigned polling;
   _Atomic unsigned spinning;
   /* A parked runner was signalled and has not yet counted itself
    * spinning: senders leave the waking of more to it (park.c). */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "util/clock.h"
@@ -15,6 +16,9 @@ static pthread_once_t changed_once = PTHREAD_ONCE_INIT;
 /* Read without the lock on every pass, so a disarmed point costs a load. */
 static _Atomic(const char *) armed;
 static bool arrived, released;
+/* Armed as the released thread leaves (vat__test_point_release_then). */
+static const char *then;
+static uint64_t left; /* threads that left a point */
 
 static void init_changed(void) {
   vat__cond_init_monotonic(&changed);
@@ -35,8 +39,10 @@ void vat__test_point(const char *name) {
   /* The collector's stop-the-world signal may wake this wait early: loop. */
   while (!released)
     pthread_cond_wait(&changed, &lock);
-  atomic_store_explicit(&armed, NULL, memory_order_release);
+  atomic_store_explicit(&armed, then, memory_order_release);
+  then = NULL;
   arrived = released = false;
+  left++;
   pthread_cond_broadcast(&changed);
   pthread_mutex_unlock(&lock);
 }
@@ -60,16 +66,26 @@ bool vat__test_point_wait(double timeout_s) {
   return ok;
 }
 
+void vat__test_point_release_then(const char *next) {
+  pthread_mutex_lock(&lock);
+  then = next;
+  pthread_mutex_unlock(&lock);
+  vat__test_point_release();
+}
+
 void vat__test_point_release(void) {
   pthread_mutex_lock(&lock);
   if (arrived) {
     released = true;
     pthread_cond_broadcast(&changed);
-    /* Wait until the thread has left, so the next arm starts clean. */
-    while (arrived)
+    /* Wait until the thread has left, so the next arm starts clean (it
+     * may have reached the point armed after it already). */
+    uint64_t before = left;
+    while (left == before)
       pthread_cond_wait(&changed, &lock);
   } else {
     atomic_store_explicit(&armed, NULL, memory_order_release);
+    then = NULL;
   }
   pthread_mutex_unlock(&lock);
 }

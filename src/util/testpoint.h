@@ -22,6 +22,9 @@ void vat__test_point_arm(const char *name);
 bool vat__test_point_wait(double timeout_s);
 /** Lets the blocked thread go on, and disarms the point. */
 void vat__test_point_release(void);
+/** Lets the blocked thread go on and arms `next` as it leaves, before it
+ *  can reach `next` (a point it may reach at once). */
+void vat__test_point_release_then(const char *next);
 #define VAT__TEST_POINT(name) vat__test_point(name)
 #else
 #define VAT__TEST_POINT(name) ((void)0)
