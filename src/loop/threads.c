@@ -76,6 +76,8 @@ static vat__task *found_work(vat__worker *w, vat__task *t) {
  * write), so it stops spinning for the poll and starts again after. */
 static bool poll_spinning(vat__worker *w) {
   vat__sched *s = &w->sys->sched;
+  if (vat__idle_poller() == NULL)
+    return false; /* nothing to poll: spinning as ever */
   stop_spinning(w); /* for the poll */
   bool polled = poll_now(w);
   atomic_fetch_add_explicit(&s->spinning, 1, memory_order_seq_cst); /* again */
