@@ -25,10 +25,13 @@
  * ref. A function message (vat_send, vat_call) sent to a proxy runs on the
  * proxy's state and is not forwarded: use selectors.
  *
- * The I/O runs on a libuv loop: by default on one thread of the library's
- * own that runs the sockets of every connection in the process (the first
+ * The I/O runs on a libuv loop: by default on one loop of the library's
+ * own for the sockets of every connection in the process, which idle
+ * workers of any system poll themselves (vat/host.h's idle poller: a frame
+ * a worker reads runs its turn on that worker, with no other thread
+ * woken), and a thread of the library's while none does (the first
  * connection starts it; it stays for the life of the process, asleep when
- * no connection is open), or on the host's own loop (options `loop`, see
+ * no connection is open); or on the host's own loop (options `loop`, see
  * "The host's loop" below). Threads do not grow with connections: an
  * idle connection costs about 7 KiB. Frames become turns of the
  * connection vat. A frame its turn sends goes straight to the socket
@@ -234,8 +237,8 @@ typedef struct vat_conn_options {
    *  side import one more ends the connection. */
   size_t max_exports;
   /** The host's libuv loop (a uv_loop_t *) for the connection's socket,
-   *  run by the host on its thread; NULL: the library's I/O thread,
-   *  shared by every connection. See "The host's loop" above. For a listener: where
+   *  run by the host on its thread; NULL: the library's loop, shared by
+   *  every connection. See "The host's loop" above. For a listener: where
    *  the connections it accepts live, and where vat_listener_serve waits. */
   struct uv_loop_s *loop;
   /** What the connection holds for the peer's calls, in bytes, past
