@@ -1,4 +1,6 @@
+/* See host_loop.h. */
 #include "host_loop.h"
+
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
