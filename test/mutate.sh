@@ -242,6 +242,7 @@ flow-frames-past-the-limit-taken|src/net/conn.c|bounds|(c->waiting != NULL \|\| 
 flow-waiting-frames-not-resumed|src/net/calls.c|bounds|net_take_waiting_frames(turn, c);|(void)c;
 loop-polls-for-ever|src/net/loop.c|net|polling = t - active_at < POLL_SPIN_NS;|polling = true;
 spin-default-short|src/runtime/lifecycle.c|system|.spin = 512,|.spin = 64,
+shutdown-quiet-ignores-late-drops|src/runtime/lifecycle.c|system|return quiet && sys->dropped_at_shutdown == 0 ? VAT_OK : VAT_ETIMEDOUT;|return quiet ? VAT_OK : VAT_ETIMEDOUT;
 frames-gathered-one-kept-past-reuse|src/net/io.c|net|if (!in_place \|\| n == RUN_MAX) {|if (n == RUN_MAX) {
 frames-run-first-only|src/net/conn.c|net|for (size_t i = 0; i < run->count; i++, f = net_frames_next(f))|for (size_t i = 0; i < 1; i++, f = net_frames_next(f))
 frames-last-run-kept|src/net/io.c|net|if (n > 0 && !io->finishing && !deliver(io, run, n))|if (0)

@@ -344,6 +344,37 @@ START_TEST(shutdown_counts_a_cross_system_send_caught_mid_push) {
 }
 END_TEST
 
+/* A vat of another system sends after shutdown saw the system quiescent
+ * and before the workers stop: its message is dropped at shutdown, so the
+ * system did not stop quiescent and shutdown must not say it did. Before,
+ * it returned VAT_OK with a message dropped (seen once in the soak). The
+ * target is host-driven, so nothing runs the late message. */
+START_TEST(shutdown_is_not_quiet_when_a_late_send_is_dropped) {
+  vat_system *sys = test_host_system(false, 0);
+  vat_system *from = test_host_system(false, 0);
+  test_counter *c;
+  vat_ref *ref = test_spawn_counter(sys, &c);
+  forwarder *f;
+  vat_ref *fref = test_spawn(from, sizeof *f, (void **)&f);
+  f->to = ref;
+  vat__test_point_arm("system.shutdown.quiet");
+  shutdown_job j = {.sys = sys, .timeout_s = 5};
+  pthread_t closer;
+  ck_assert_int_eq(pthread_create(&closer, NULL, shut_down, &j), 0);
+  ck_assert_msg(vat__test_point_wait(10), "shutdown never reached quiescence");
+  ck_assert_vat_ok(vat_host_send(fref, forward_hit, NULL));
+  ck_assert_vat_ok(vat_system_run_until_quiescent(from, 0, NULL));
+  vat__test_point_release();
+  pthread_join(closer, NULL);
+  vat_stats st = test_stats(sys);
+  ck_assert_uint_eq(atomic_load(&c->hits), 0);
+  ck_assert_uint_eq(st.dropped_at_shutdown, 1);
+  ck_assert_vat_err(j.rc, VAT_ETIMEDOUT);
+  ck_assert_vat_ok(vat_system_destroy(sys));
+  test_quiesce(from);
+}
+END_TEST
+
 /* --- What a stopped system owes the outside -------------------------------
  */
 
@@ -818,6 +849,7 @@ Suite *test_system_suite(void) {
   tcase_add_test(tc, collector_made_thread_pairs_register_and_unregister);
   tcase_add_test(tc, shutdown_counts_a_send_caught_mid_push);
   tcase_add_test(tc, shutdown_counts_a_cross_system_send_caught_mid_push);
+  tcase_add_test(tc, shutdown_is_not_quiet_when_a_late_send_is_dropped);
   tcase_add_test(tc, shutdown_breaks_host_calls_left_unanswered);
   tcase_add_test(tc, shutdown_breaks_calls_from_other_systems);
   tcase_add_test(tc, shutdown_fires_monitors_from_other_systems);

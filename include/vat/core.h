@@ -225,8 +225,11 @@ int vat_system_new(const vat_config *cfg, vat_system **out);
  *  systems, and did not answer, break; monitors held by vats of other
  *  systems get their down; links to vats of other systems carry the exit
  *  (which, not `normal`, ends a linked vat that does not trap exits).
- *  Returns VAT_OK when it reached quiescence, VAT_ETIMEDOUT when it did not
- *  (the workers are stopped either way), VAT_ECLOSED when already shut down.
+ *  Returns VAT_OK when it reached quiescence and dropped nothing,
+ *  VAT_ETIMEDOUT when it did not: the deadline passed first, or a vat of
+ *  another system sent to it after it was quiescent and before its workers
+ *  stopped (that message is dropped and counted). The workers are stopped
+ *  either way. VAT_ECLOSED when already shut down.
  *  A host-driven system is run by this call, on the calling thread, until
  *  it is quiescent or the deadline passes (a turn that never returns is
  *  the one thing the deadline cannot cut short; with `timeout_s` 0 no turn
