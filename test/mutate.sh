@@ -161,7 +161,7 @@ weak-atom-uncollectable|src/value/atom.c|value captp|weak ? GC_MALLOC_ATOMIC(siz
 weak-atom-lookup-misses-weak|src/value/atom.c|value captp|: weak_match(s, name, len);|: NULL;
 weak-atom-rebuild-leaves-links|src/value/atom.c|value captp|if (slots[i].state != SLOT_WEAK \|\| dest[i] == SIZE_MAX)|if (1)
 captp-record-keys-strong|src/captp/decode.c|captp|const vat_atom *a = vat_atom_intern_weak_n(key, len);|const vat_atom *a = vat_atom_intern_n(key, len);
-net-method-names-strong|src/net/calls.c|net|*name = vat_atom_intern_weak_n(vat_string_data(n), vat_string_len(n));|*name = vat_atom_intern_n(vat_string_data(n), vat_string_len(n));
+net-method-names-strong|src/net/calls.c|net|if ((a = vat_atom_intern_weak_n(s, len)) != NULL)|if ((a = vat_atom_intern_n(s, len)) != NULL)
 trace-turn-forgets-weak-name|src/core/trace.h|trace|r->names[h & r->mask] = e->what;|(void)h;
 trace-names-not-scanned|src/core/trace.c|trace|r->names = vat__oom_check(GC_MALLOC(slots * sizeof *r->names), "a trace ring");|r->names = vat__oom_check(GC_MALLOC_ATOMIC(slots * sizeof *r->names), "a trace ring"); memset(r->names, 0, slots * sizeof *r->names);
 # issue: process boundary (friendlier at the edges)
@@ -243,6 +243,7 @@ flow-waiting-frames-not-resumed|src/net/calls.c|bounds|net_take_waiting_frames(t
 loop-polls-for-ever|src/net/loop.c|net|polling = t - active_at < POLL_SPIN_NS;|polling = true;
 spin-default-short|src/runtime/lifecycle.c|system|.spin = 512,|.spin = 64,
 shutdown-quiet-ignores-late-drops|src/runtime/lifecycle.c|system|return quiet && sys->dropped_at_shutdown == 0 ? VAT_OK : VAT_ETIMEDOUT;|return quiet ? VAT_OK : VAT_ETIMEDOUT;
+method-names-cache-by-length|src/net/calls.c|net|memcmp(vat_atom_name(a), s, len) == 0)|true)
 frames-gathered-one-kept-past-reuse|src/net/io.c|net|if (!in_place \|\| n == RUN_MAX) {|if (n == RUN_MAX) {
 frames-run-first-only|src/net/conn.c|net|for (size_t i = 0; i < run->count; i++, f = net_frames_next(f))|for (size_t i = 0; i < 1; i++, f = net_frames_next(f))
 frames-last-run-kept|src/net/io.c|net|if (n > 0 && !io->finishing && !deliver(io, run, n))|if (0)

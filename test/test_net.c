@@ -2509,6 +2509,7 @@ void test_net_answers_tests(Suite *s); /* test_net_answers.c */
 void test_net_counts_tests(Suite *s);  /* test_net_counts.c */
 void test_net_send_only_tests(Suite *s); /* test_net_send_only.c */
 void test_net_worker_io_tests(Suite *s); /* test_net_worker_io.c */
+void test_net_names_tests(Suite *s);     /* test_net_names.c */
 void test_net_api_tests(Suite *s);    /* test_net_api.c */
 
 Suite *test_net_suite(void) {
@@ -2576,6 +2577,7 @@ Suite *test_net_suite(void) {
   test_net_counts_tests(s);
   test_net_send_only_tests(s);
   test_net_worker_io_tests(s);
+  test_net_names_tests(s);
   test_net_api_tests(s);
   return s;
 }

@@ -265,7 +265,25 @@ static void target_settled(vat_turn *turn, net_pipelined *pc, bool resolved,
     vat_resolve(turn, pc->answer, vat_promise_value(p));
 }
 
-static bool parse_method(vat_value method, const vat_atom **name,
+/* The atom of a method name from the wire. A peer calls few names, each
+ * many times: the connection's small cache (a slot per hash, the last name
+ * that hashed there) answers most without vat_atom_intern_weak_n's table
+ * lock and, for a weak atom, the collector's allocation lock. */
+static const vat_atom *method_atom(net_conn *c, const char *s, size_t len) {
+  size_t h = len;
+  for (size_t i = 0; i < len; i++)
+    h = h * 31 + (unsigned char)s[i];
+  const vat_atom **slot = &c->method_names[h % NET_METHOD_NAMES];
+  const vat_atom *a = *slot;
+  if (a != NULL && vat_atom_len(a) == len &&
+      memcmp(vat_atom_name(a), s, len) == 0)
+    return a;
+  if ((a = vat_atom_intern_weak_n(s, len)) != NULL)
+    *slot = a;
+  return a;
+}
+
+static bool parse_method(net_conn *c, vat_value method, const vat_atom **name,
                          vat_value *args) {
   if (vat_type_of(method) != VAT_T_LIST || vat_len(method) != 2)
     return false;
@@ -273,7 +291,7 @@ static bool parse_method(vat_value method, const vat_atom **name,
   *args = vat_at(method, 1);
   if (vat_type_of(n) != VAT_T_STRING || vat_type_of(*args) != VAT_T_LIST)
     return false;
-  *name = vat_atom_intern_weak_n(vat_string_data(n), vat_string_len(n));
+  *name = method_atom(c, vat_string_data(n), vat_string_len(n));
   return *name != NULL;
 }
 
@@ -309,7 +327,7 @@ static void pipeline(vat_turn *turn, net_conn *c, const vat_captp_msg *m,
 void net_handle_call(vat_turn *turn, net_conn *c, const vat_captp_msg *m) {
   const vat_atom *name;
   vat_value args;
-  if (!parse_method(m->value, &name, &args)) {
+  if (!parse_method(c, m->value, &name, &args)) {
     answer_now(
         turn, c, m->id, false,
         error_text("TypeError", "bad argument: method is not [name, args]"));

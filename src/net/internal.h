@@ -99,6 +99,8 @@ void net_io_release(net_io_owner *o);
 
 typedef struct net_conn net_conn; /* the connection entity's state */
 
+enum { NET_METHOD_NAMES = 16 }; /* net_conn's cache of method names */
+
 /** A connection's counts, read by vat_conn_inspect from any thread and
  *  kept by its handle after the end: written by the connection vat's
  *  turns alone, so each is a relaxed load and store (net_count_add). */
@@ -193,6 +195,10 @@ struct net_conn {
   net_table answers;            /* their question number -> net_answer */
   net_table watches;            /* a called ref's address -> net_watch */
   const vat_atom *request_label, *resolve, *break_; /* interned once */
+  /* The peer's method names lately called (calls.c): a call's name is
+   * found here without the process-wide atom table's two locks. Bounded,
+   * and gone with the connection, so names from the wire stay weak. */
+  const vat_atom *method_names[NET_METHOD_NAMES];
   net_answer_ring kept;         /* which answers are kept, oldest first */
   net_table exports;            /* our export number -> vat_ref */
   net_table export_ids;         /* vat_ref -> export number (as a pointer) */
