@@ -25,7 +25,7 @@ static void on_again(uv_idle_t *i) {
 static void run_system(host_loop *h) {
   vat_run_result r;
   h->runs++;
-  vat_system_run(h->sys, 0, 0, &r);
+  vat_system_run(h->sys, 0, h->run_ns, &r);
   int64_t ns;
   vat_system_next_timer(h->sys, &ns);
   if (r.more)
@@ -44,6 +44,8 @@ void host_loop_start(host_loop *h, vat_system *sys) {
   h->runs = 0;
   const char *spin = getenv("REMOTE_SPIN_US");
   h->spin_us = spin != NULL ? atof(spin) : HOST_LOOP_SPIN_US;
+  const char *run_ns = getenv("REMOTE_RUN_NS");
+  h->run_ns = run_ns != NULL ? strtoull(run_ns, NULL, 10) : HOST_LOOP_RUN_NS;
   h->loop = uv_default_loop();
   if (vat_system_fd(sys, &fd) != VAT_OK)
     abort();

@@ -14,6 +14,11 @@
 
 /* How long the loop polls before it sleeps (REMOTE_SPIN_US sets it). */
 #define HOST_LOOP_SPIN_US 40.0
+/* How long one run of the system may take before the loop goes round
+ * (REMOTE_RUN_NS sets it): the sockets are read and written between runs,
+ * so a burst of sends goes out while it is made, not once it is all made
+ * (bench/README.md has the sweep). */
+#define HOST_LOOP_RUN_NS 200000
 
 typedef struct host_loop {
   vat_system *sys;
@@ -25,6 +30,7 @@ typedef struct host_loop {
   bool expired;
   uint64_t runs;  /* of the system, so far */
   double spin_us; /* polls this long before it sleeps */
+  uint64_t run_ns; /* each run of the system at most this long */
 } host_loop;
 
 /** Puts the host-driven `sys` on the default loop (of the calling,

@@ -49,7 +49,9 @@ static void on_again(uv_idle_t *h) {
 /* Runs what is ready, then tells libuv when to call again. */
 static void drive(driver *d) {
   vat_run_result r;
-  vat_system_run(d->sys, 0, 0, &r);
+  /* At most 200 µs a run: the program's other handles (sockets, say) get
+   * their turn between runs, however much work the vats have. */
+  vat_system_run(d->sys, 0, 200000, &r);
   int64_t ns;
   vat_system_next_timer(d->sys, &ns);
   if (r.more)
