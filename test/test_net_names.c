@@ -68,11 +68,7 @@ START_TEST(each_call_reaches_its_target_by_its_own_name) {
                   "call %d to %s reached %s", k, names[called[k]],
                   vat_type_of(v) == VAT_T_STRING ? vat_string_data(v) : "?");
   }
-  vat_conn_close(a);
-  vat_conn_close(b);
-  vat_promise_wait(vat_conn_closed(a), WAIT_S, NULL);
-  vat_promise_wait(vat_conn_closed(b), WAIT_S, NULL);
-  test_quiesce(sys);
+  close_pair(&(pair){.sys = sys, .a = a, .b = b});
 }
 END_TEST
 
