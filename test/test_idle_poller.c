@@ -121,6 +121,26 @@ static unsigned polling_now(vat_system *sys) {
   return n;
 }
 
+static unsigned parked_now(vat_system *sys) {
+  return atomic_load(&sys->sched.parked);
+}
+
+/* Waits up to 10 s for `count` of `sys` to read 1, and asserts it does. */
+static void wait_for_one(unsigned (*count)(vat_system *), vat_system *sys) {
+  double t0 = test_wall_seconds();
+  while (count(sys) != 1 && test_wall_seconds() - t0 < 10)
+    test_sleep(0.001);
+  ck_assert_uint_eq(count(sys), 1);
+}
+
+/* A host's send to a new vat runs while a worker is held elsewhere. */
+static void a_send_runs(vat_system *sys, const char *held_where) {
+  vat_ref *v = test_spawn(sys, 0, NULL);
+  ck_assert_vat_ok(vat_host_send(v, event_turn, NULL));
+  ck_assert_msg(test_wait_u64(&events_run, 1, 10),
+                "the send waited for the worker %s", held_where);
+}
+
 START_TEST(the_idle_poller_is_checked_and_set_once) {
   vat_idle_poller p = fake;
   ck_assert_int_eq(vat_idle_poller_set(NULL), VAT_EINVAL);
@@ -210,14 +230,8 @@ START_TEST(a_worker_held_in_its_poll_leaves_sends_to_another) {
   vat_system *sys = test_system(2);
   ck_assert(test_wait_u64(&io.held, 1, 10));
   /* The other one parks: on park_cond, as the first holds the right. */
-  double t0 = test_wall_seconds();
-  while (atomic_load(&sys->sched.parked) != 1 && test_wall_seconds() - t0 < 10)
-    test_sleep(0.001);
-  ck_assert_uint_eq(atomic_load(&sys->sched.parked), 1);
-  vat_ref *v = test_spawn(sys, 0, NULL);
-  ck_assert_vat_ok(vat_host_send(v, event_turn, NULL));
-  ck_assert_msg(test_wait_u64(&events_run, 1, 10),
-                "the send waited for the worker held in its poll");
+  wait_for_one(parked_now, sys);
+  a_send_runs(sys, "held in its poll");
   atomic_store(&io.let_go, 1);
   test_quiesce(sys);
   ck_assert_uint_eq(atomic_load(&io.errors), 0);
@@ -231,14 +245,8 @@ START_TEST(a_worker_waiting_for_the_poller_leaves_sends_to_another) {
   atomic_store(&io.hold_acquire, 1);
   vat_system *sys = test_system(2);
   ck_assert(test_wait_u64(&io.acquire_held, 1, 10));
-  double t0 = test_wall_seconds();
-  while (polling_now(sys) != 1 && test_wall_seconds() - t0 < 10)
-    test_sleep(0.001);
-  ck_assert_uint_eq(polling_now(sys), 1);
-  vat_ref *v = test_spawn(sys, 0, NULL);
-  ck_assert_vat_ok(vat_host_send(v, event_turn, NULL));
-  ck_assert_msg(test_wait_u64(&events_run, 1, 10),
-                "the send waited for the worker waiting for the poller");
+  wait_for_one(polling_now, sys);
+  a_send_runs(sys, "waiting for the poller");
   atomic_store(&io.acquire_go, 1);
   test_quiesce(sys);
   ck_assert_uint_eq(atomic_load(&io.errors), 0);
