@@ -27,7 +27,7 @@
 # a broken list or build.
 set -euo pipefail
 
-ROOT=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LIMIT=300
 KEEP=0
 JOBS=1
@@ -549,13 +549,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The scratch tree gets the working tree's files, committed or not (a file
-# deleted but not yet committed is left out).
+# The scratch tree gets the working tree's files, committed or not, from a
+# clone or from an unpacked tarball (test/tree_files.sh).
 mkdir -p "$TREE"
-(cd "$ROOT" && git ls-files -c -o --exclude-standard -z) |
-  (cd "$ROOT" && while IFS= read -r -d '' f; do
-    [[ -e $f ]] && printf '%s\0' "$f"
-  done | xargs -0 -r cp --parents -t "$TREE")
+bash "$ROOT/test/tree_files.sh" "$ROOT" |
+  (cd "$ROOT" && xargs -0 -r cp --parents -t "$TREE")
 
 echo "building the unmutated tree in $TREE/build"
 meson setup "$TREE/build" "$TREE" -Dbuildtype=debugoptimized \
