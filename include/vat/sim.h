@@ -115,7 +115,9 @@
  *    vat_ref_exit_reason reads `shutdown`) and their stop callbacks do not
  *    run. The scenario's check then runs once, with `quiescent` true, and
  *    must hold; `done` is not asked (a stopped program need not have
- *    finished). In a world of several systems it is the struck vat's
+ *    finished). There vat_sim_system_stopped(sys) is true and the notes
+ *    say "stop m0", so that an end-state check can tell a stopped world
+ *    from a finished one. In a world of several systems it is the struck vat's
  *    machine that stops so, and the world goes on (below).
  * Faults at a time: in a world of several systems, a machine's crash and
  * an event source's faults (a simulated network's partitions and
@@ -208,14 +210,14 @@
  * ("args": {"step": N, "fault": "step N: kill acct-b"}); a fault at a
  * time on the host's track, named "crash" or by its source's name
  * ("network"), with the world's step count then and its text ("at 3s:
- * crash m1"). In a world of several systems the trace is of the first
- * system's turns only (the scenario's own); every fault is marked there,
- * wherever it struck. The trace is in the world's virtual time
- * (vat/trace.h: each turn 1 ns long, and a turn after the clock moved at
- * exactly the virtual time), a fault at the time of its step's turn (a
- * fault at a time: of the turn after it struck); and one seed and plan
- * traced again, in this process or another, write the same file byte for
- * byte.
+ * crash m1"), and no "vat" (it strikes a machine or a link, not a vat). In a
+ * world of several systems the trace is of the first system's turns only (the
+ * scenario's own); every fault is marked there, wherever it struck. The trace
+ * is in the world's virtual time (vat/trace.h: each turn 1 ns long, and a turn
+ * after the clock moved at exactly the virtual time), a fault at the time of
+ * its step's turn (a fault at a time: of the turn after it struck); and one
+ * seed and plan traced again, in this process or another, write the same file
+ * byte for byte.
  *
  * Parallel campaigns: with options.jobs other than 1, a campaign of more
  * than one seed runs in worker processes, copies of the caller made with
@@ -565,7 +567,8 @@ int vat_sim_system_crash(vat_system *sys, uint64_t at_ns);
 bool vat_sim_system_crashed(vat_system *sys);
 
 /** Whether the machine of `sys` was stopped by a stop fault (false
- *  outside a world): see VAT_SIM_STOP in a world of several systems. */
+ *  outside a world), in a world of one system as in one of several (there
+ *  the check's last call sees it true): see VAT_SIM_STOP. */
 bool vat_sim_system_stopped(vat_system *sys);
 
 /** The name of `sys` in reports; NULL when no world running here has it. */

@@ -15,6 +15,7 @@
 #include "sim/progress.h"
 #include "sim/run.h"
 #include "sim/world.h"
+#include "trace/trace.h"
 #include "util/mem.h"
 #include "vat/host.h"
 #include "vat/sim.h"
@@ -146,13 +147,12 @@ static vat_sim_verdict fail(vat_sim_result *r, vat_sim_verdict v,
   return v;
 }
 
-/* A stop fault struck at this step: the system stops now, and the check
- * has the last word. */
+/* A stop fault struck at this step: the system stops now, as a machine
+ * of a larger world stops (so the check can tell), and the check has the
+ * last word. */
 static vat_sim_verdict stop(const vat_sim_scenario *sc, vat__sim_world *w,
                             void *world, vat_sim_result *r) {
-  vat__sim_hold_release(w, true);
-  w->sys->sched.det_choose = NULL;
-  vat_system_shutdown(w->sys, 0);
+  vat__sim_machines_stop(w, w->sys);
   char why[200] = "";
   if (sc->check && !sc->check(world, true, why, sizeof why))
     return fail(r, VAT_SIM_BROKE_INVARIANT,
@@ -226,6 +226,17 @@ static bool may_delay(const vat_sim_options *o, const vat__sim_plan *plan) {
   return o->fault_rate > 0 && (kinds & VAT_SIM_FAULT(VAT_SIM_DELAY));
 }
 
+const char vat__sim_trace_env[] = "";
+
+/* What a world's system is told to trace into (vat_config.trace_path). */
+static const char *trace_config(const char *trace_path) {
+  if (trace_path == vat__sim_trace_env) {
+    const char *env = getenv("VAT_TRACE");
+    return env != NULL && *env != '\0' ? env : vat__trace_off;
+  }
+  return trace_path != NULL ? "" : vat__trace_off; /* "": written below */
+}
+
 vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
                                   const vat_sim_options *o,
                                   const vat__sim_plan *plan, uint64_t seed,
@@ -239,7 +250,7 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
   cfg.deterministic = true;
   cfg.seed = seed;
   cfg.on_crash = NULL;
-  cfg.trace_path = trace_path ? "" : NULL; /* "": written below */
+  cfg.trace_path = trace_config(trace_path);
   r->message[0] = '\0';
   if ((*err = vat_system_new(&cfg, &w->sys)) != VAT_OK) {
     no_world(w, seed, sc, *err, r);
@@ -265,8 +276,8 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
   vat__sim_machines_end(w);
   sys->sched.det_choose = NULL; /* shutdown's drain is not a step */
   vat_system_shutdown(sys, 0);
-  r->trace_written =
-      trace_path != NULL && vat_system_trace_write(sys, trace_path) == VAT_OK;
+  r->trace_written = trace_path != NULL && trace_path != vat__sim_trace_env &&
+                     vat_system_trace_write(sys, trace_path) == VAT_OK;
   vat_system_destroy(sys);
   return w;
 }
@@ -302,7 +313,8 @@ static int one_seed(void *ctx, uint64_t seed, vat_sim_result *out) {
   int rc = VAT_OK;
   memset(out, 0, sizeof *out);
   out->seeds_run = 1;
-  c->last = vat__sim_run_seed(c->sc, c->o, c->plan, seed, NULL, out, &rc);
+  c->last = vat__sim_run_seed(c->sc, c->o, c->plan, seed, vat__sim_trace_env,
+                              out, &rc);
   if (c->last != NULL && out->verdict != VAT_SIM_PASSED)
     out->failed = true;
   return rc;
@@ -322,8 +334,8 @@ static int serially(campaign_of *c, uint64_t first, uint64_t count,
   int rc = VAT_OK;
   for (uint64_t i = 0; i < count; i++) {
     out->seeds_run++;
-    c->last =
-        vat__sim_run_seed(c->sc, c->o, c->plan, first + i, NULL, out, &rc);
+    c->last = vat__sim_run_seed(c->sc, c->o, c->plan, first + i,
+                                vat__sim_trace_env, out, &rc);
     if (c->last == NULL)
       return rc;
     if (out->verdict != VAT_SIM_PASSED) {

@@ -9,8 +9,14 @@
 #include "sim/world.h"
 #include "vat/sim.h"
 
+/** A trace_path for vat__sim_run_seed: a campaign's own seed, whose world
+ *  writes its trace to VAT_TRACE's file, when set, as it ends (vat/sim.h);
+ *  no other world of the harness reads VAT_TRACE. */
+extern const char vat__sim_trace_env[];
+
 /** Runs `seed`'s world to its end under `o`, with `plan` (NULL: the seed
- *  draws the faults), traced into `trace_path` if not NULL. Sets r's
+ *  draws the faults), traced into `trace_path` if not NULL (nor
+ *  vat__sim_trace_env), and r->trace_written set if it was. Sets r's
  *  figures for the seed (seed, turns, steps, digest, now_ns, verdict,
  *  nfaults, faults, plan_missed, message, plan, replay) and adds to its
  *  totals. Returns its world (what struck), or NULL with *err set when
