@@ -822,6 +822,34 @@ START_TEST(a_fault_at_a_time_is_marked_on_no_vat) {
 }
 END_TEST
 
+/* A run whose only faults were drawn at a time (fault_rate 0): its
+ * replay's comment counts them, and claims no "fault rate 0". */
+START_TEST(a_replay_line_owns_to_the_faults_drawn_at_a_time) {
+  outcome out = {0};
+  vat_sim_scenario sc = {.name = "drawn-crash",
+                         .setup = drawn_crash_setup,
+                         .done = crash_done,
+                         .ctx = &out};
+  vat_sim_options o = options(VAT_SIM_RANDOM);
+  o.deadline_ns = 100000000;
+  vat_sim_result r;
+  uint64_t seed = 1;
+  for (; seed <= 40; seed++) {
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
+    if (r.timed_faults == 1)
+      break;
+  }
+  ck_assert_uint_le(seed, 40);
+  char want[64];
+  snprintf(want, sizeof want, "VAT_SIM_SEED=%llu\n# scenario drawn-crash, ",
+           (unsigned long long)seed);
+  ck_assert_msg(strncmp(r.replay, want, strlen(want)) == 0, "%s", r.replay);
+  ck_assert_msg(strstr(r.replay, "1 fault at a time drawn from the seed"), "%s",
+                r.replay);
+  ck_assert_msg(strstr(r.replay, "rate 0") == NULL, "%s", r.replay);
+}
+END_TEST
+
 /* The files in directory `dir` (its only file's name into `name`). */
 static unsigned files_in(const char *dir, char *name, size_t size) {
   DIR *d = opendir(dir);
@@ -883,6 +911,7 @@ Suite *test_sim_machines_suite(void) {
   tcase_add_test(tc, crashes_drawn_from_the_seed_replay);
   tcase_add_test(tc, a_fault_at_a_time_is_marked_on_no_vat);
   tcase_add_test(tc, vat_trace_names_one_file_for_every_world);
+  tcase_add_test(tc, a_replay_line_owns_to_the_faults_drawn_at_a_time);
   tcase_add_test(tc, sources_drive_the_clock_and_the_digest);
   tcase_add_test(tc, faults_strike_the_vats_of_every_system);
   tcase_add_test(tc, bad_calls_are_refused);

@@ -4,6 +4,7 @@
 #ifndef VAT_SIM_RUN_H
 #define VAT_SIM_RUN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "sim/world.h"
@@ -27,11 +28,20 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
                                   const char *trace_path, vat_sim_result *r,
                                   int *err);
 
-/** The line that runs `seed` again: with `plan` (a plan's text) when the
- *  run followed an explicit one, else the seed alone. */
+/** Whether `v` is a verdict of a bound on the process's resources
+ *  (VAT_SIM_OUT_OF_TIME, VAT_SIM_OUT_OF_MEMORY): a cost of this machine,
+ *  which a run again would pay again, neither shrunk nor traced. */
+static inline bool vat__sim_over_bound(vat_sim_verdict v) {
+  return v == VAT_SIM_OUT_OF_TIME || v == VAT_SIM_OUT_OF_MEMORY;
+}
+
+/** What runs `seed` again (vat_sim_result.replay): the assignments to
+ *  paste, with `plan` (a plan's text) when the run followed an explicit
+ *  one, else the seed alone; then a comment line on the scenario and
+ *  options they assume (`timed`: the faults at a time the seed drew). */
 void vat__sim_replay_line(const vat_sim_scenario *sc, const vat_sim_options *o,
-                          uint64_t seed, const char *plan, char *buf,
-                          size_t size);
+                          uint64_t seed, const char *plan, unsigned timed,
+                          char *buf, size_t size);
 
 /** Shrinks the failure `out` reports, whose world was `w`, into
  *  out->shrunk (vat/sim.h), unless o->shrink_runs is 0. */
