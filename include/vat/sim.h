@@ -247,6 +247,9 @@
  * and total_faults sum those seeds only (a worker may have run higher
  * seeds meanwhile: they are not counted). When no seed fails, the fields
  * are the last seed's, as its worker found them, with totals over all.
+ * A seed that went past a bound (max_seed_time_ns, max_seed_memory) in a
+ * worker is reported as that worker found it, and not run again here:
+ * another run would pay as much again, and prove nothing of the seed.
  * Two outcomes exist only in parallel:
  *  - a seed that fails in a worker and not the same way here (not failing,
  *    or another message, turn count or digest) is reported failed with its
