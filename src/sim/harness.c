@@ -461,7 +461,7 @@ int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
     char *end;
     errno = 0;
     unsigned long long seed = strtoull(env, &end, 0);
-    if (errno != 0 || *end != '\0' || *env == '-' || *env == ' ') {
+    if (errno != 0 || *end != '\0' || *env < '0' || *env > '9') {
       if (out != NULL) {
         memset(out, 0, sizeof *out);
         snprintf(out->message, sizeof out->message,
