@@ -17,8 +17,18 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bank_accounts.h"
+
+/* A replay's two lines (vat/sim.h): what to paste, and what it assumes. */
+static void print_replay(const char *replay) {
+  const char *nl = strchr(replay, '\n');
+  printf("  replay:   %.*s\n", nl ? (int)(nl - replay) : (int)strlen(replay),
+         replay);
+  if (nl != NULL)
+    printf("            %s\n", nl + 1);
+}
 
 static void report(const vat_sim_options *o, const vat_sim_result *r) {
   printf("  seed:     %" PRIu64 " (the campaign ran %" PRIu64 " seeds)\n",
@@ -30,11 +40,11 @@ static void report(const vat_sim_options *o, const vat_sim_result *r) {
     printf("  strategy: random\n");
   printf("  failure:  %s\n", r->message);
   printf("  faults:   %s\n", r->plan);
-  printf("  %s\n", r->replay);
+  print_replay(r->replay);
   printf("  shrunk:   %s (in %" PRIu64 " runs)\n", r->shrunk.plan,
          r->shrunk.runs);
   printf("            %s\n", r->shrunk.message);
-  printf("  %s\n", r->shrunk.replay);
+  print_replay(r->shrunk.replay);
 }
 
 /* Finds the bug with `strategy`, shows the report, and replays it. */

@@ -341,7 +341,7 @@ sim-trace-no-fault-marker|src/sim/faults.c|sim_plan|if (ring != NULL)|if (0)
 sim-trace-tracks-per-worker|src/trace/write.c|sim_plan|if (sys->trace_vat_track == NULL \|\| vat == NULL)|if (1)
 # Replay across processes (test/test_sim_replay.c): the replay line, split
 # as a shell splits it, runs the same run in another process.
-sim-replay-plan-unquoted|src/sim/harness.c|sim_replay|"replay: VAT_SIM_SEED=%" PRIu64 " VAT_SIM_PLAN='%s' (scenario "|"replay: VAT_SIM_SEED=%" PRIu64 " VAT_SIM_PLAN=%s (scenario "
+sim-replay-plan-unquoted|src/sim/harness.c|sim_replay|"VAT_SIM_SEED=%" PRIu64 " VAT_SIM_PLAN='%s'\n# scenario %s, "|"VAT_SIM_SEED=%" PRIu64 " VAT_SIM_PLAN=%s\n# scenario %s, "
 sim-replay-env-plan-ignored|src/sim/harness.c|sim_replay|const char *plan = getenv("VAT_SIM_PLAN");|const char *plan = NULL;
 sim-replay-env-seed-ignored|src/sim/harness.c|sim_replay|if (env != NULL && *env != '\0') {|if (0) {
 sim-replay-label-with-quotes|src/sim/plan.c|sim_replay|(c >= '0' && c <= '9') \|\| c == '_' \|\| c == '.' \|\| c == '-';|(c >= '0' && c <= '9') \|\| c == '_' \|\| c == '.' \|\| c == '-' \|\| c == '\'' \|\| c == '$';
@@ -437,7 +437,7 @@ sim-parallel-not-settled|src/sim/parallel.c|sim_campaign|c->seeds->settle(c->see
 sim-parallel-rerun-trusted|src/sim/parallel.c|sim_campaign|if (rc != their_rc)|if (here != NULL) return true; if (rc != their_rc)
 sim-parallel-jobs-zero-serial|src/sim/parallel.c|sim_campaign|if (o->jobs != 0)|if (1)
 sim-parallel-last-not-sent|src/sim/parallel.c|sim_campaign|if (i == c->count - 1 && !send_report(fd, REPORT_LAST, rc, i, &r))|if (0)
-sim-parallel-plan-dropped|src/sim/harness.c|sim_campaign|c->last = vat__sim_run_seed(c->sc, c->o, c->plan, seed, NULL, out, &rc);|c->last = vat__sim_run_seed(c->sc, c->o, NULL, seed, NULL, out, &rc);
+sim-parallel-plan-dropped|src/sim/harness.c|sim_campaign|c->last = vat__sim_run_seed(c->sc, c->o, c->plan, seed, vat__sim_trace_env,|c->last = vat__sim_run_seed(c->sc, c->o, NULL, seed, vat__sim_trace_env,
 sim-serial-not-settled|src/sim/harness.c|sim_plan|settle(c, out);|(void)settle;
 sim-plan-read-after-clear|src/sim/harness.c|sim_plan|rc = read_plan(env_plan, o, &plan, why, sizeof why);|memset(out, 0, sizeof *out); rc = read_plan(env_plan, o, &plan, why, sizeof why);
 # The sixth program (test/test_sim_bugs.c, calls) and the bank example.
@@ -469,6 +469,26 @@ net-conn-label-ignored|src/net/conn.c|net|def.label = o.label;|(void)0;
 net-conn-label-default-lost|src/net/conn.c|net|.label = "captp",|.label = NULL,
 net-payload-not-wrapped-in-a-list|src/net/slots.c|net|args = vat_list(&args, 1);|(void)0;
 net-relayed-error-fields-dropped|src/net/refusals.c|net|} else if (vat_type_of(payload) != VAT_T_NULL) {|} else if (0) {
+# issue: held items (sim harness edges)
+# A stop in a world of one system reads stopped, as in a world of two.
+sim-stop-alone-unmarked|src/sim/machines.c|sim_faults|m->stopped[i] = true;|m->stopped[i] = m->n > 1;
+# A fault at a time's trace mark names no vat (never "(nil)").
+sim-timed-fault-nil-vat|src/trace/write.c|sim_machines|if (e->vat != NULL) /* a fault at a time strikes a machine, no vat */|if (1)
+# VAT_TRACE=FILE: one file; shrinking's runs and other machines trace nothing.
+sim-trace-env-every-world|src/sim/harness.c|sim_machines|return trace_path != NULL ? "" : vat__trace_off; /* "": written below */|return trace_path != NULL ? "" : NULL;
+sim-trace-env-other-machines|src/sim/machines.c|sim_machines|cfg.trace_path = vat__trace_off; /* the world's trace is its first system's */|cfg.trace_path = NULL;
+# A seed's bounds on real time and memory, from the options or the environment.
+sim-bound-time-unchecked|src/sim/bounds.c|sim_campaign|vat__monotonic_ns() - m->started_ns > o->max_seed_time_ns) {|false) {
+sim-bound-memory-unchecked|src/sim/bounds.c|sim_campaign|now - m->memory_then > o->max_seed_memory) {|false) {
+sim-bound-failure-shrunk|src/sim/harness.c|sim_campaign|if (vat__sim_over_bound(out->verdict))|if (0)
+sim-bound-env-ignored|src/sim/harness.c|sim_campaign|int rc = vat__sim_bounds_from_env(&bounded, why, sizeof why);|int rc = VAT_OK;
+# The replay: its first line the assignments alone; no "rate 0" when faults at a time struck.
+sim-replay-prose-on-first-line|src/sim/harness.c|sim_machines sim_campaign|"VAT_SIM_SEED=%" PRIu64 "\n# scenario %s, %s, %s; in code: "|"VAT_SIM_SEED=%" PRIu64 " (scenario %s, %s, %s; in code: "
+sim-replay-claims-rate-0|src/sim/harness.c|sim_machines|if (o->fault_rate > 0) {|if (1) {
+# Every EINVAL says why; an empty VAT_SIM_PLAN counts as unset.
+sim-einval-silent|src/sim/harness.c|sim_plan|return refuse(why, size, "fault_rate %g is outside [0, 1]", o->fault_rate);|return VAT_EINVAL;
+sim-seed-einval-silent|src/sim/harness.c|sim_plan|if (out != NULL) {|if (0) {
+sim-empty-plan-read|src/sim/harness.c|sim_plan|const char *text = env != NULL && *env != '\0' ? env : o->plan;|const char *text = env != NULL ? env : o->plan;
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gc/gc.h>
@@ -376,7 +377,8 @@ START_TEST(a_worker_that_dies_fails_its_seed) {
                                 : "its worker process died running it: it "
                                   "was killed by signal 9";
     ck_assert_msg(strstr(r.message, want) == r.message, "%s", r.message);
-    ck_assert_msg(strstr(r.replay, "VAT_SIM_SEED=9 ") != NULL, "%s", r.replay);
+    ck_assert_msg(strncmp(r.replay, "VAT_SIM_SEED=9\n# it crashed", 27) == 0,
+                  "%s", r.replay);
   }
 }
 END_TEST
@@ -601,6 +603,141 @@ START_TEST(a_campaign_draws_progress_on_a_terminal_only) {
 }
 END_TEST
 
+/* --- Bounds on a seed's real time and memory ------------------------------
+ * A vat that sends itself a message forever, each turn burning real time
+ * (`spin_ns` of it) or keeping memory (`keep` bytes), and never done: a
+ * seed bounded only by max_turns would take long and grow large. */
+
+typedef struct hog_ctx {
+  uint64_t spin_ns;
+  size_t keep;
+} hog_ctx;
+
+typedef struct hog {
+  const hog_ctx *how;
+  void **kept; /* a list: each node's first word is the next */
+} hog;
+
+static uint64_t real_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void hog_turn(vat_turn *turn, void *state, void *arg) {
+  hog *w = *(hog **)state;
+  if (w->how->spin_ns)
+    for (uint64_t t0 = real_now(); real_now() - t0 < w->how->spin_ns;)
+      ;
+  if (w->how->keep) {
+    void **node = GC_MALLOC(2 * sizeof *node);
+    node[0] = w->kept;
+    node[1] = GC_MALLOC_ATOMIC(w->how->keep);
+    memset(node[1], 1, w->how->keep);
+    w->kept = node;
+  }
+  expect_vat_ok(vat_send(turn, vat_self(turn), hog_turn, arg));
+}
+
+static void *hog_setup(vat_system *sys, void *ctx) {
+  hog *w = GC_MALLOC(sizeof *w);
+  w->how = ctx;
+  hog **st;
+  vat_ref *v;
+  vat_entity_def def = {.state_size = sizeof *st, .label = "hog"};
+  if (vat_host_spawn(sys, &def, &v, (void **)&st) != VAT_OK)
+    return NULL;
+  *st = w;
+  vat_host_send(v, hog_turn, NULL);
+  return w;
+}
+
+static bool hog_done(void *world) {
+  (void)world;
+  return false;
+}
+
+/* The first line of a replay: the assignments to paste, alone. */
+static void assert_replay_of(const vat_sim_result *r) {
+  char want[64];
+  snprintf(want, sizeof want, "VAT_SIM_SEED=%llu\n",
+           (unsigned long long)r->seed);
+  ck_assert_msg(strncmp(r->replay, want, strlen(want)) == 0, "%s", r->replay);
+}
+
+START_TEST(a_seed_past_its_real_time_bound_is_reported) {
+  hog_ctx how = {.spin_ns = 2000000};
+  vat_sim_scenario sc = {
+      .name = "spinner", .setup = hog_setup, .done = hog_done, .ctx = &how};
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  o.max_turns = 2000; /* 4 s: the bound must come first */
+  o.max_seed_time_ns = 60000000;
+  vat_sim_result r;
+  uint64_t t0 = real_now();
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 5, 3, &r));
+  ck_assert_uint_lt(real_now() - t0, 2000000000); /* slow builds too */
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.seed, 5);
+  ck_assert_uint_eq(r.verdict, VAT_SIM_OUT_OF_TIME);
+  ck_assert_uint_lt(r.turns, 1000);
+  ck_assert_msg(strstr(r.message, "real time") != NULL &&
+                    strstr(r.message, "60ms") != NULL,
+                "%s", r.message);
+  ck_assert(!r.shrunk.done); /* each run would cost the bound again */
+  assert_replay_of(&r);
+  /* In parallel too: the worker's report, not a run here again. */
+  o.jobs = 2;
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 5, 4, &r));
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.seed, 5);
+  ck_assert_uint_eq(r.verdict, VAT_SIM_OUT_OF_TIME);
+  assert_replay_of(&r);
+  /* VAT_SIM_MAX_SEED_TIME, a time as plans write one, wins. */
+  o.jobs = 1;
+  o.max_seed_time_ns = 0; /* no bound */
+  setenv("VAT_SIM_MAX_SEED_TIME", "40ms", 1);
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 5, 1, &r));
+  ck_assert_uint_eq(r.verdict, VAT_SIM_OUT_OF_TIME);
+  ck_assert_msg(strstr(r.message, "40ms") != NULL, "%s", r.message);
+  setenv("VAT_SIM_MAX_SEED_TIME", "soon", 1);
+  ck_assert_vat_err(vat_sim_run(&sc, &o, 5, 1, &r), VAT_EINVAL);
+  ck_assert_msg(strstr(r.message, "VAT_SIM_MAX_SEED_TIME") != NULL, "%s",
+                r.message);
+  unsetenv("VAT_SIM_MAX_SEED_TIME");
+}
+END_TEST
+
+START_TEST(a_seed_past_its_memory_bound_is_reported) {
+  hog_ctx how = {.keep = 1u << 20};
+  vat_sim_scenario sc = {
+      .name = "hoarder", .setup = hog_setup, .done = hog_done, .ctx = &how};
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  o.max_turns = 96; /* 96 MiB: the bound must come first */
+  o.max_seed_memory = 16u << 20;
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 9, 3, &r));
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.seed, 9);
+  ck_assert_uint_eq(r.verdict, VAT_SIM_OUT_OF_MEMORY);
+  ck_assert_uint_lt(r.turns, 96);
+  ck_assert_msg(strstr(r.message, "memory") != NULL &&
+                    strstr(r.message, "16 MiB") != NULL,
+                "%s", r.message);
+  ck_assert(!r.shrunk.done);
+  assert_replay_of(&r);
+  o.max_seed_memory = 0;
+  setenv("VAT_SIM_MAX_SEED_MEMORY", "8MiB", 1);
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 9, 1, &r));
+  ck_assert_uint_eq(r.verdict, VAT_SIM_OUT_OF_MEMORY);
+  ck_assert_msg(strstr(r.message, "8 MiB") != NULL, "%s", r.message);
+  setenv("VAT_SIM_MAX_SEED_MEMORY", "lots", 1);
+  ck_assert_vat_err(vat_sim_run(&sc, &o, 9, 1, &r), VAT_EINVAL);
+  ck_assert_msg(strstr(r.message, "VAT_SIM_MAX_SEED_MEMORY") != NULL, "%s",
+                r.message);
+  unsetenv("VAT_SIM_MAX_SEED_MEMORY");
+}
+END_TEST
+
 Suite *test_sim_campaign_suite(void) {
   Suite *s = suite_create("sim_campaign");
   TCase *par = test_case("parallel", 300);
@@ -617,6 +754,10 @@ Suite *test_sim_campaign_suite(void) {
   tcase_add_test(par, a_pipe_that_cannot_be_made_is_an_error);
   tcase_add_test(par, jobs_are_checked_and_one_seed_runs_here);
   suite_add_tcase(s, par);
+  TCase *bounds = test_case("bounds", 120);
+  tcase_add_test(bounds, a_seed_past_its_real_time_bound_is_reported);
+  tcase_add_test(bounds, a_seed_past_its_memory_bound_is_reported);
+  suite_add_tcase(s, bounds);
   TCase *progress = test_case("progress", 60);
   tcase_add_test(progress, the_progress_line_says_seeds_rates_and_failures);
   tcase_add_test(progress, progress_shows_on_a_terminal_and_is_erased);

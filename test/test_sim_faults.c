@@ -607,6 +607,47 @@ START_TEST(a_stop_strikes_as_planned) {
 }
 END_TEST
 
+/* A world of one system tells its end-state check that a stop ended it,
+ * as a world of two does: vat_sim_system_stopped and the notes say so. */
+static vat_system *alone_sys;
+static bool alone_stopped_at_end;
+
+static void *alone_setup(vat_system *sys, void *ctx) {
+  alone_sys = sys;
+  return senders_setup(sys, ctx);
+}
+
+static bool alone_check(void *world, bool quiescent, char *why, size_t n) {
+  if (quiescent)
+    alone_stopped_at_end = vat_sim_system_stopped(alone_sys);
+  return senders_check(world, quiescent, why, n);
+}
+
+START_TEST(a_stop_in_a_world_of_one_is_seen_by_the_check) {
+  vat_sim_scenario sc = {.name = "alone",
+                         .setup = alone_setup,
+                         .check = alone_check,
+                         .done = senders_done};
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  o.plan = "step 5: stop recv";
+  vat_sim_result r;
+  alone_stopped_at_end = false;
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 1, &r));
+  ck_assert_msg(!r.failed, "%s", r.message);
+  ck_assert_uint_eq(r.nfaults, 1);
+  ck_assert_msg(alone_stopped_at_end,
+                "vat_sim_system_stopped was false at the end; notes: %s",
+                r.notes);
+  ck_assert_msg(strstr(r.notes, ": stop m0") != NULL, "%s", r.notes);
+  ck_assert(!vat_sim_system_stopped(alone_sys)); /* no world runs now */
+  vat_sim_result again;
+  o.plan = r.plan;
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 1, &again));
+  ck_assert_uint_eq(again.digest, r.digest);
+  ck_assert_str_eq(again.notes, r.notes);
+}
+END_TEST
+
 /* --- Every kind together -------------------------------------------------- */
 
 /* One world with timers, requests and messages between senders. */
@@ -723,6 +764,7 @@ Suite *test_sim_faults_suite(void) {
   tcase_add_test(kinds, a_jitter_strikes_as_planned);
   tcase_add_test(kinds, a_timeout_strikes_as_planned);
   tcase_add_test(kinds, a_stop_strikes_as_planned);
+  tcase_add_test(kinds, a_stop_in_a_world_of_one_is_seen_by_the_check);
   tcase_add_test(kinds, every_kind_replays_from_its_plan);
   tcase_add_test(kinds, a_timeout_failure_shrinks_to_the_timeout);
   tcase_add_test(kinds, bad_fault_options_are_refused);

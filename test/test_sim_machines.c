@@ -2,13 +2,16 @@
  * steps them all on one virtual clock, chooses among the ready vats of all
  * of them, crashes machines, fires event sources, and replays all of it
  * exactly. */
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gc/gc.h>
 
+#include "json.h"
 #include "support.h"
 #include "vat/host.h"
 #include "vat/sim.h"
@@ -769,6 +772,134 @@ START_TEST(no_system_is_made_inside_a_turn) {
 }
 END_TEST
 
+/* A fault at a time struck no vat: its mark in the failing run's trace
+ * names none (no "vat" argument, never a null pointer's "(nil)"), and
+ * says what struck. */
+static bool never_done(void *world) {
+  (void)world;
+  return false;
+}
+
+START_TEST(a_fault_at_a_time_is_marked_on_no_vat) {
+  char path[] = "/tmp/vat-sim-timed-trace-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  outcome out = {0};
+  vat_sim_scenario sc = {.name = "timed-mark",
+                         .setup = drawn_crash_setup,
+                         .done = never_done,
+                         .ctx = &out};
+  vat_sim_options o = options(VAT_SIM_RANDOM);
+  o.plan = "at 5ms: crash m1";
+  o.shrink_runs = 0;
+  o.trace_path = path;
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 1, &r));
+  ck_assert(r.failed);
+  ck_assert_uint_eq(r.timed_faults, 1);
+  ck_assert(r.trace_written);
+  char err[256];
+  json *doc = json_parse_file(path, err, sizeof err);
+  ck_assert_msg(doc != NULL, "%s", err);
+  const json *ev = json_get(doc, "traceEvents");
+  unsigned marks = 0;
+  for (size_t i = 0; i < ev->len; i++) {
+    const json *e = &ev->items[i];
+    if (strcmp(json_str(e, "ph"), "i") != 0 ||
+        strcmp(json_str(e, "cat"), "fault") != 0)
+      continue;
+    marks++;
+    const json *args = json_get(e, "args");
+    ck_assert_str_eq(json_str(e, "name"), "crash");
+    ck_assert_str_eq(json_str(args, "fault"), "at 5ms: crash m1");
+    const char *vat = json_str(args, "vat");
+    ck_assert_msg(vat == NULL, "a fault at a time on vat \"%s\"", vat);
+  }
+  ck_assert_uint_eq(marks, 1);
+  json_free(doc);
+  unlink(path);
+}
+END_TEST
+
+/* A run whose only faults were drawn at a time (fault_rate 0): its
+ * replay's comment counts them, and claims no "fault rate 0". */
+START_TEST(a_replay_line_owns_to_the_faults_drawn_at_a_time) {
+  outcome out = {0};
+  vat_sim_scenario sc = {.name = "drawn-crash",
+                         .setup = drawn_crash_setup,
+                         .done = crash_done,
+                         .ctx = &out};
+  vat_sim_options o = options(VAT_SIM_RANDOM);
+  o.deadline_ns = 100000000;
+  vat_sim_result r;
+  uint64_t seed = 1;
+  for (; seed <= 40; seed++) {
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
+    if (r.timed_faults == 1)
+      break;
+  }
+  ck_assert_uint_le(seed, 40);
+  char want[64];
+  snprintf(want, sizeof want, "VAT_SIM_SEED=%llu\n# scenario drawn-crash, ",
+           (unsigned long long)seed);
+  ck_assert_msg(strncmp(r.replay, want, strlen(want)) == 0, "%s", r.replay);
+  ck_assert_msg(strstr(r.replay, "1 fault at a time drawn from the seed"), "%s",
+                r.replay);
+  ck_assert_msg(strstr(r.replay, "rate 0") == NULL, "%s", r.replay);
+}
+END_TEST
+
+/* The files in directory `dir` (its only file's name into `name`). */
+static unsigned files_in(const char *dir, char *name, size_t size) {
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  unsigned n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+      snprintf(name, size, "%s", e->d_name);
+      n++;
+    }
+  closedir(d);
+  return n;
+}
+
+/* VAT_TRACE=FILE: one file, FILE, whatever the worlds run (a campaign's
+ * seeds, a failure's shrinking runs, a world's other machines), holding
+ * the last world's trace; never FILE.2, FILE.3, ... */
+START_TEST(vat_trace_names_one_file_for_every_world) {
+  char dir[] = "/tmp/vat-sim-env-trace-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char path[sizeof dir + 16], name[256] = "";
+  snprintf(path, sizeof path, "%s/t.json", dir);
+  outcome out = {0};
+  vat_sim_scenario sc = {.name = "env-trace",
+                         .setup = drawn_crash_setup,
+                         .done = never_done,
+                         .ctx = &out};
+  vat_sim_options o = options(VAT_SIM_RANDOM);
+  o.plan = "at 5ms: crash m1; at 6ms: crash m1";
+  setenv("VAT_TRACE", path, 1);
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 1, &r)); /* fails, and shrinks */
+  ck_assert(r.failed && r.shrunk.done && r.shrunk.runs > 0);
+  ck_assert_uint_eq(files_in(dir, name, sizeof name), 1);
+  ck_assert_str_eq(name, "t.json");
+  o.plan = NULL;
+  o.shrink_runs = 0;
+  sc.done = crash_done;
+  ck_assert_vat_ok(vat_sim_run(&sc, &o, 1, 5, &r));
+  unsetenv("VAT_TRACE");
+  ck_assert_uint_eq(files_in(dir, name, sizeof name), 1);
+  char err[256];
+  json *doc = json_parse_file(path, err, sizeof err);
+  ck_assert_msg(doc != NULL, "%s", err);
+  json_free(doc);
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
 Suite *test_sim_machines_suite(void) {
   Suite *s = suite_create("sim_machines");
   TCase *tc = test_case("worlds", 120);
@@ -778,6 +909,9 @@ Suite *test_sim_machines_suite(void) {
   tcase_add_test(tc, the_systems_share_one_virtual_clock);
   tcase_add_test(tc, a_crashed_machine_stands_still);
   tcase_add_test(tc, crashes_drawn_from_the_seed_replay);
+  tcase_add_test(tc, a_fault_at_a_time_is_marked_on_no_vat);
+  tcase_add_test(tc, vat_trace_names_one_file_for_every_world);
+  tcase_add_test(tc, a_replay_line_owns_to_the_faults_drawn_at_a_time);
   tcase_add_test(tc, sources_drive_the_clock_and_the_digest);
   tcase_add_test(tc, faults_strike_the_vats_of_every_system);
   tcase_add_test(tc, bad_calls_are_refused);

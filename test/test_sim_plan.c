@@ -243,6 +243,73 @@ END_TEST
 
 /* Bad text is refused with VAT_EINVAL and a line that says where and
  * what was expected; nothing runs. */
+/* Every VAT_EINVAL a campaign returns says, in the result's message,
+ * which option or variable, and why. */
+static void assert_refused(const vat_sim_options *o, uint64_t count,
+                           const char *says) {
+  vat_sim_result r;
+  memset(&r, 0, sizeof r);
+  ck_assert_vat_err(vat_sim_run(&ledger_sc, o, 1, count, &r), VAT_EINVAL);
+  ck_assert_msg(strstr(r.message, says) != NULL, "\"%s\" does not say %s",
+                r.message, says);
+}
+
+START_TEST(every_refusal_says_which_option_and_why) {
+  vat_sim_options good = sim_options(VAT_SIM_RANDOM, 0.1), o;
+  o = good, o.fault_rate = 2;
+  assert_refused(&o, 1, "fault_rate 2 is outside [0, 1]");
+  o = good, o.pct_depth = 0;
+  assert_refused(&o, 1, "pct_depth is 0");
+  o = good, o.pct_steps = 0;
+  assert_refused(&o, 1, "pct_steps is 0");
+  o = good, o.max_turns = 0;
+  assert_refused(&o, 1, "max_turns is 0");
+  o = good, o.strategy = (vat_sim_strategy)7;
+  assert_refused(&o, 1, "strategy 7");
+  o = good, o.jobs = VAT_SIM_MAX_JOBS + 1;
+  assert_refused(&o, 1, "jobs 1025");
+  o = good, o.fault_kinds = VAT_SIM_FAULTS_ALL + 1;
+  assert_refused(&o, 1, "fault_kinds");
+  o = good, o.fault_kinds = VAT_SIM_FAULT(VAT_SIM_DELAY), o.max_delay_steps = 0;
+  assert_refused(&o, 1, "max_delay_steps is 0");
+  o = good, o.fault_kinds = VAT_SIM_FAULT(VAT_SIM_JITTER), o.max_jitter_ns = 0;
+  assert_refused(&o, 1, "max_jitter_ns is 0");
+  assert_refused(&good, 0, "count is 0");
+  setenv("VAT_SIM_SEED", "two", 1);
+  assert_refused(&good, 1, "VAT_SIM_SEED=two is not a seed");
+  unsetenv("VAT_SIM_SEED");
+  vat_sim_scenario no_setup = ledger_sc;
+  no_setup.setup = NULL;
+  vat_sim_result r;
+  ck_assert_vat_err(vat_sim_run(&no_setup, &good, 1, 1, &r), VAT_EINVAL);
+  ck_assert_str_eq(r.message, "the scenario's setup is NULL");
+}
+END_TEST
+
+/* An empty VAT_SIM_PLAN or VAT_SIM_SEED counts as unset (vat/sim.h): the
+ * options' plan, the campaign's seeds; "none" is the plan of no faults. */
+START_TEST(an_empty_variable_counts_as_unset) {
+  vat_sim_options o = sim_options(VAT_SIM_RANDOM, 0);
+  o.plan = "step 1: kill vault-b";
+  vat_sim_result set, empty;
+  ck_assert_vat_ok(vat_sim_run(&ledger_sc, &o, 1, 50, &set));
+  ck_assert(set.failed);
+  setenv("VAT_SIM_PLAN", "", 1);
+  setenv("VAT_SIM_SEED", "", 1);
+  ck_assert_vat_ok(vat_sim_run(&ledger_sc, &o, 1, 50, &empty));
+  ck_assert_uint_eq(empty.seed, set.seed);
+  ck_assert_uint_eq(empty.seeds_run, set.seeds_run);
+  ck_assert_str_eq(empty.plan, set.plan);
+  ck_assert_uint_eq(empty.digest, set.digest);
+  setenv("VAT_SIM_PLAN", "none", 1);
+  ck_assert_vat_ok(vat_sim_run(&ledger_sc, &o, 1, 50, &empty));
+  ck_assert(!empty.failed);
+  ck_assert_uint_eq(empty.total_faults, 0);
+  unsetenv("VAT_SIM_PLAN");
+  unsetenv("VAT_SIM_SEED");
+}
+END_TEST
+
 START_TEST(a_bad_plan_is_refused_with_a_clear_message) {
   static const struct {
     const char *text, *says;
@@ -505,8 +572,7 @@ START_TEST(a_failure_shrinks_to_the_fault_that_matters) {
       shrunk_some += sh->turns < r.turns;
       /* The replay line: VAT_SIM_SEED=N VAT_SIM_PLAN='...' */
       char seed_text[32], plan_text[VAT_SIM_PLAN_SIZE];
-      ck_assert_int_eq(
-          sscanf(sh->replay, "replay: VAT_SIM_SEED=%31s", seed_text), 1);
+      ck_assert_int_eq(sscanf(sh->replay, "VAT_SIM_SEED=%31s", seed_text), 1);
       const char *p = strstr(sh->replay, "VAT_SIM_PLAN='");
       ck_assert_ptr_nonnull(p);
       p += strlen("VAT_SIM_PLAN='");
@@ -698,6 +764,8 @@ Suite *test_sim_plan_suite(void) {
   tcase_add_test(plans, vat_sim_plan_is_read_from_the_environment);
   tcase_add_test(plans, a_planned_fault_waits_until_it_can_strike);
   tcase_add_test(plans, a_bad_plan_is_refused_with_a_clear_message);
+  tcase_add_test(plans, every_refusal_says_which_option_and_why);
+  tcase_add_test(plans, an_empty_variable_counts_as_unset);
   tcase_add_test(plans, mangled_plans_parse_or_are_refused);
   tcase_add_test(plans, times_are_written_and_read_exactly);
   tcase_add_test(plans, a_plan_lists_both_kinds_in_the_order_they_struck);

@@ -489,13 +489,18 @@ static char **child_environment(const char *config, const char *trace_path) {
 static void replay_in_child(const char *config, const char *replay,
                             uint64_t seed, const char *plan,
                             const char *trace_path, child_report *out) {
-  static const char prefix[] = "replay: ";
-  ck_assert_msg(strncmp(replay, prefix, strlen(prefix)) == 0, "%s", replay);
-  const char *line = replay + strlen(prefix);
+  /* Its first line, the assignments and nothing else; its second, a
+   * shell comment. */
+  const char *nl = strchr(replay, '\n');
+  ck_assert_msg(nl != NULL && nl[1] == '#' && strchr(nl + 1, '\n') == NULL,
+                "%s", replay);
+  char line[VAT_SIM_PLAN_SIZE + 256];
+  snprintf(line, sizeof line, "%.*s", (int)(nl - replay), replay);
   assignment as[4];
   size_t end;
   int n = shell_assignments(line, as, 4, &end);
   ck_assert_msg(n == (plan ? 2 : 1), "%d assignments in: %s", n, replay);
+  ck_assert_msg(end == strlen(line), "more than assignments in: %s", replay);
   char seed_text[32];
   snprintf(seed_text, sizeof seed_text, "%" PRIu64, seed);
   ck_assert_str_eq(as[0].name, "VAT_SIM_SEED");

@@ -29,7 +29,9 @@
  * A seed fails when the check returns false, when the world is quiescent
  * and the program is not done (a deadlock: nothing will ever happen
  * again), when it is not quiescent by the deadline on the virtual clock,
- * or when it runs more than max_turns turns (a livelock). The campaign
+ * or when it runs more than max_turns turns (a livelock); and, on this
+ * machine, when it takes more real time or memory than the options bound
+ * a seed to (max_seed_time_ns, max_seed_memory: 60 s, 1 GiB). The campaign
  * stops at the first failing seed and reports it.
  *
  * What is deterministic: everything the seed and the scenario decide.
@@ -115,7 +117,9 @@
  *    vat_ref_exit_reason reads `shutdown`) and their stop callbacks do not
  *    run. The scenario's check then runs once, with `quiescent` true, and
  *    must hold; `done` is not asked (a stopped program need not have
- *    finished). In a world of several systems it is the struck vat's
+ *    finished). There vat_sim_system_stopped(sys) is true and the notes
+ *    say "stop m0", so that an end-state check can tell a stopped world
+ *    from a finished one. In a world of several systems it is the struck vat's
  *    machine that stops so, and the world goes on (below).
  * Faults at a time: in a world of several systems, a machine's crash and
  * an event source's faults (a simulated network's partitions and
@@ -180,23 +184,37 @@
  * which shortens it; both again while they change the plan. Fewer faults come
  * first: a shrunk run may take more turns than the failing one when it has
  * fewer faults. The result is in vat_sim_result.shrunk: its plan, message,
- * turns, digest, and a one-line replay (the seed and VAT_SIM_PLAN) that runs it
- * again exactly. Cost: each candidate is one more run of the seed, at most
- * shrink_runs of them (default 200); the tests' failures with two to six faults
- * at a step took 6 to 19 runs, one with no fault takes none; a fault at a
- * time's search is over nanoseconds, some 20 to 40 runs each (the network's bug
- * program: one to six faults at a time shrunk in 43 to 119 runs). Set
- * shrink_runs to 0 to skip it.
+ * turns, digest, and a replay (the seed and VAT_SIM_PLAN, as Replay says)
+ * that runs it again exactly. Cost: each candidate is one more run of the seed,
+ * at most shrink_runs of them (default 200); the tests' failures with two to
+ * six faults at a step took 6 to 19 runs, one with no fault takes none; a fault
+ * at a time's search is over nanoseconds, some 20 to 40 runs each (the
+ * network's bug program: one to six faults at a time shrunk in 43 to 119 runs).
+ * Set shrink_runs to 0 to skip it.
  *
  * Replay: set VAT_SIM_SEED=N in the environment to make every vat_sim_run
  * run seed N alone (with the options the program gives it, and the plan
  * in VAT_SIM_PLAN if set), or call vat_sim_replay with the same scenario
- * and options (and the plan in options.plan). A failure's
- * vat_sim_result.replay is that line, ready to paste. With VAT_TRACE=FILE
- * set too, each world writes its trace of turns to FILE as it ends
- * (vat/trace.h), so a replay of one seed leaves that seed's trace there
- * (the last world's, when a program runs several campaigns), in virtual
- * time.
+ * and options (and the plan in options.plan). An empty VAT_SIM_SEED or
+ * VAT_SIM_PLAN counts as unset (so `VAT_SIM_PLAN= prog` runs the
+ * program's own plan); the plan of no faults is "none". A result's
+ * vat_sim_result.replay is two lines. The first is the assignments to put
+ * before the program's command in a shell, and nothing else, ready to
+ * paste: "VAT_SIM_SEED=7", or, when the run followed an explicit plan,
+ * "VAT_SIM_SEED=7 VAT_SIM_PLAN='step 12: kill acct-b'". The second is a
+ * shell comment ("# ...") on what that assumes: the scenario, the strategy,
+ * the faults (those the seed drew: at a step at the options' rate, and at
+ * a time by the world's machines and sources, counted; or the plan's),
+ * and the call that replays it in code.
+ *
+ * With VAT_TRACE=FILE set (vat/trace.h), the world of each seed a campaign
+ * runs writes the trace of its turns to FILE as it ends, over the one
+ * before, in virtual time; so FILE holds the last seed's, and after a
+ * replay of one seed, that seed's run as it was found. One file, FILE
+ * only: the runs that shrink a failure, the failing run's traced run (it
+ * has its own file, below), a world's other machines and a parallel
+ * campaign's workers read no VAT_TRACE (their runs would write over the
+ * seed's, or into FILE.2, FILE.3, ... as other traced systems do).
  *
  * The failing run's trace: with vat_sim_options.trace_path (or
  * VAT_SIM_TRACE=FILE in the environment) a campaign that finds a failure
@@ -208,14 +226,14 @@
  * ("args": {"step": N, "fault": "step N: kill acct-b"}); a fault at a
  * time on the host's track, named "crash" or by its source's name
  * ("network"), with the world's step count then and its text ("at 3s:
- * crash m1"). In a world of several systems the trace is of the first
- * system's turns only (the scenario's own); every fault is marked there,
- * wherever it struck. The trace is in the world's virtual time
- * (vat/trace.h: each turn 1 ns long, and a turn after the clock moved at
- * exactly the virtual time), a fault at the time of its step's turn (a
- * fault at a time: of the turn after it struck); and one seed and plan
- * traced again, in this process or another, write the same file byte for
- * byte.
+ * crash m1"), and no "vat" (it strikes a machine or a link, not a vat). In a
+ * world of several systems the trace is of the first system's turns only (the
+ * scenario's own); every fault is marked there, wherever it struck. The trace
+ * is in the world's virtual time (vat/trace.h: each turn 1 ns long, and a turn
+ * after the clock moved at exactly the virtual time), a fault at the time of
+ * its step's turn (a fault at a time: of the turn after it struck); and one
+ * seed and plan traced again, in this process or another, write the same file
+ * byte for byte.
  *
  * Parallel campaigns: with options.jobs other than 1, a campaign of more
  * than one seed runs in worker processes, copies of the caller made with
@@ -229,6 +247,9 @@
  * and total_faults sum those seeds only (a worker may have run higher
  * seeds meanwhile: they are not counted). When no seed fails, the fields
  * are the last seed's, as its worker found them, with totals over all.
+ * A seed that went past a bound (max_seed_time_ns, max_seed_memory) in a
+ * worker is reported as that worker found it, and not run again here:
+ * another run would pay as much again, and prove nothing of the seed.
  * Two outcomes exist only in parallel:
  *  - a seed that fails in a worker and not the same way here (not failing,
  *    or another message, turn count or digest) is reported failed with its
@@ -335,6 +356,23 @@ typedef struct vat_sim_options {
    *  online core; at most VAT_SIM_MAX_JOBS. Fewer start when there are
    *  fewer chunks of seeds than that. */
   unsigned jobs;
+  /** Bounds on what one seed's run may cost this process, so that a
+   *  campaign never looks hung: the real time it takes (its setup, steps
+   *  and checks, on the monotonic clock; default 60 s) and how far it
+   *  grows the collector's memory in use (its heap less its free bytes:
+   *  what the run keeps, and its garbage not yet collected; default 1
+   *  GiB). 0: no bound. Read between steps: a turn that never returns is
+   *  not stopped. Past either, the seed fails, VAT_SIM_OUT_OF_TIME or
+   *  VAT_SIM_OUT_OF_MEMORY, with a message naming the bound, and the
+   *  campaign stops there as at any failure; it is neither shrunk nor
+   *  traced (each run would cost as much again). Such a verdict depends
+   *  on this machine and process, not on the seed alone: its replay runs
+   *  the same turns, as far as the bound lets it. In the environment,
+   *  VAT_SIM_MAX_SEED_TIME (a time as a plan writes one: "30s", "500ms")
+   *  and VAT_SIM_MAX_SEED_MEMORY (bytes, or a whole number of KiB, MiB or
+   *  GiB: "512MiB"), when set, win; "0" lifts the bound. */
+  uint64_t max_seed_time_ns;
+  uint64_t max_seed_memory;
 } vat_sim_options;
 
 enum { VAT_SIM_MAX_JOBS = 1024 };
@@ -387,6 +425,9 @@ typedef enum vat_sim_verdict {
   /* Only in parallel campaigns (above): */
   VAT_SIM_NOT_DETERMINISTIC, /* it failed in a worker, not so here */
   VAT_SIM_WORKER_DIED,       /* its worker process died running it */
+  /* Past a bound on this process's resources (vat_sim_options): */
+  VAT_SIM_OUT_OF_TIME,   /* max_seed_time_ns of real time */
+  VAT_SIM_OUT_OF_MEMORY, /* max_seed_memory more memory in use */
 } vat_sim_verdict;
 
 /* A failure shrunk (above). */
@@ -424,7 +465,11 @@ typedef struct vat_sim_result {
   char message[256];     /* what failed; "" when nothing did */
   char plan[VAT_SIM_PLAN_SIZE]; /* the faults, "step 12: kill acct-b; ...";
                                    "none" */
-  char replay[VAT_SIM_PLAN_SIZE + 256]; /* one line that runs the seed again */
+  /** What runs the seed again (Replay, above): a line of assignments to
+   *  paste before the program's command, "VAT_SIM_SEED=7" (and
+   *  " VAT_SIM_PLAN='...'" after an explicit plan), then a "# ..." line
+   *  on the scenario and options it assumes. */
+  char replay[VAT_SIM_PLAN_SIZE + 256];
   /** What the world's machines and event sources went through (crashes,
    *  a network's partitions and disconnects: "Worlds of several systems"
    *  below), in order, each with its time on the virtual clock:
@@ -442,9 +487,12 @@ typedef struct vat_sim_result {
  *  not a seed failed (see out->failed); an error when the campaign could
  *  not run.
  *  Host thread. Errors: VAT_EINVAL (NULL sc, sc->setup or out, count 0,
- *  fault_rate outside [0, 1], pct_depth 0, an unknown fault kind, a
- *  drawn kind's maximum 0, jobs above VAT_SIM_MAX_JOBS, VAT_SIM_SEED not
- *  a number, a plan that does not parse: then out->message says why),
+ *  fault_rate outside [0, 1], an unknown strategy, pct_depth, pct_steps
+ *  or max_turns 0, an unknown fault kind, a drawn kind's maximum 0, jobs
+ *  above VAT_SIM_MAX_JOBS, VAT_SIM_SEED not a number, VAT_SIM_MAX_SEED_TIME
+ *  or VAT_SIM_MAX_SEED_MEMORY not of their forms, a plan that does not
+ *  parse: out->message, when out is not NULL, names the option or the
+ *  variable and says why),
  *  those of vat_system_new: then the campaign stops at the seed whose
  *  world could not be made, and out->seed is that seed, out->message says
  *  why, out->failed is false and its other figures are zero; and in
@@ -565,7 +613,8 @@ int vat_sim_system_crash(vat_system *sys, uint64_t at_ns);
 bool vat_sim_system_crashed(vat_system *sys);
 
 /** Whether the machine of `sys` was stopped by a stop fault (false
- *  outside a world): see VAT_SIM_STOP in a world of several systems. */
+ *  outside a world), in a world of one system as in one of several (there
+ *  the check's last call sees it true): see VAT_SIM_STOP. */
 bool vat_sim_system_stopped(vat_system *sys);
 
 /** The name of `sys` in reports; NULL when no world running here has it. */

@@ -22,8 +22,10 @@
  * per turn, an arrow from each send to the turn it caused. A simulated
  * world's system (vat/sim.h) draws one track per vat instead, named as
  * its fault plans name the vat, and each fault injected into a vat is an
- * instant on the vat's track ("cat": "fault", named by its kind, its step
- * and its plan's text in "args"). Its
+ * instant on the vat's track ("cat": "fault", named by its kind, the vat,
+ * its step and its plan's text in "args"); a fault at a time (a machine's
+ * crash, a network's fault) strikes no vat, and is an instant on the host's
+ * track with no "vat" in its "args". Its
  * "otherData" says how many events were overwritten (in all, and per
  * track, also in each track's thread_name metadata) and how many flows
  * lost an end: a flow whose send or turn was overwritten, or whose message

@@ -23,6 +23,7 @@
 #include "sim/machines.h"
 #include "sim/timed.h"
 #include "timer/timer.h"
+#include "trace/trace.h"
 #include "util/gc.h"
 #include "util/mem.h"
 
@@ -172,10 +173,8 @@ static void crash_now(struct vat__sim_machines *m, unsigned i) {
   went_down(m, i, "crash");
 }
 
-/* A stop fault struck a vat of `sys` in this step: the machine stops as
- * vat_system_shutdown(sys, 0) stops it (what it holds of delayed messages
- * delivered first, to be dropped with the rest), and the world goes on. */
-static void stop_now(struct vat__sim_machines *m, vat_system *sys) {
+void vat__sim_machines_stop(vat__sim_world *w, vat_system *sys) {
+  struct vat__sim_machines *m = w->machines;
   unsigned i = 0;
   while (m->sys[i] != sys)
     i++;
@@ -277,7 +276,7 @@ int vat__sim_machines_run(vat__sim_world *w, vat_run_result *rr) {
   int rc = vat_system_run(m->sys[i], 1, 0, rr);
   m->follow = NULL;
   if (w->stop != NULL) { /* even when the step ran no turn (a drop) */
-    stop_now(m, w->stop);
+    vat__sim_machines_stop(w, w->stop);
     w->stop = NULL;
   }
   rr->more = true; /* the next step looks again */
@@ -407,6 +406,7 @@ int vat_sim_system_new(vat_system *sys, const vat_sim_system_options *o,
   cfg.deterministic = true;
   cfg.seed = vat__sim_draw(&m->machine_rng);
   cfg.on_crash = NULL;
+  cfg.trace_path = vat__trace_off; /* the world's trace is its first system's */
   vat_system *made;
   if ((rc = vat_system_new(&cfg, &made)) != VAT_OK)
     return rc;

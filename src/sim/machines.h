@@ -21,6 +21,12 @@ int vat__sim_machines_run(vat__sim_world *w, vat_run_result *rr);
 /** Nanoseconds until the next timer of a live system, crash or source
  *  event (0: due now), or -1: none. */
 void vat__sim_machines_next(vat__sim_world *w, int64_t *ns);
+/** A stop fault struck a vat of `sys` in this step: the machine stops as
+ *  vat_system_shutdown(sys, 0) stops it (what is held for it of delayed
+ *  messages delivered first, to be dropped with the rest), is noted
+ *  ("stop NAME") and reads stopped (vat_sim_system_stopped), and the
+ *  sources are told; in a world of one, before its check's last word. */
+void vat__sim_machines_stop(vat__sim_world *w, vat_system *sys);
 /** Moves every system's clock `ns` on. */
 void vat__sim_machines_advance(vat__sim_world *w, uint64_t ns);
 /** The faults noted in the run (vat_sim_note, crashes) into `buf`; "none"

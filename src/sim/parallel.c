@@ -47,6 +47,7 @@
 #endif
 #include <unistd.h>
 
+#include "sim/run.h"
 #include "util/gc.h"
 #include "value/value_internal.h"
 
@@ -498,8 +499,8 @@ static void died(const ending *e, uint64_t seed, vat_sim_result *out) {
            "its worker process died running it: it %s", how);
   snprintf(out->plan, sizeof out->plan, "unknown");
   snprintf(out->replay, sizeof out->replay,
-           "replay: VAT_SIM_SEED=%" PRIu64 " (it crashed its process: run it "
-           "under a debugger)",
+           "VAT_SIM_SEED=%" PRIu64 "\n# it crashed its worker process: run "
+           "it here, under a debugger",
            seed);
 }
 
@@ -533,6 +534,8 @@ static int merge(campaign *c, const int *status, vat_sim_result *out) {
     memset(&here, 0, sizeof here);
     if (e.died) {
       died(&e, seed, out);
+    } else if (e.rc == VAT_OK && vat__sim_over_bound(e.theirs.verdict)) {
+      *out = e.theirs; /* this machine's cost: running it here proves nothing */
     } else if (same_failure(rc = c->seeds->run(c->seeds->ctx, seed, &here),
                             &here, e.rc, &e.theirs)) {
       if (here.failed)

@@ -4,13 +4,20 @@
 #ifndef VAT_SIM_RUN_H
 #define VAT_SIM_RUN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "sim/world.h"
 #include "vat/sim.h"
 
+/** A trace_path for vat__sim_run_seed: a campaign's own seed, whose world
+ *  writes its trace to VAT_TRACE's file, when set, as it ends (vat/sim.h);
+ *  no other world of the harness reads VAT_TRACE. */
+extern const char vat__sim_trace_env[];
+
 /** Runs `seed`'s world to its end under `o`, with `plan` (NULL: the seed
- *  draws the faults), traced into `trace_path` if not NULL. Sets r's
+ *  draws the faults), traced into `trace_path` if not NULL (nor
+ *  vat__sim_trace_env), and r->trace_written set if it was. Sets r's
  *  figures for the seed (seed, turns, steps, digest, now_ns, verdict,
  *  nfaults, faults, plan_missed, message, plan, replay) and adds to its
  *  totals. Returns its world (what struck), or NULL with *err set when
@@ -21,11 +28,20 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
                                   const char *trace_path, vat_sim_result *r,
                                   int *err);
 
-/** The line that runs `seed` again: with `plan` (a plan's text) when the
- *  run followed an explicit one, else the seed alone. */
+/** Whether `v` is a verdict of a bound on the process's resources
+ *  (VAT_SIM_OUT_OF_TIME, VAT_SIM_OUT_OF_MEMORY): a cost of this machine,
+ *  which a run again would pay again, neither shrunk nor traced. */
+static inline bool vat__sim_over_bound(vat_sim_verdict v) {
+  return v == VAT_SIM_OUT_OF_TIME || v == VAT_SIM_OUT_OF_MEMORY;
+}
+
+/** What runs `seed` again (vat_sim_result.replay): the assignments to
+ *  paste, with `plan` (a plan's text) when the run followed an explicit
+ *  one, else the seed alone; then a comment line on the scenario and
+ *  options they assume (`timed`: the faults at a time the seed drew). */
 void vat__sim_replay_line(const vat_sim_scenario *sc, const vat_sim_options *o,
-                          uint64_t seed, const char *plan, char *buf,
-                          size_t size);
+                          uint64_t seed, const char *plan, unsigned timed,
+                          char *buf, size_t size);
 
 /** Shrinks the failure `out` reports, whose world was `w`, into
  *  out->shrunk (vat/sim.h), unless o->shrink_runs is 0. */

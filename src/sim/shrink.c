@@ -159,6 +159,6 @@ void vat__sim_shrink(const vat_sim_scenario *sc, const vat_sim_options *o,
   sh->timed_faults = b->timed_faults;
   memcpy(sh->message, b->message, sizeof sh->message);
   memcpy(sh->plan, b->plan, sizeof sh->plan);
-  vat__sim_replay_line(sc, o, out->seed, sh->plan, sh->replay,
+  vat__sim_replay_line(sc, o, out->seed, sh->plan, sh->timed_faults, sh->replay,
                        sizeof sh->replay);
 }

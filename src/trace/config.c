@@ -54,11 +54,15 @@ static unsigned next_tag(void) {
   return atomic_fetch_add_explicit(&tags, 1, memory_order_relaxed) + 1;
 }
 
+const char vat__trace_off[] = "";
+
 int vat__trace_configure(vat_system *sys) {
   const vat_config *cfg = &sys->cfg;
   if (cfg->trace_events > MAX_EVENTS)
     return VAT_EINVAL;
   const char *path = cfg->trace_path;
+  if (path == vat__trace_off)
+    return VAT_OK;
   if (path != NULL) {
     sys->trace_path = *path ? copy_string(path, "") : NULL;
   } else {

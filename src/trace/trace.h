@@ -11,6 +11,11 @@
 /** Writes the trace file at shutdown, when the system names one. */
 extern const vat__module vat__trace_module;
 
+/** A vat_config.trace_path that traces nothing, whatever VAT_TRACE says:
+ *  for systems the library makes whose trace nobody asked for (a
+ *  simulated world's other machines, the runs that shrink a failure). */
+extern const char vat__trace_off[];
+
 /** Reads the configuration (and VAT_TRACE, VAT_TRACE_EVENTS) into `sys`
  *  before its workers are made. VAT_OK or VAT_EINVAL. */
 int vat__trace_configure(vat_system *sys);

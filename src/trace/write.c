@@ -320,8 +320,10 @@ static void write_instant(writer *w, unsigned tid, const vat__trace_event *e,
   case VAT__TR_FAULT:
     put_name(w, "fault", e->entity ? (const char *)e->entity : "fault");
     fputs(",\"args\":{", w->f);
-    put_ref(w, "", "vat", e->vat);
-    fprintf(w->f, ",\"step\":%llu,\"fault\":", (unsigned long long)e->flow);
+    if (e->vat != NULL) /* a fault at a time strikes a machine, no vat */
+      put_ref(w, "", "vat", e->vat);
+    fprintf(w->f, "%s\"step\":%llu,\"fault\":", e->vat != NULL ? "," : "",
+            (unsigned long long)e->flow);
     put_str(w->f, e->what ? (const char *)e->what : "");
     fputs("}}", w->f);
     break;
