@@ -488,6 +488,8 @@ sim-replay-claims-rate-0|src/sim/harness.c|sim_machines|if (o->fault_rate > 0) {
 # Every EINVAL says why; an empty VAT_SIM_PLAN counts as unset.
 sim-einval-silent|src/sim/harness.c|sim_plan|return refuse(why, size, "fault_rate %g is outside [0, 1]", o->fault_rate);|return VAT_EINVAL;
 sim-seed-einval-silent|src/sim/harness.c|sim_plan|if (out != NULL) {|if (0) {
+# VAT_SIM_SEED is decimal as the replay line prints it, even after a 0.
+sim-seed-read-as-octal|src/sim/harness.c|sim|unsigned long long seed = strtoull(env, &end, hex ? 16 : 10);|unsigned long long seed = strtoull(env, &end, 0);
 sim-empty-plan-read|src/sim/harness.c|sim_plan|const char *text = env != NULL && *env != '\0' ? env : o->plan;|const char *text = env != NULL ? env : o->plan;
 EOF
 

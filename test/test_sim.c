@@ -149,8 +149,17 @@ START_TEST(vat_sim_seed_runs_that_seed_alone) {
   unsetenv("VAT_SIM_SEED");
   ck_assert_vat_ok(vat_sim_replay(&ring, &o, 42, &again));
   ck_assert_uint_eq(again.digest, r.digest);
+  /* Decimal as the replay line prints it, even after a 0 (not octal);
+   * hexadecimal only after 0x. */
+  setenv("VAT_SIM_SEED", "042", 1);
+  ck_assert_vat_ok(vat_sim_run(&ring, &o, 1, 100, &r));
+  ck_assert_uint_eq(r.seed, 42);
+  setenv("VAT_SIM_SEED", "0x2a", 1);
+  ck_assert_vat_ok(vat_sim_run(&ring, &o, 1, 100, &r));
+  ck_assert_uint_eq(r.seed, 42);
   setenv("VAT_SIM_SEED", "4x", 1);
   ck_assert_vat_err(vat_sim_run(&ring, &o, 1, 100, &r), VAT_EINVAL);
+  unsetenv("VAT_SIM_SEED");
 }
 END_TEST
 

@@ -192,9 +192,10 @@
  * network's bug program: one to six faults at a time shrunk in 43 to 119 runs).
  * Set shrink_runs to 0 to skip it.
  *
- * Replay: set VAT_SIM_SEED=N in the environment to make every vat_sim_run
- * run seed N alone (with the options the program gives it, and the plan
- * in VAT_SIM_PLAN if set), or call vat_sim_replay with the same scenario
+ * Replay: set VAT_SIM_SEED=N (decimal, or hexadecimal after 0x) in the
+ * environment to make every vat_sim_run run seed N alone (with the
+ * options the program gives it, and the plan in VAT_SIM_PLAN if set), or
+ * call vat_sim_replay with the same scenario
  * and options (and the plan in options.plan). An empty VAT_SIM_SEED or
  * VAT_SIM_PLAN counts as unset (so `VAT_SIM_PLAN= prog` runs the
  * program's own plan); the plan of no faults is "none". A result's

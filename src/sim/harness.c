@@ -460,7 +460,10 @@ int vat_sim_run(const vat_sim_scenario *sc, const vat_sim_options *o,
   if (env != NULL && *env != '\0') {
     char *end;
     errno = 0;
-    unsigned long long seed = strtoull(env, &end, 0);
+    /* Decimal, as the replay line prints it: base 0 would read a leading
+     * 0 as octal. */
+    bool hex = env[0] == '0' && (env[1] == 'x' || env[1] == 'X');
+    unsigned long long seed = strtoull(env, &end, hex ? 16 : 10);
     if (errno != 0 || *end != '\0' || *env < '0' || *env > '9') {
       if (out != NULL) {
         memset(out, 0, sizeof *out);
