@@ -472,6 +472,8 @@ net-relayed-error-fields-dropped|src/net/refusals.c|net|} else if (vat_type_of(p
 # issue: held items (tests that missed bugs)
 promise-callee-end-breaks-followed|src/promise/promise.c|promise|vat__promise_settle(items[i], ST_BROKEN, reason, NULL, false);|vat__promise_settle(items[i], ST_BROKEN, reason, NULL, true);
 promise-timed-out-waiter-left-as-tail|src/promise/promise.c|promise|p->tail = prev;|;
+overload-own-low-default-half|src/core/overload.c|overload|ov->low = ov->high / 4 ? ov->high / 4 : 1;|ov->low = ov->high / 2 ? ov->high / 2 : 1;
+overload-own-low-equal-high-refused|src/core/overload.c|overload|return ov->low <= ov->high ? VAT_OK : VAT_EINVAL;|return ov->low < ov->high ? VAT_OK : VAT_EINVAL;
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
