@@ -474,6 +474,8 @@ promise-callee-end-breaks-followed|src/promise/promise.c|promise|vat__promise_se
 promise-timed-out-waiter-left-as-tail|src/promise/promise.c|promise|p->tail = prev;|;
 overload-own-low-default-half|src/core/overload.c|overload|ov->low = ov->high / 4 ? ov->high / 4 : 1;|ov->low = ov->high / 2 ? ov->high / 2 : 1;
 overload-own-low-equal-high-refused|src/core/overload.c|overload|return ov->low <= ov->high ? VAT_OK : VAT_EINVAL;|return ov->low < ov->high ? VAT_OK : VAT_EINVAL;
+sim-machine-name-32-taken|src/sim/machines.c|sim_machines|if (n == 0 \|\| n >= NAME_SIZE)|if (n == 0 \|\| n > NAME_SIZE)
+sim-later-crash-replaces-earlier|src/sim/machines.c|sim_machines|if (!down(m, i) && at_ns < m->crash_at[i])|if (!down(m, i))
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
