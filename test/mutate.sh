@@ -476,6 +476,7 @@ overload-own-low-default-half|src/core/overload.c|overload|ov->low = ov->high / 
 overload-own-low-equal-high-refused|src/core/overload.c|overload|return ov->low <= ov->high ? VAT_OK : VAT_EINVAL;|return ov->low < ov->high ? VAT_OK : VAT_EINVAL;
 sim-machine-name-32-taken|src/sim/machines.c|sim_machines|if (n == 0 \|\| n >= NAME_SIZE)|if (n == 0 \|\| n > NAME_SIZE)
 sim-later-crash-replaces-earlier|src/sim/machines.c|sim_machines|if (!down(m, i) && at_ns < m->crash_at[i])|if (!down(m, i))
+net-method-names-cache-ignores-length|src/net/calls.c|net|if (a != NULL && vat_atom_len(a) == len &&|if (a != NULL &&
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
