@@ -477,6 +477,12 @@ overload-own-low-equal-high-refused|src/core/overload.c|overload|return ov->low 
 sim-machine-name-32-taken|src/sim/machines.c|sim_machines|if (n == 0 \|\| n >= NAME_SIZE)|if (n == 0 \|\| n > NAME_SIZE)
 sim-later-crash-replaces-earlier|src/sim/machines.c|sim_machines|if (!down(m, i) && at_ns < m->crash_at[i])|if (!down(m, i))
 net-method-names-cache-ignores-length|src/net/calls.c|net|if (a != NULL && vat_atom_len(a) == len &&|if (a != NULL &&
+# PCT's change points: each lowers its vat below those of earlier steps
+# (the draw in step order), and they fall on steps 1 to k.
+sim-pct-change-points-unsorted|src/sim/choose.c|sim|sort_steps(w->change, w->nchange);|(void)sort_steps;
+sim-pct-later-lowered-above|src/sim/choose.c|sim|w->prio[idx[k]] = VAT__SIM_MAX_DEPTH - i; /* below every vat's */|w->prio[idx[k]] = 1 + i;
+sim-pct-change-points-from-0|src/sim/choose.c|sim|w->change[i] = 1 + vat__sim_draw(&w->pick_rng) % o->pct_steps;|w->change[i] = vat__sim_draw(&w->pick_rng) % o->pct_steps;
+sim-pct-change-points-past-k|src/sim/choose.c|sim|w->change[i] = 1 + vat__sim_draw(&w->pick_rng) % o->pct_steps;|w->change[i] = 1 + vat__sim_draw(&w->pick_rng) % (o->pct_steps + 1);
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }
