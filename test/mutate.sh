@@ -477,6 +477,9 @@ overload-own-low-equal-high-refused|src/core/overload.c|overload|return ov->low 
 sim-machine-name-32-taken|src/sim/machines.c|sim_machines|if (n == 0 \|\| n >= NAME_SIZE)|if (n == 0 \|\| n > NAME_SIZE)
 sim-later-crash-replaces-earlier|src/sim/machines.c|sim_machines|if (!down(m, i) && at_ns < m->crash_at[i])|if (!down(m, i))
 net-method-names-cache-ignores-length|src/net/calls.c|net|if (a != NULL && vat_atom_len(a) == len &&|if (a != NULL &&
+net-read-resumes-below-pause|src/net/io.c|bounds|io->out_resume = out_pause / 2;|io->out_resume = out_pause;
+net-read-resumes-at-a-quarter|src/net/io.c|bounds|io->out_resume = out_pause / 2;|io->out_resume = out_pause / 4;
+net-read-resumes-below-half-only|src/net/io.c|bounds|bool pause = io->paused ? h > io->out_resume : h > io->out_pause;|bool pause = io->paused ? h >= io->out_resume : h > io->out_pause;
 # PCT's change points: each lowers its vat below those of earlier steps
 # (the draw in step order), and they fall on steps 1 to k.
 sim-pct-change-points-unsorted|src/sim/choose.c|sim|sort_steps(w->change, w->nchange);|(void)sort_steps;
