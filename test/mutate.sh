@@ -488,9 +488,26 @@ sim-replay-claims-rate-0|src/sim/harness.c|sim_machines|if (o->fault_rate > 0) {
 # Every EINVAL says why; an empty VAT_SIM_PLAN counts as unset.
 sim-einval-silent|src/sim/harness.c|sim_plan|return refuse(why, size, "fault_rate %g is outside [0, 1]", o->fault_rate);|return VAT_EINVAL;
 sim-seed-einval-silent|src/sim/harness.c|sim_plan|if (out != NULL) {|if (0) {
+sim-empty-plan-read|src/sim/harness.c|sim_plan|const char *text = env != NULL && *env != '\0' ? env : o->plan;|const char *text = env != NULL ? env : o->plan;
 # VAT_SIM_SEED is decimal as the replay line prints it, even after a 0.
 sim-seed-read-as-octal|src/sim/harness.c|sim|unsigned long long seed = strtoull(env, &end, hex ? 16 : 10);|unsigned long long seed = strtoull(env, &end, 0);
-sim-empty-plan-read|src/sim/harness.c|sim_plan|const char *text = env != NULL && *env != '\0' ? env : o->plan;|const char *text = env != NULL ? env : o->plan;
+# issue: held items (tests that missed bugs)
+promise-callee-end-breaks-followed|src/promise/promise.c|promise|vat__promise_settle(items[i], ST_BROKEN, reason, NULL, false);|vat__promise_settle(items[i], ST_BROKEN, reason, NULL, true);
+promise-timed-out-waiter-left-as-tail|src/promise/promise.c|promise|p->tail = prev;|;
+overload-own-low-default-half|src/core/overload.c|overload|ov->low = ov->high / 4 ? ov->high / 4 : 1;|ov->low = ov->high / 2 ? ov->high / 2 : 1;
+overload-own-low-equal-high-refused|src/core/overload.c|overload|return ov->low <= ov->high ? VAT_OK : VAT_EINVAL;|return ov->low < ov->high ? VAT_OK : VAT_EINVAL;
+sim-machine-name-32-taken|src/sim/machines.c|sim_machines|if (n == 0 \|\| n >= NAME_SIZE)|if (n == 0 \|\| n > NAME_SIZE)
+sim-later-crash-replaces-earlier|src/sim/machines.c|sim_machines|if (!down(m, i) && at_ns < m->crash_at[i])|if (!down(m, i))
+net-method-names-cache-ignores-length|src/net/calls.c|net|if (a != NULL && vat_atom_len(a) == len &&|if (a != NULL &&
+net-read-resumes-below-pause|src/net/io.c|bounds|io->out_resume = out_pause / 2;|io->out_resume = out_pause;
+net-read-resumes-at-a-quarter|src/net/io.c|bounds|io->out_resume = out_pause / 2;|io->out_resume = out_pause / 4;
+net-read-resumes-below-half-only|src/net/io.c|bounds|bool pause = io->paused ? h > io->out_resume : h > io->out_pause;|bool pause = io->paused ? h >= io->out_resume : h > io->out_pause;
+# PCT's change points: each lowers its vat below those of earlier steps
+# (the draw in step order), and they fall on steps 1 to k.
+sim-pct-change-points-unsorted|src/sim/choose.c|sim|sort_steps(w->change, w->nchange);|(void)sort_steps;
+sim-pct-later-lowered-above|src/sim/choose.c|sim|w->prio[idx[k]] = VAT__SIM_MAX_DEPTH - i; /* below every vat's */|w->prio[idx[k]] = 1 + i;
+sim-pct-change-points-from-0|src/sim/choose.c|sim|w->change[i] = 1 + vat__sim_draw(&w->pick_rng) % o->pct_steps;|w->change[i] = vat__sim_draw(&w->pick_rng) % o->pct_steps;
+sim-pct-change-points-past-k|src/sim/choose.c|sim|w->change[i] = 1 + vat__sim_draw(&w->pick_rng) % o->pct_steps;|w->change[i] = 1 + vat__sim_draw(&w->pick_rng) % (o->pct_steps + 1);
 EOF
 
 rows() { printf '%s\n' "$MUTATIONS" | grep -v -e '^$' -e '^#'; }

@@ -658,6 +658,104 @@ START_TEST(frames_past_max_questions_wait_in_order_and_pause_reading) {
 }
 END_TEST
 
+/* vat/net.h, out_pause_bytes: "Reading resumes once that is down to half
+ * of this." The gate takes one call at a time (max_questions 1) and the
+ * peer's further calls, PAUSE_FRAME bytes each, wait as held: past
+ * PAUSE_BYTES reading pauses; each release answers one call and lets
+ * one more in, so what is held goes down a frame at a time. Reading stays
+ * paused down to one frame above half, and resumes at half exactly. */
+enum { PAUSE_FRAME = 200, PAUSE_BYTES = 2000, PAUSE_WAITING = 14 };
+
+/* A "hold" call of exactly PAUSE_FRAME bytes, padded with an argument. */
+static size_t hold_call(char *out, size_t size, int q, size_t pad) {
+  char padding[PAUSE_FRAME + 1];
+  memset(padding, 'x', pad);
+  padding[pad] = '\0';
+  return (size_t)snprintf(out, size,
+                          "{\"type\":\"CTP_CALL\",\"questionID\":\"q-%d\","
+                          "\"target\":\"o-1\",\"method\":{\"body\":"
+                          "\"[\\\"hold\\\",[\\\"%s\\\"]]\",\"slots\":[]}}",
+                          q, padding);
+}
+
+static bool held_reaches(vat_conn *c, size_t bytes) {
+  double deadline = test_wall_seconds() + WAIT_S;
+  while (conn_info(c).in_pending != bytes && test_wall_seconds() < deadline)
+    test_sleep(0.001);
+  return conn_info(c).in_pending == bytes;
+}
+
+START_TEST(reading_resumes_once_held_is_down_to_half_of_the_pause) {
+  vat_system *sys = test_system(2);
+  gate *g;
+  vat_ref *gate_ref;
+  ck_assert_vat_ok(vat_host_spawn(sys, &gate_def, &gate_ref, (void **)&g));
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_conn_options opt;
+  vat_conn_options_default(&opt);
+  opt.max_questions = 1;
+  opt.out_pause_bytes = PAUSE_BYTES;
+  vat_conn *c;
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], gate_ref, &opt, &c));
+  raw_answer_bootstrap(sv[1]);
+  raw_frame(sv[1], "{\"type\":\"CTP_BOOTSTRAP\",\"questionID\":\"q-1\"}");
+  raw_read_until(sv[1], "o+1");
+  /* q-10 is taken, q-11.. wait; in one write, so one read takes all. */
+  char one[PAUSE_FRAME + 1];
+  size_t pad = PAUSE_FRAME - hold_call(one, sizeof one, 10, 0);
+  static char calls[(PAUSE_WAITING + 1) * (PAUSE_FRAME + 8) + 1];
+  size_t used = 0;
+  for (int q = 10; q <= 10 + PAUSE_WAITING; q++) {
+    ck_assert_uint_eq(hold_call(one, sizeof one, q, pad), PAUSE_FRAME);
+    used += (size_t)snprintf(calls + used, sizeof calls - used, "%d:%s,",
+                             PAUSE_FRAME, one);
+  }
+  raw_write(sv[1], calls);
+  ck_assert(test_wait_u64(&g->holding, 1, WAIT_S));
+  double paused_by = test_wall_seconds() + WAIT_S;
+  while (!conn_info(c).reading_paused && test_wall_seconds() < paused_by)
+    test_sleep(0.001);
+  /* All waiting, unless a read ended mid-way and reading paused with the
+   * last few still in the socket: counted from what is held. */
+  size_t start = conn_info(c).in_pending;
+  ck_assert_msg(conn_info(c).reading_paused && start > PAUSE_BYTES &&
+                    start % PAUSE_FRAME == 0,
+                "%zu bytes held, paused %d", start,
+                (int)conn_info(c).reading_paused);
+  for (int i = 1; i <= PAUSE_WAITING; i++) {
+    size_t held = start - (size_t)i * PAUSE_FRAME;
+    ck_assert_vat_ok(vat_host_send(gate_ref, gate_release, NULL));
+    char answer[40];
+    snprintf(answer, sizeof answer, "\"answerID\":\"q-%d\"", 9 + i);
+    raw_read_until(sv[1], answer);
+    ck_assert(test_wait_u64(&g->releases, (uint64_t)i, WAIT_S));
+    ck_assert(test_wait_u64(&g->holding, 1, WAIT_S));
+    ck_assert_msg(held_reaches(c, held), "%zu bytes held, not %zu",
+                  conn_info(c).in_pending, held);
+    if (held > PAUSE_BYTES / 2) {
+      /* Each answer is written, and reading paced after it, by the loop
+       * in turn: a resume after an earlier release has happened by now. */
+      ck_assert_msg(conn_info(c).reading_paused,
+                    "reading resumed with %zu bytes held (pause %d)", held,
+                    PAUSE_BYTES);
+      continue;
+    }
+    double deadline = test_wall_seconds() + WAIT_S;
+    while (conn_info(c).reading_paused && test_wall_seconds() < deadline)
+      test_sleep(0.001);
+    ck_assert_msg(!conn_info(c).reading_paused,
+                  "reading still paused with %zu bytes held (pause %d)", held,
+                  PAUSE_BYTES);
+    break;
+  }
+  vat_conn_close(c);
+  wait_closed(c);
+  close(sv[1]);
+  test_quiesce(sys);
+}
+END_TEST
+
 /* --- Bad options -------------------------------------------------------- */
 
 START_TEST(bad_timeouts_are_refused) {
@@ -823,6 +921,7 @@ Suite *test_bounds_suite(void) {
   tcase_add_test(tc, max_calls_taken_above_max_questions_is_max_questions);
   tcase_add_test(tc, by_default_1024_calls_are_taken_at_once);
   tcase_add_test(tc, frames_past_max_questions_wait_in_order_and_pause_reading);
+  tcase_add_test(tc, reading_resumes_once_held_is_down_to_half_of_the_pause);
   tcase_add_test(tc, a_side_streaming_calls_still_reads_the_answers);
   tcase_add_test(tc, bad_timeouts_are_refused);
   tcase_add_test(tc, a_listener_takes_at_most_its_cap);

@@ -1,7 +1,7 @@
 /* Method names from the wire: each call reaches its target with the atom
  * of its own name, however many names a connection calls and in whatever
  * order (the connection keeps a small cache of the names it saw last, in
- * which names of the same length share slots). */
+ * which names share slots, of one length or of several). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -72,8 +72,53 @@ START_TEST(each_call_reaches_its_target_by_its_own_name) {
 }
 END_TEST
 
+/* Names of every length from 1 to 64, each a prefix of the longer ones,
+ * called longest first, then shortest first, then longest first again:
+ * more names than the cache has slots, so names of different lengths
+ * share slots, and a name found in a slot that begins as the called one
+ * (a longer name cached, a shorter called) is not taken for it. */
+enum { PREFIXES = 64 };
+
+START_TEST(names_of_different_lengths_reach_their_own_method) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  vat_system *sys = test_system(2);
+  vat_ref *served, *proxy;
+  vat_conn *a, *b;
+  ck_assert_vat_ok(vat_host_spawn(sys, &name_echo_def, &served, NULL));
+  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, NULL, &a));
+  ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, NULL, &b));
+  proxy = wait_ref(vat_conn_bootstrap(b));
+  char longest[PREFIXES + 1];
+  for (int i = 0; i < PREFIXES; i++)
+    longest[i] = (char)('a' + i % 26);
+  longest[PREFIXES] = '\0';
+  enum { CALLS = 3 * PREFIXES };
+  vat_promise *p[CALLS];
+  int len[CALLS];
+  for (int k = 0; k < CALLS; k++) {
+    int i = k % PREFIXES;
+    len[k] = k / PREFIXES == 1 ? 1 + i : PREFIXES - i;
+    ck_assert_vat_ok(
+        vat_host_request(proxy, vat_atom_intern_n(longest, (size_t)len[k]),
+                         vat_list(NULL, 0), 0, &p[k]));
+  }
+  for (int k = 0; k < CALLS; k++) {
+    vat_value v;
+    ck_assert_vat_ok(vat_promise_wait(p[k], WAIT_S, &v));
+    ck_assert_msg(vat_type_of(v) == VAT_T_STRING &&
+                      vat_string_len(v) == (size_t)len[k] &&
+                      memcmp(vat_string_data(v), longest, (size_t)len[k]) == 0,
+                  "call %d to the name of %d bytes reached %s", k, len[k],
+                  vat_type_of(v) == VAT_T_STRING ? vat_string_data(v) : "?");
+  }
+  close_pair(&(pair){.sys = sys, .a = a, .b = b});
+}
+END_TEST
+
 void test_net_names_tests(Suite *s) {
   TCase *tc = test_case("names", 60);
   tcase_add_test(tc, each_call_reaches_its_target_by_its_own_name);
+  tcase_add_test(tc, names_of_different_lengths_reach_their_own_method);
   suite_add_tcase(s, tc);
 }

@@ -918,8 +918,12 @@ static bool is_muted(vat_ref *ref) {
  * the producer stays muted while LOW or more are queued and is released
  * at the first measure that finds LOW - 1. (host_send_wait_waits_for_
  * the_low_mark accepts a release at exactly LOW.) */
-START_TEST(muted_until_below_the_low_mark) {
-  enum { N = 30, HIGH = 20, LOW = 5 };
+/* Spawns a sink with `ov` and a producer that sends it N items in one
+ * turn, then runs the sink one turn at a time: the producer must stay
+ * muted while `low` or more are queued, and be released at the first
+ * measure that finds low - 1. */
+static void check_muted_until_below(const vat_overload *ov, uint64_t low) {
+  enum { N = 30 };
   vat_config cfg;
   vat_config_default(&cfg);
   cfg.workers = 0;
@@ -927,7 +931,7 @@ START_TEST(muted_until_below_the_low_mark) {
   vat_system *sys = NULL;
   ck_assert_vat_ok(vat_system_new(&cfg, &sys));
   sink *s;
-  vat_ref *to = spawn_sink(sys, &(vat_overload){.high = HIGH, .low = LOW}, &s);
+  vat_ref *to = spawn_sink(sys, ov, &s);
   ticker *t;
   vat_ref *pr = test_spawn(sys, sizeof *t, (void **)&t);
   *t = (ticker){.to = to, .ticks_left = 1};
@@ -938,21 +942,53 @@ START_TEST(muted_until_below_the_low_mark) {
   ck_assert(vat_ref_overloaded(to));
   ck_assert_msg(is_muted(pr), "the producer was not muted");
   /* Only the sink is ready now: each run is one of its turns. */
-  for (uint64_t queued = N - 1; queued >= LOW; queued--) {
+  for (uint64_t queued = N - 1; queued >= low; queued--) {
     ck_assert_vat_ok(vat_system_run(sys, 1, 0, &res));
     ck_assert_uint_eq(atomic_load(&s->handled), N - queued);
-    ck_assert_msg(is_muted(pr), "released with %" PRIu64 " queued (low %d)",
-                  queued, LOW);
+    ck_assert_msg(is_muted(pr),
+                  "released with %" PRIu64 " queued (low %" PRIu64 ")", queued,
+                  low);
     ck_assert_uint_eq(atomic_load(&t->ticks), 1);
   }
-  ck_assert_vat_ok(vat_system_run(sys, 1, 0, &res)); /* LOW - 1 left */
-  ck_assert_uint_eq(atomic_load(&s->handled), N - LOW + 1);
-  ck_assert_msg(!is_muted(pr), "still muted with %d queued (low %d)", LOW - 1,
-                LOW);
+  ck_assert_vat_ok(vat_system_run(sys, 1, 0, &res)); /* low - 1 left */
+  ck_assert_uint_eq(atomic_load(&s->handled), N - low + 1);
+  ck_assert_msg(!is_muted(pr),
+                "still muted with %" PRIu64 " queued (low %" PRIu64 ")",
+                low - 1, low);
   ck_assert(!vat_ref_overloaded(to));
   ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &res));
   ck_assert_uint_eq(atomic_load(&t->done), 1);
   ck_assert_uint_eq(atomic_load(&s->handled), N);
+  test_quiesce(sys);
+}
+
+START_TEST(muted_until_below_the_low_mark) {
+  check_muted_until_below(&(vat_overload){.high = 20, .low = 5}, 5);
+}
+END_TEST
+
+/* vat/core.h: a vat's own low mark "Default high / 4". */
+START_TEST(a_vats_own_low_mark_defaults_to_a_quarter_of_high) {
+  check_muted_until_below(&(vat_overload){.high = 20}, 5);
+}
+END_TEST
+
+/* vat/core.h: low "must not exceed high": equal is a vat's own setting
+ * like any other, at spawn and from inside the vat. */
+static _Atomic uint64_t set_equal_rc;
+static void set_low_equal_to_high(vat_turn *turn, void *state, void *arg) {
+  (void)state;
+  (void)arg;
+  int rc = vat_overload_set(turn, &(vat_overload){.high = 8, .low = 8});
+  atomic_store(&set_equal_rc, (uint64_t)(rc == VAT_OK ? 1 : 2));
+}
+
+START_TEST(low_equal_to_high_is_accepted) {
+  check_muted_until_below(&(vat_overload){.high = 8, .low = 8}, 8);
+  vat_system *sys = test_system(1);
+  vat_ref *v = test_spawn(sys, 0, NULL);
+  ck_assert_vat_ok(vat_host_send(v, set_low_equal_to_high, NULL));
+  ck_assert(test_wait_u64(&set_equal_rc, 1, 10));
   test_quiesce(sys);
 }
 END_TEST
@@ -1238,6 +1274,8 @@ Suite *test_overload_suite(void) {
   suite_add_tcase(s, tc);
   tc = test_case("promises", 60);
   tcase_add_test(tc, muted_until_below_the_low_mark);
+  tcase_add_test(tc, a_vats_own_low_mark_defaults_to_a_quarter_of_high);
+  tcase_add_test(tc, low_equal_to_high_is_accepted);
   tcase_add_test(tc, host_send_wait_wakes_when_the_vat_drains);
   tcase_add_test(tc, urgent_sends_never_mute_the_sender);
   tcase_add_test(tc, no_sender_stays_muted_on_an_ended_vat);

@@ -1136,6 +1136,128 @@ START_TEST(failed_turn_of_a_handed_resolver_breaks_it) {
 }
 END_TEST
 
+/* --- Held items: a followed promise, a wait that gave up ------------------
+ */
+
+/* vat/promise.h: resolving with a promise makes the request follow it; the
+ * callee's end breaks only what it still owes, and it owes nothing once it
+ * answered, even with a promise still pending. */
+static void answer_with_promise_and_stop(vat_turn *turn, void *state, void *arg,
+                                         vat_resolver *r) {
+  answer_with_promise(turn, state, arg, r);
+  expect_vat_ok(vat_stop(turn));
+}
+
+START_TEST(a_followed_promise_outlives_the_callee) {
+  /* Host-driven: each run goes until nothing is left to do, the callee's
+   * end and all it settles included. */
+  vat_system *sys = test_host_system(false, 0);
+  vat_run_result res;
+  for (int same_turn = 0; same_turn < 2; same_turn++) {
+    follower *f;
+    vat_ref *to = test_spawn(sys, sizeof(follower), (void **)&f);
+    caller *c = run_call(
+        sys, to, same_turn ? answer_with_promise_and_stop : answer_with_promise,
+        NULL, 0);
+    ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &res));
+    ck_assert_uint_eq(atomic_load(&f->ready), 1);
+    if (!same_turn) {
+      ck_assert_vat_ok(vat_host_send(to, stop_now, NULL));
+      ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &res));
+    }
+    ck_assert(vat_ref_is_dead(to));
+    ck_assert_msg(atomic_load(&c->settled) == 0,
+                  "the request settled when its callee ended (%s turn)",
+                  same_turn ? "same" : "later");
+    ck_assert_vat_ok(vat_resolve(NULL, f->inner_r, vat_string("late")));
+    ck_assert_vat_ok(vat_system_run_until_quiescent(sys, 0, &res));
+    expect_settled(c, true, vat_string("late"));
+  }
+  test_quiesce(sys);
+}
+END_TEST
+
+/* vat/promise.h: a wait that times out leaves `p` as it was, so whoever
+ * waits on it or watches it later is told when it settles, at once: not
+ * at the end of their own timeout, nor never. */
+enum { TOLD_WITHIN_S = TEST_SCALE > 1 ? 10 : 2, LATER_WAIT_S = 30 };
+
+typedef struct watcher {
+  vat_promise *p;
+  _Atomic uint64_t watching, told;
+  double told_at;
+} watcher;
+
+static void watched_settled(vat_turn *turn, void *state, void *ctx,
+                            bool resolved, vat_value value) {
+  (void)turn, (void)ctx, (void)resolved, (void)value;
+  watcher *w = state;
+  w->told_at = test_wall_seconds();
+  atomic_store(&w->told, 1);
+}
+
+static void watch_promise(vat_turn *turn, void *state, void *arg) {
+  (void)arg;
+  watcher *w = state;
+  expect_vat_ok(vat_when(turn, w->p, watched_settled, NULL));
+  atomic_store(&w->watching, 1);
+}
+
+typedef struct later_wait {
+  vat_promise *p;
+  _Atomic uint64_t started, done;
+  int rc;
+  double returned_at;
+} later_wait;
+
+static void *later_wait_thread(void *arg) {
+  later_wait *lw = arg;
+  int rc = vat_thread_register();
+  atomic_store(&lw->started, 1);
+  if (rc == VAT_OK)
+    rc = vat_promise_wait(lw->p, LATER_WAIT_S, NULL);
+  lw->returned_at = test_wall_seconds();
+  lw->rc = rc;
+  atomic_store(&lw->done, 1);
+  vat_thread_unregister();
+  return NULL;
+}
+
+START_TEST(a_timed_out_wait_leaves_the_promise_intact) {
+  vat_system *sys = test_system(2);
+  callee *ce;
+  vat_ref *to = test_spawn(sys, sizeof(callee), (void **)&ce);
+  vat_promise *p;
+  ck_assert_vat_ok(vat_host_call(to, keep, NULL, 0, &p));
+  ck_assert(test_wait_u64(&ce->kept_n, 1, 10));
+  ck_assert_vat_err(vat_promise_wait(p, 0.01, NULL), VAT_ETIMEDOUT);
+  /* Watched after the wait gave up: a turn that has run, so the watch is
+   * in place before the promise settles. */
+  watcher *w;
+  vat_ref *wr = test_spawn(sys, sizeof *w, (void **)&w);
+  w->p = p;
+  ck_assert_vat_ok(vat_host_send(wr, watch_promise, NULL));
+  ck_assert(test_wait_u64(&w->watching, 1, 10));
+  later_wait lw = {.p = p};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, later_wait_thread, &lw), 0);
+  ck_assert(test_wait_u64(&lw.started, 1, 10));
+  double settled_at = test_wall_seconds();
+  ck_assert_vat_ok(vat_host_send(to, resolve_kept, (void *)(intptr_t)5));
+  /* The watch is deterministic: it is told, or it never is. */
+  ck_assert_msg(test_wait_u64(&w->told, 1, TOLD_WITHIN_S),
+                "vat_when not told within %d s of the settling", TOLD_WITHIN_S);
+  ck_assert(test_wait_u64(&lw.done, 1, LATER_WAIT_S + 10));
+  pthread_join(th, NULL);
+  ck_assert_vat_ok(lw.rc);
+  ck_assert_msg(lw.returned_at - settled_at < TOLD_WITHIN_S,
+                "a later wait was told %.3f s after the settling",
+                lw.returned_at - settled_at);
+  ck_assert_vat_ok(vat_promise_wait(p, 0, NULL));
+  test_quiesce(sys);
+}
+END_TEST
+
 Suite *test_promise_suite(void) {
   Suite *s = suite_create("promise");
   TCase *tc = test_case("promise", 60);
@@ -1170,6 +1292,8 @@ Suite *test_promise_suite(void) {
   tcase_add_test(tc, null_out_is_refused_and_nothing_sent);
   tcase_add_test(tc, promise_resolved_with_itself_breaks_as_a_cycle);
   tcase_add_test(tc, failed_turn_of_a_handed_resolver_breaks_it);
+  tcase_add_test(tc, a_followed_promise_outlives_the_callee);
+  tcase_add_test(tc, a_timed_out_wait_leaves_the_promise_intact);
   suite_add_tcase(s, tc);
   return s;
 }

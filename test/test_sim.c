@@ -3,6 +3,7 @@
  * strategies and faults do what they say), and two programs with classic
  * bugs that the campaigns must find, with fixed versions that must pass:
  * the bank (its program is examples/bank_accounts.c) and the locks. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -332,6 +333,165 @@ START_TEST(pct_runs_the_highest_priority_vat) {
 }
 END_TEST
 
+/* Three vats, each sent a burst of BURST3_EACH: all three are ready from
+ * the first step until their burst is done. */
+enum { BURST3_VATS = 3, BURST3_EACH = 20, BURST3_TURNS = 60 };
+
+static void *burst3_setup(vat_system *sys, void *ctx) {
+  (void)ctx;
+  burst_world *w = GC_MALLOC(sizeof *w);
+  for (char c = 'a'; c < 'a' + BURST3_VATS; c++) {
+    vat_ref *v;
+    burst_world **st;
+    vat_entity_def def = {.state_size = sizeof *st};
+    if (vat_host_spawn(sys, &def, &v, (void **)&st) != VAT_OK)
+      return NULL;
+    *st = w;
+    for (int i = 0; i < BURST3_EACH; i++)
+      vat_host_send(v, burst_note, (void *)(uintptr_t)c);
+  }
+  return w;
+}
+
+static bool burst3_done(void *world) {
+  last_burst = world;
+  return ((burst_world *)world)->n == BURST3_TURNS;
+}
+
+/* Reads the PCT order of a run of burst3 from its log. Every vat is ready
+ * until it is done, so the one that runs is the one of highest priority:
+ * a vat that stops running before it is done was lowered at that step.
+ * Of two vats lowered, the one lowered later must be below: while both
+ * have turns left, it must not run. Returns whether the log held such a
+ * pair (the check had something to check); on a violation, writes why. */
+static bool check_lowered_order(const burst_world *w, char *why, size_t size,
+                                bool *held_a_pair) {
+  unsigned left[BURST3_VATS];
+  char lowered[BURST3_VATS]; /* in the order of their last lowering */
+  unsigned nlowered = 0;
+  for (unsigned v = 0; v < BURST3_VATS; v++)
+    left[v] = BURST3_EACH;
+  *held_a_pair = false;
+  for (unsigned i = 0; i < w->n; i++) {
+    char cur = w->log[i], prev = i ? w->log[i - 1] : 0;
+    if (prev && prev != cur && left[prev - 'a'] > 0) {
+      unsigned k = 0;
+      while (k < nlowered && lowered[k] != prev)
+        k++;
+      if (k < nlowered)
+        memmove(lowered + k, lowered + k + 1, nlowered - k - 1);
+      else
+        nlowered++;
+      lowered[nlowered - 1] = prev;
+    }
+    bool cur_lowered = false;
+    for (unsigned k = 0; k < nlowered && !cur_lowered; k++) {
+      if (lowered[k] == cur) {
+        cur_lowered = true;
+        break;
+      }
+      if (left[lowered[k] - 'a'] > 0) {
+        for (unsigned j = k + 1; j < nlowered; j++)
+          if (lowered[j] == cur) {
+            snprintf(why, size,
+                     "turn %u: %c ran with %u turns of %c left, though %c "
+                     "was lowered first (log %.*s)",
+                     i + 1, cur, left[lowered[k] - 'a'], lowered[k], lowered[k],
+                     (int)w->n, w->log);
+            return false;
+          }
+      }
+    }
+    if (cur_lowered)
+      for (unsigned k = 0; k < nlowered; k++)
+        if (lowered[k] != cur && left[lowered[k] - 'a'] > 0)
+          *held_a_pair = true;
+    left[cur - 'a']--;
+  }
+  return true;
+}
+
+/* vat/sim.h: "the vat chosen for that step is lowered below every vat not
+ * lowered yet, and below those lowered at earlier change points". */
+START_TEST(pct_lowers_each_change_point_below_the_earlier_ones) {
+  vat_sim_scenario sc = {
+      .name = "burst3", .setup = burst3_setup, .done = burst3_done};
+  vat_sim_options o = sim_options(VAT_SIM_PCT, 0);
+  o.pct_depth = 3;
+  o.pct_steps = BURST3_TURNS;
+  unsigned pairs = 0;
+  for (uint64_t seed = 1; seed <= 200; seed++) {
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
+    ck_assert_msg(!r.failed, "%s", r.message);
+    char why[256];
+    bool pair;
+    ck_assert_msg(check_lowered_order(last_burst, why, sizeof why, &pair),
+                  "seed %" PRIu64 ": %s", seed, why);
+    pairs += pair;
+  }
+  ck_assert_uint_ge(pairs, 10);
+}
+END_TEST
+
+/* vat/sim.h: change points are "steps drawn uniformly from [1, k]". With
+ * one change point and k = 2, the vat of highest priority is lowered
+ * before its first turn (step 1: it runs last) or after it (step 2): the
+ * log is x^20 y^20 or x y^20 x^19, both seen, nothing else. */
+START_TEST(pct_change_points_fall_on_steps_1_to_k) {
+  vat_sim_scenario sc = {
+      .name = "burst", .setup = burst_setup, .done = burst_done};
+  vat_sim_options o = sim_options(VAT_SIM_PCT, 0);
+  o.pct_depth = 2;
+  o.pct_steps = 2;
+  unsigned at_step[3] = {0};
+  for (uint64_t seed = 1; seed <= 60; seed++) {
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
+    const burst_world *w = last_burst;
+    unsigned first_switch = 1;
+    while (first_switch < w->n && w->log[first_switch] == w->log[0])
+      first_switch++;
+    ck_assert_msg((last_switches == 1 && first_switch == 20) ||
+                      (last_switches == 2 && first_switch == 1),
+                  "seed %" PRIu64 ": %.*s", seed, (int)w->n, w->log);
+    at_step[last_switches]++;
+  }
+  ck_assert_msg(at_step[1] >= 15 && at_step[2] >= 15,
+                "change point at step 1 (or none) in %u seeds, at step 2 in "
+                "%u, of 60",
+                at_step[1], at_step[2]);
+}
+END_TEST
+
+/* The exact order of burst3's turns under PCT (d 3, k 60) for three
+ * seeds: any change in how PCT draws its priorities or change points, or
+ * applies them, changes these, which a campaign would not notice (its
+ * seeds still pass, others find the bugs). A deliberate change re-records
+ * them: run this test, and paste the logs its failure message prints. */
+START_TEST(pct_schedules_of_three_seeds_are_pinned) {
+  static const char *const pinned[3] = {
+      "ccccccccccccccccccccbbbbbbbbbbbbbbbbbbaaabbaaaaaaaaaaaaaaaaa",
+      "aaaaaaaaaaaaaabbbbbbbbbbbbbbbbbbbbccccaaaaaacccccccccccccccc",
+      "cccccccccccccbbbbbbbbbbbbbbbbbbbbaaaaaaaaaaaaaaaaaaaaccccccc",
+  };
+  vat_sim_scenario sc = {
+      .name = "burst3", .setup = burst3_setup, .done = burst3_done};
+  vat_sim_options o = sim_options(VAT_SIM_PCT, 0);
+  o.pct_depth = 3;
+  o.pct_steps = BURST3_TURNS;
+  for (uint64_t seed = 1; seed <= 3; seed++) {
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, seed, &r));
+    const burst_world *w = last_burst;
+    ck_assert_uint_eq(w->n, BURST3_TURNS);
+    ck_assert_msg(strncmp(w->log, pinned[seed - 1], BURST3_TURNS) == 0,
+                  "seed %" PRIu64 ": \"%.*s\", pinned \"%s\"", seed, (int)w->n,
+                  w->log, pinned[seed - 1]);
+  }
+}
+END_TEST
+
 /* The digest tells faults apart by their vat, not only their kind: two
  * plans failing a different vat's turn at the same step, in a world where
  * either leaves the same vats ready at every step (a dead vat still takes
@@ -614,6 +774,9 @@ Suite *test_sim_suite(void) {
   tcase_add_test(tc, replay_is_exact);
   tcase_add_test(tc, bad_arguments_are_refused);
   tcase_add_test(tc, pct_runs_the_highest_priority_vat);
+  tcase_add_test(tc, pct_lowers_each_change_point_below_the_earlier_ones);
+  tcase_add_test(tc, pct_change_points_fall_on_steps_1_to_k);
+  tcase_add_test(tc, pct_schedules_of_three_seeds_are_pinned);
   tcase_add_test(tc, faults_strike_as_planned);
   tcase_add_test(tc, the_digest_tells_the_victims_apart);
   tcase_add_test(tc, the_deadline_and_the_turn_limit_fire);

@@ -900,6 +900,93 @@ START_TEST(vat_trace_names_one_file_for_every_world) {
 }
 END_TEST
 
+/* vat/sim.h: vat_sim_system_crash does nothing when a crash of that
+ * machine is due before the time it asks for: whichever of two crashes
+ * is asked first, the earlier one strikes, once. */
+typedef struct crash_twice {
+  outcome out;
+  uint64_t first_ns, second_ns;
+} crash_twice;
+
+static void *crash_twice_setup(vat_system *sys, void *ctx) {
+  crash_twice *c = ctx;
+  crash_world *w = GC_MALLOC(sizeof *w);
+  c->out.world = w;
+  if ((w->b = machine(sys, "ticker")) == NULL)
+    return NULL;
+  vat_ref *ticker = spawn_with_world(w->b, w);
+  vat_ref *looker = spawn_with_world(sys, w);
+  if (ticker == NULL || looker == NULL ||
+      vat_host_send(ticker, start_ticking, NULL) != VAT_OK ||
+      vat_host_send(looker, look_later, NULL) != VAT_OK ||
+      vat_sim_system_crash(w->b, c->first_ns) != VAT_OK ||
+      vat_sim_system_crash(w->b, c->second_ns) != VAT_OK)
+    return NULL;
+  return w;
+}
+
+START_TEST(the_earlier_of_two_crashes_strikes) {
+  static const uint64_t orders[2][2] = {{10000000, 15000000},
+                                        {15000000, 10000000}};
+  for (unsigned k = 0; k < 2; k++) {
+    crash_twice c = {.first_ns = orders[k][0], .second_ns = orders[k][1]};
+    vat_sim_scenario sc = {.name = "crash-twice",
+                           .setup = crash_twice_setup,
+                           .done = crash_done,
+                           .ctx = &c};
+    vat_sim_options o = options(VAT_SIM_RANDOM);
+    vat_sim_result r;
+    ck_assert_vat_ok(vat_sim_replay(&sc, &o, 1, &r));
+    ck_assert_msg(!r.failed, "%s", r.message);
+    crash_world *w = c.out.world;
+    ck_assert_msg(strcmp(r.notes, "10.000 ms: crash ticker") == 0,
+                  "crash asked at %" PRIu64 " then %" PRIu64 " ns: %s",
+                  c.first_ns, c.second_ns, r.notes);
+    ck_assert_uint_eq(w->ticks, 9);
+    ck_assert(w->seen_crashed);
+  }
+}
+END_TEST
+
+/* vat/sim.h: a machine's name is "at most 31 bytes": 31 is taken and
+ * reported whole, 32 is refused. */
+static int name_rc[2];
+static char name_seen[64];
+
+static void *long_names_setup(vat_system *sys, void *ctx) {
+  (void)ctx;
+  bad_world *w = GC_MALLOC(sizeof *w);
+  char name[33];
+  vat_sim_system_options mo;
+  vat_sim_system_options_default(&mo);
+  mo.name = name;
+  vat_system *out = NULL;
+  memset(name, 'n', 32);
+  name[32] = '\0';
+  name_rc[1] = vat_sim_system_new(sys, &mo, &out);
+  name[31] = '\0';
+  name_rc[0] = vat_sim_system_new(sys, &mo, &out);
+  const char *seen = name_rc[0] == VAT_OK ? vat_sim_system_name(out) : NULL;
+  snprintf(name_seen, sizeof name_seen, "%s", seen ? seen : "(none)");
+  return w;
+}
+
+START_TEST(a_machine_name_of_31_bytes_is_taken_and_32_refused) {
+  vat_sim_scenario sc = {.name = "long-names", .setup = long_names_setup};
+  vat_sim_options o = options(VAT_SIM_RANDOM);
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 1, &r));
+  ck_assert_msg(!r.failed, "%s", r.message);
+  ck_assert_msg(name_rc[1] == VAT_EINVAL,
+                "a name of 32 bytes: %s, expected VAT_EINVAL",
+                vat_err_name(name_rc[1]));
+  ck_assert_msg(name_rc[0] == VAT_OK, "a name of 31 bytes: %s",
+                vat_err_name(name_rc[0]));
+  ck_assert_uint_eq(strlen(name_seen), 31);
+  ck_assert_int_eq(strspn(name_seen, "n"), 31);
+}
+END_TEST
+
 Suite *test_sim_machines_suite(void) {
   Suite *s = suite_create("sim_machines");
   TCase *tc = test_case("worlds", 120);
@@ -916,6 +1003,8 @@ Suite *test_sim_machines_suite(void) {
   tcase_add_test(tc, faults_strike_the_vats_of_every_system);
   tcase_add_test(tc, bad_calls_are_refused);
   tcase_add_test(tc, no_system_is_made_inside_a_turn);
+  tcase_add_test(tc, the_earlier_of_two_crashes_strikes);
+  tcase_add_test(tc, a_machine_name_of_31_bytes_is_taken_and_32_refused);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -14,6 +14,15 @@
 
 static void grow(vat__sim_world *w);
 
+static void sort_steps(uint64_t *steps, unsigned n) {
+  for (unsigned i = 1; i < n; i++)
+    for (unsigned j = i; j > 0 && steps[j - 1] > steps[j]; j--) {
+      uint64_t t = steps[j];
+      steps[j] = steps[j - 1];
+      steps[j - 1] = t;
+    }
+}
+
 void vat__sim_world_init(vat__sim_world *w, const vat_sim_options *o,
                          const vat__sim_plan *plan, uint64_t seed) {
   memset(w, 0, sizeof *w);
@@ -34,6 +43,9 @@ void vat__sim_world_init(vat__sim_world *w, const vat_sim_options *o,
       w->nchange = VAT__SIM_MAX_DEPTH;
     for (unsigned i = 0; i < w->nchange; i++)
       w->change[i] = 1 + vat__sim_draw(&w->pick_rng) % o->pct_steps;
+    /* pick_pct lowers the vat of the i-th change point to d - i: in step
+     * order, so that each goes below those lowered at earlier steps. */
+    sort_steps(w->change, w->nchange);
   }
 }
 
