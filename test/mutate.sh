@@ -286,13 +286,15 @@ queue-len-max-count-uncapped|src/core/overload_api.c|overload|return n < max ? n
 poller-wakes-itself|src/sched/park.c|sched|if (vat__polling_for == s)|if (0)
 poller-never-woken|src/sched/park.c|sched|if (parked > s->polling)|if (1)
 poller-left-at-shutdown|src/sched/park.c|sched|if (s->polling != 0)|if (0)
-poller-never-blocks-in|src/loop/threads.c|sched|if (!p->acquire(p->ctx, true))|if (1)
+poller-never-blocks-in|src/loop/threads.c|sched|if (!acquire_alone(s, p))|if (1)
 poller-sigpipe-open|src/loop/threads.c|sched|pthread_sigmask(SIG_BLOCK, &pipe, &old);|sigemptyset(&old);
 poller-spin-poll-spinning|src/loop/threads.c|sched|stop_spinning(w); /* for the poll */|(void)0;
 poller-spin-poll-spinning|src/loop/threads.c|sched|atomic_fetch_add_explicit(&s->spinning, 1, memory_order_seq_cst); /* again */|(void)0;
 poller-waits-spinning|src/loop/threads.c|sched|stop_spinning(w); /* for the wait */|(void)0;
 poller-waits-spinning|src/loop/threads.c|sched|spinning = false;|(void)0;
 poller-busy-never-polls|src/loop/threads.c|net|if (++batches % POLL_EVERY_BATCHES == 0)|if (0)
+# One worker of a system at a time waits for the right to poll; the others park where a send reaches them.
+poller-every-worker-waits-for-the-right|src/loop/threads.c|sched|if (!acquire_alone(s, p))|if (!p->acquire(p->ctx, true))
 loop-never-handed-over|src/net/loop.c|net|while (!(took = pthread_mutex_trylock(&run_mu) == 0) && thread_holds) {|while (!(took = pthread_mutex_trylock(&run_mu) == 0) && 0) {
 loop-thread-never-told|src/net/loop.c|net|if (thread_waits)|if (0)
 loop-never-taken-back|src/net/loop.c|net|if (since < STEP_ASIDE_NS) {|if (1) {

@@ -26,7 +26,8 @@ typedef struct fake_io {
   /* When set, the next poll that does not block holds its worker until
    * `let_go`, with `held` up meanwhile. */
   _Atomic uint64_t hold_next, held, let_go;
-  /* The same for the next acquire that may wait. */
+  /* The same for the next `hold_acquire` acquires that may wait:
+   * `acquire_held` counts those held. */
   _Atomic uint64_t hold_acquire, acquire_held, acquire_go;
   pthread_t event_thread; /* the thread that read the last event */
 } fake_io;
@@ -45,10 +46,18 @@ static void event_turn(vat_turn *turn, void *state, void *arg) {
   atomic_fetch_add_explicit(&events_run, 1, memory_order_release);
 }
 
+/* Takes one off `n` if it is above 0; whether it did. */
+static bool take_one(_Atomic uint64_t *n) {
+  uint64_t v = atomic_load(n);
+  while (v > 0 && !atomic_compare_exchange_weak(n, &v, v - 1))
+    ;
+  return v > 0;
+}
+
 static bool fake_acquire(void *ctx, bool wait) {
   fake_io *f = ctx;
-  if (wait && atomic_exchange(&f->hold_acquire, 0)) {
-    atomic_store(&f->acquire_held, 1);
+  if (wait && take_one(&f->hold_acquire)) {
+    atomic_fetch_add(&f->acquire_held, 1);
     if (!test_wait_u64(&f->acquire_go, 1, 30))
       atomic_fetch_add(&f->errors, 1);
     return false;
@@ -239,14 +248,35 @@ START_TEST(a_worker_held_in_its_poll_leaves_sends_to_another) {
 END_TEST
 
 /* The same while it waits to take the right (the holder slow to let go):
- * a send wakes the other worker, blocked in the poller. */
+ * a send wakes the other worker, parked. */
 START_TEST(a_worker_waiting_for_the_poller_leaves_sends_to_another) {
   fake_set();
   atomic_store(&io.hold_acquire, 1);
   vat_system *sys = test_system(2);
   ck_assert(test_wait_u64(&io.acquire_held, 1, 10));
-  wait_for_one(polling_now, sys);
+  wait_for_one(parked_now, sys);
   a_send_runs(sys, "waiting for the poller");
+  atomic_store(&io.acquire_go, 1);
+  test_quiesce(sys);
+  ck_assert_uint_eq(atomic_load(&io.errors), 0);
+}
+END_TEST
+
+/* Both workers idle while the right's holder is slow to let go (the
+ * loop's thread held in a handler): one waits for the right, the other
+ * parks where a send reaches it. Were both to wait, neither counted
+ * parked nor spinning, a send would wake nobody until the holder let go. */
+START_TEST(one_worker_at_a_time_waits_for_the_poller) {
+  fake_set();
+  atomic_store(&io.hold_acquire, 2);
+  vat_system *sys = test_system(2);
+  double t0 = test_wall_seconds();
+  while (atomic_load(&io.acquire_held) + parked_now(sys) < 2 &&
+         test_wall_seconds() - t0 < 10)
+    test_sleep(0.001);
+  a_send_runs(sys, "waiting for the poller, the other one too");
+  uint64_t waited = atomic_load(&io.acquire_held);
+  ck_assert_uint_eq(waited, 1);
   atomic_store(&io.acquire_go, 1);
   test_quiesce(sys);
   ck_assert_uint_eq(atomic_load(&io.errors), 0);
@@ -291,6 +321,7 @@ void test_idle_poller_tests(Suite *s) {
   tcase_add_test(tc, shutdown_wakes_a_worker_blocked_in_the_poller);
   tcase_add_test(tc, a_worker_held_in_its_poll_leaves_sends_to_another);
   tcase_add_test(tc, a_worker_waiting_for_the_poller_leaves_sends_to_another);
+  tcase_add_test(tc, one_worker_at_a_time_waits_for_the_poller);
   tcase_add_test(tc, workers_block_sigpipe_and_the_host_keeps_its_mask);
   suite_add_tcase(s, tc);
 }

@@ -121,6 +121,19 @@ static void park(vat__worker *w, const vat_idle_poller *p) {
   atomic_store_explicit(&w->park_since, 0, memory_order_relaxed);
 }
 
+/* Waits to take the right to poll, as one worker of `s` at a time: the
+ * wait (for the loop's thread, held in a handler) counts it neither parked
+ * nor spinning, so a sender wakes nobody for it; the system's other
+ * workers park on park_cond meanwhile, where a send reaches them. */
+static bool acquire_alone(vat__sched *s, const vat_idle_poller *p) {
+  /* acq_rel: one winner; what the last waiter did comes before ours. */
+  if (atomic_exchange_explicit(&s->acquiring, true, memory_order_acq_rel))
+    return false;
+  bool took = p->acquire(p->ctx, true);
+  atomic_store_explicit(&s->acquiring, false, memory_order_release);
+  return took;
+}
+
 /* Parks unless there is work or the system stops; called spinning.
  * Returns whether it parked. It parks in the idle poller when it can take
  * the right to poll, on park_cond otherwise. */
@@ -137,7 +150,7 @@ static bool park_unless_work(vat__worker *w) {
      * below, after we count ourselves parked. */
     stop_spinning(w); /* for the wait */
     spinning = false;
-    if (!p->acquire(p->ctx, true))
+    if (!acquire_alone(s, p))
       p = NULL;
   } else {
     p = NULL;

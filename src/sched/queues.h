@@ -65,6 +65,9 @@ struct vat__sched {
    * park_cond (sched/poller.h); written under the lock. */
   unsigned polling;
   _Atomic unsigned spinning;
+  /* A runner waits to take the right to poll (loop/threads.c), counted
+   * neither parked nor spinning: the others park where senders reach them. */
+  _Atomic bool acquiring;
   /* A parked runner was signalled and has not yet counted itself
    * spinning: senders leave the waking of more to it (park.c). */
   _Atomic bool waking;
