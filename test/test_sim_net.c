@@ -1494,6 +1494,8 @@ START_TEST(network_faults_written_in_a_plan_strike) {
 }
 END_TEST
 
+void test_sim_net_edges_tests(Suite *s); /* test_sim_net_edges.c */
+
 Suite *test_sim_net_suite(void) {
   Suite *s = suite_create("sim_net");
   TCase *tc = test_case("link", 120);
@@ -1521,5 +1523,6 @@ Suite *test_sim_net_suite(void) {
   tcase_add_test(bugs, network_faults_are_in_the_plan_replayed_and_shrunk);
   tcase_add_test(bugs, network_faults_and_crashes_shrink);
   suite_add_tcase(s, bugs);
+  test_sim_net_edges_tests(s);
   return s;
 }

@@ -49,6 +49,8 @@ typedef struct sim_net {
   server *servers;
   event *events; /* by time, then by seq */
   uint64_t seq, streams;
+  sim_busy busy;
+  size_t most_walked; /* the most ends one look or firing went through */
 } sim_net;
 
 static const vat_sim_source net_source;
@@ -203,6 +205,8 @@ static int make_link(sim_net *n, vat_system *a, vat_system *b,
   l->a = a;
   l->b = b;
   l->opt = *o;
+  l->index = n->nlinks;
+  l->busy = &n->busy;
   n->links[n->nlinks++] = l;
   *out = l;
   return draw_faults(n, l);
@@ -215,6 +219,56 @@ static int link_of(sim_net *n, vat_system *a, vat_system *b, sim_link **out) {
   vat_sim_link_options o;
   vat_sim_link_options_default(&o);
   return make_link(n, a, b, &o, out);
+}
+
+/* --- What is on its way ----------------------------------------------------
+ */
+
+/* Ends deliver in the order of their links, then of their streams, as
+ * they did when every end of every link was walked: a run's deliveries,
+ * and so its schedule, are what they were. */
+static bool delivers_before(const sim_end *x, const sim_end *y) {
+  if (x->link->index != y->link->index)
+    return x->link->index < y->link->index;
+  return x->stream != y->stream ? x->stream < y->stream : x->side < y->side;
+}
+
+bool sim_busy_add(sim_end *e) {
+  sim_busy *b = e->link->busy;
+  if (e->busy)
+    return true;
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? 2 * b->cap : 8;
+    sim_end **ends = GC_MALLOC(cap * sizeof *ends);
+    if (ends == NULL)
+      return false;
+    if (b->n)
+      memcpy(ends, b->ends, b->n * sizeof *ends);
+    b->ends = ends;
+    b->cap = cap;
+  }
+  size_t at = b->n;
+  while (at > 0 && delivers_before(e, b->ends[at - 1]))
+    at--;
+  memmove(b->ends + at + 1, b->ends + at, (b->n - at) * sizeof *b->ends);
+  b->ends[at] = e;
+  b->n++;
+  e->busy = true;
+  return true;
+}
+
+/* Ends with nothing on their way any more (delivered, dropped) leave. */
+static void busy_settle(sim_busy *b) {
+  size_t kept = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    sim_end *e = b->ends[i];
+    if (e->head != NULL)
+      b->ends[kept++] = e;
+    else
+      e->busy = false;
+  }
+  memset(b->ends + kept, 0, (b->n - kept) * sizeof *b->ends);
+  b->n = kept;
 }
 
 static server *server_of(sim_net *n, vat_system *sys) {
@@ -488,15 +542,20 @@ static uint64_t next_fault(void *ctx) {
   return first_event(ctx, true);
 }
 
+static void walked(sim_net *n, size_t ends) {
+  if (ends > n->most_walked)
+    n->most_walked = ends;
+}
+
 static uint64_t next_event(void *ctx) {
   sim_net *n = ctx;
   uint64_t next = first_event(n, false);
-  for (size_t i = 0; i < n->nlinks; i++)
-    for (size_t j = 0; j < n->links[i]->nends; j++) {
-      uint64_t t = sim_end_next(n->links[i]->ends[j]);
-      if (t < next)
-        next = t;
-    }
+  for (size_t i = 0; i < n->busy.n; i++) {
+    uint64_t t = sim_end_next(n->busy.ends[i]);
+    if (t < next)
+      next = t;
+  }
+  walked(n, n->busy.n);
   return next;
 }
 
@@ -560,9 +619,11 @@ static uint64_t fire(void *ctx, uint64_t now) {
     else
       h = mix(h, arrive(n, e, now));
   }
-  for (size_t i = 0; i < n->nlinks; i++)
-    for (size_t j = 0; j < n->links[i]->nends; j++)
-      h = mix(h, sim_end_deliver(n->links[i]->ends[j], now));
+  /* A delivery only sends to its vat: nothing joins the ends meanwhile. */
+  walked(n, n->busy.n);
+  for (size_t i = 0; i < n->busy.n; i++)
+    h = mix(h, sim_end_deliver(n->busy.ends[i], now));
+  busy_settle(&n->busy);
   return h;
 }
 
@@ -582,6 +643,13 @@ static void ended(void *ctx) {
     for (size_t j = 0; j < n->links[i]->nends; j++)
       sim_end_forget(n->links[i]->ends[j]);
 }
+
+#if VAT_TEST_HOOKS
+size_t vat__sim_net_most_ends_walked(vat_system *sys) {
+  sim_net *n = vat_sim_source_find(sys, &net_source);
+  return n != NULL ? n->most_walked : 0;
+}
+#endif
 
 static const vat_sim_source net_source = {.name = "network",
                                           .strike = strike,
