@@ -3,7 +3,9 @@
  * dialled before costs the network no more per step than the connections
  * that carry something. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <gc/gc.h>
 
@@ -151,8 +153,64 @@ START_TEST(dead_connections_left_open_cost_a_step_nothing) {
 }
 END_TEST
 
+/* --- Connection vats' names ----------------------------------------------- */
+
+static bool queue_check_no_broken_job(void *world, bool quiescent, char *why,
+                                      size_t n) {
+  (void)quiescent;
+  queue_world *w = world;
+  if (w->finished && w->jobs < REDIALS) {
+    snprintf(why, n, "a job broke after %u", w->jobs);
+    return false;
+  }
+  return true;
+}
+
+static bool file_has(const char *path, const char *text) {
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  static char buf[1 << 20];
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[len] = '\0';
+  return strstr(buf, text) != NULL;
+}
+
+/* Each side's connection vat is named by its machine, its peer and the
+ * connection's number on their link, in a plan and in a trace: a plan can
+ * strike one side of one connection by name. */
+START_TEST(connection_vats_are_named_by_machine_peer_and_number) {
+  char path[] = "/tmp/vat-sim-net-edges-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  vat_sim_scenario sc = {.name = "queue",
+                         .setup = queue_setup,
+                         .check = queue_check_no_broken_job,
+                         .done = queue_done};
+  vat_sim_options o;
+  vat_sim_options_default(&o);
+  o.plan = "step 1: kill wkr-m0.2";
+  o.trace_path = path;
+  o.shrink_runs = 0;
+  vat_sim_result r;
+  ck_assert_vat_ok(vat_sim_replay(&sc, &o, 1, &r));
+  ck_assert_msg(r.failed, "the kill never struck: %s", r.plan);
+  ck_assert_uint_eq(r.plan_missed, 0);
+  ck_assert_uint_eq(r.nfaults, 1);
+  ck_assert_str_eq(r.plan, "step 25: kill wkr-m0.2");
+  ck_assert_uint_eq(last_world->jobs, 1);
+  ck_assert(r.trace_written);
+  ck_assert(file_has(path, "\"name\":\"m0-wkr.1\""));
+  ck_assert(file_has(path, "\"name\":\"m0-wkr.2\""));
+  ck_assert(file_has(path, "\"fault\":\"step 25: kill wkr-m0.2\""));
+  unlink(path);
+}
+END_TEST
+
 void test_sim_net_edges_tests(Suite *s) {
   TCase *tc = test_case("edges", 120);
   tcase_add_test(tc, dead_connections_left_open_cost_a_step_nothing);
+  tcase_add_test(tc, connection_vats_are_named_by_machine_peer_and_number);
   suite_add_tcase(s, tc);
 }

@@ -31,7 +31,11 @@
  * side is a connection vat as vat_conn_open makes one: its options say
  * its limits and timeouts, its vat_conn_closed settles when it ends, its
  * proxies end with `noconnection`. A connection's options `loop` is not
- * used.
+ * used. Unless its options give it a label, each side's connection vat
+ * is labelled "A-B.K": machine A's side of the K-th connection (from 1)
+ * on the link of A and B; so a plan and a trace (vat/sim.h) name it
+ * ("step 25: kill wkr-m0.2" kills the second connection's side on
+ * machine wkr).
  *
  * A link joins two machines: made by vat_sim_link, or with the defaults
  * by the first connection between them. What one side of a connection

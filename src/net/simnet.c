@@ -315,6 +315,26 @@ static int add_end(sim_link *l, sim_end *e) {
   return VAT_OK;
 }
 
+/* `o` (NULL: the defaults) with, unless it names its connection vat
+ * itself, the label "A-B.K": the side of machine A of the K-th connection
+ * on its link with B. A plain word, as a plan names a vat by (vat/sim.h):
+ * "captp" twice would be vat#N in plans and traces. The label is copied
+ * as the vat is made, so `buf` may go once it is. */
+static vat_conn_options labelled(const vat_conn_options *o, vat_system *self,
+                                 vat_system *peer, uint64_t k, char *buf,
+                                 size_t size) {
+  vat_conn_options lo;
+  vat_conn_options_default(&lo);
+  if (o != NULL)
+    lo = *o;
+  if (lo.label == NULL) {
+    snprintf(buf, size, "%s-%s.%" PRIu64, vat_sim_system_name(self),
+             vat_sim_system_name(peer), k);
+    lo.label = buf;
+  }
+  return lo;
+}
+
 /* Both sides' connections, now: `from`'s with bootstrap and opt, the
  * server's with its own. */
 static int open_stream(sim_net *n, sim_link *l, vat_system *from,
@@ -324,11 +344,18 @@ static int open_stream(sim_net *n, sim_link *l, vat_system *from,
   if (!sim_stream_new(l, from, ++n->streams, ends))
     return VAT_ENOMEM;
   vat_conn *mine, *theirs;
-  int rc = net_conn_open_with(from, bootstrap, opt, NULL, &net_sim_transport,
-                              sim_end_attach, ends[0], &mine);
+  uint64_t k = l->info.connections + 1;
+  char label[2][80];
+  vat_conn_options mine_opt = labelled(opt, from, srv->sys, k, label[0],
+                                       sizeof label[0]),
+                   theirs_opt = labelled(&srv->opt, srv->sys, from, k, label[1],
+                                         sizeof label[1]);
+  int rc =
+      net_conn_open_with(from, bootstrap, &mine_opt, NULL, &net_sim_transport,
+                         sim_end_attach, ends[0], &mine);
   if (rc != VAT_OK)
     return rc;
-  rc = net_conn_open_with(srv->sys, srv->bootstrap, &srv->opt, NULL,
+  rc = net_conn_open_with(srv->sys, srv->bootstrap, &theirs_opt, NULL,
                           &net_sim_transport, sim_end_attach, ends[1], &theirs);
   if (rc != VAT_OK) {
     /* As a peer that accepts and closes at once. */
