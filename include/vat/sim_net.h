@@ -73,8 +73,16 @@
  * The faults drawn from the seed are faults at a time of the run
  * (vat/sim.h), in its plan as "at 2ms: partition m0-m1 for 1500ms" and
  * "at 3223613ns: disconnect m0-m1": replayed from a plan (VAT_SIM_PLAN),
- * which may also hold such faults written by hand (on links made by
- * then), replaced by an explicit plan, and shrunk. Those a scenario
+ * which may also hold such faults written by hand, replaced by an
+ * explicit plan, and shrunk. A link joins two machines both ways: a plan
+ * may name it in either order ("disconnect m1-m0" is the link m0-m1). A
+ * hand-written fault must be on a link made by the time it falls due,
+ * and be written as above: one that names no link then ("disconnect
+ * m0-nobody"), or is no network fault ("explode m0-m1", "partition m0-m1
+ * for ever"), is refused as it falls due (vat_sim_run returns VAT_EINVAL,
+ * its message naming the fault; vat/sim.h), rather than silently
+ * missed. The plan is read before the scenario's setup makes the links,
+ * so its faults can only be checked when they fall due. Those a scenario
  * plans itself (vat_sim_net_fault) are its own: in every run, in the
  * notes and not in the plan.
  *

@@ -590,6 +590,28 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return (h ^ v) * 0x100000001B3ull;
 }
 
+/* Whether the `len` bytes at `s` are machine `sys`'s name. */
+static bool is_named(vat_system *sys, const char *s, size_t len) {
+  const char *name = vat_sim_system_name(sys);
+  return strlen(name) == len && memcmp(name, s, len) == 0;
+}
+
+/* The link "A-B" (machine names hold no '-') names, in either order: a
+ * link joins two machines both ways, so "wkr-m0" is the link m0-wkr. */
+static sim_link *link_named(sim_net *n, const char *name, size_t len) {
+  const char *dash = memchr(name, '-', len);
+  if (dash == NULL)
+    return NULL;
+  size_t first = (size_t)(dash - name), second = len - first - 1;
+  for (size_t i = 0; i < n->nlinks; i++) {
+    sim_link *l = n->links[i];
+    if ((is_named(l->a, name, first) && is_named(l->b, dash + 1, second)) ||
+        (is_named(l->b, name, first) && is_named(l->a, dash + 1, second)))
+      return l;
+  }
+  return NULL;
+}
+
 /* A fault at a time of the world's plan, as fault_text writes it: struck
  * now on its link. */
 static int strike(void *ctx, const char *text, uint64_t *hash) {
@@ -617,18 +639,13 @@ static int strike(void *ctx, const char *text, uint64_t *hash) {
   } else if (end != NULL) {
     return VAT_EINVAL;
   }
-  for (size_t i = 0; i < n->nlinks; i++) {
-    char buf[80];
-    sim_link *l = n->links[i];
-    link_name(l, buf, sizeof buf);
-    if (strlen(buf) != len || strncmp(buf, name, len) != 0)
-      continue;
-    uint64_t now = sim_link_now(l);
-    *hash = kind == EV_PARTITION ? partition(n, l, now, duration)
-                                 : disconnect(n, l);
-    return VAT_OK;
-  }
-  return VAT_ENOTFOUND;
+  sim_link *l = link_named(n, name, len);
+  if (l == NULL)
+    return VAT_ENOTFOUND;
+  uint64_t now = sim_link_now(l);
+  *hash =
+      kind == EV_PARTITION ? partition(n, l, now, duration) : disconnect(n, l);
+  return VAT_OK;
 }
 
 static uint64_t fire(void *ctx, uint64_t now) {
