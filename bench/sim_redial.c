@@ -54,7 +54,8 @@ static void connected(vat_turn *turn, void *state, void *ctx, bool resolved,
 
 static void dial(vat_turn *turn, world *w) {
   vat_promise *queue;
-  if (vat_sim_dial(w->worker_sys, w->queue_sys, NULL, NULL, &queue) == VAT_OK)
+  if (vat_sim_dial(w->worker_sys, w->queue_sys, NULL, NULL, NULL, NULL,
+                   &queue) == VAT_OK)
     vat_when(turn, queue, connected, NULL);
 }
 

@@ -557,7 +557,8 @@ static void proxy_down(vat_turn *turn, void *state, uint64_t id, vat_ref *who,
   net_world *w = ((client_state *)state)->world;
   w->s[4] = (slot){true, false, reason, vat_system_now(w->client_sys)};
   vat_promise *p;
-  expect_vat_ok(vat_sim_dial(w->client_sys, w->server_sys, NULL, NULL, &p));
+  expect_vat_ok(
+      vat_sim_dial(w->client_sys, w->server_sys, NULL, NULL, NULL, NULL, &p));
   expect_vat_ok(vat_when(turn, p, redialled, &w->s[5]));
 }
 
@@ -654,7 +655,8 @@ static void dial_start(vat_turn *turn, void *state, void *arg) {
   (void)arg;
   net_world *w = ((client_state *)state)->world;
   vat_promise *p;
-  w->rc[0] = vat_sim_dial(w->client_sys, w->server_sys, NULL, NULL, &p);
+  w->rc[0] =
+      vat_sim_dial(w->client_sys, w->server_sys, NULL, NULL, NULL, NULL, &p);
   if (w->rc[0] == VAT_OK)
     await(turn, w, p, 0);
   w->finished = true;
@@ -882,7 +884,8 @@ static void keep_calling(vat_turn *turn, client_state *c, vat_ref *to) {
   }
   if (to == NULL) { /* lost: dial again */
     vat_promise *p;
-    expect_vat_ok(vat_sim_dial(w->client_sys, w->server_sys, NULL, NULL, &p));
+    expect_vat_ok(
+        vat_sim_dial(w->client_sys, w->server_sys, NULL, NULL, NULL, NULL, &p));
     expect_vat_ok(vat_when(turn, p, replay_connected, NULL));
     return;
   }
@@ -1001,8 +1004,8 @@ static void *bad_setup(vat_system *sys, void *ctx) {
   bad[10] = vat_sim_serve(b, NULL, NULL, NULL, NULL);
   bad[11] = vat_sim_connect(sys, b, NULL, &co, &conn);
   bad[12] = vat_sim_connect(sys, b, NULL, NULL, NULL);
-  bad[13] = vat_sim_dial(sys, b, NULL, NULL, NULL);
-  bad[14] = vat_sim_dial(sys, sys, NULL, NULL, &p);
+  bad[13] = vat_sim_dial(sys, b, NULL, NULL, NULL, NULL, NULL);
+  bad[14] = vat_sim_dial(sys, sys, NULL, NULL, NULL, NULL, &p);
   bad[15] = vat_sim_net_fault(sys, b, (vat_sim_net_fault_kind)9, 0, 1);
   bad[16] = vat_sim_net_fault(sys, b, VAT_SIM_NET_PARTITION, 0, 0);
   vat_sim_link_info info;
@@ -1023,7 +1026,7 @@ static bool bad_check_crashed(void *world, bool quiescent, char *why,
   vat_promise *p;
   if (quiescent) {
     bad[20] = vat_sim_connect(crashed_one, other_one, NULL, NULL, &conn);
-    bad[21] = vat_sim_dial(crashed_one, other_one, NULL, NULL, &p);
+    bad[21] = vat_sim_dial(crashed_one, other_one, NULL, NULL, NULL, NULL, &p);
     bad[22] = vat_sim_connect(other_one, crashed_one, NULL, NULL, &conn);
   }
   return true;
@@ -1038,7 +1041,8 @@ START_TEST(bad_input_is_refused) {
   ck_assert_vat_err(vat_sim_link(sys, other, NULL), VAT_EINVAL);
   ck_assert_vat_err(vat_sim_serve(sys, NULL, NULL, NULL, NULL), VAT_EINVAL);
   ck_assert_vat_err(vat_sim_connect(sys, other, NULL, NULL, &conn), VAT_EINVAL);
-  ck_assert_vat_err(vat_sim_dial(sys, other, NULL, NULL, &p), VAT_EINVAL);
+  ck_assert_vat_err(vat_sim_dial(sys, other, NULL, NULL, NULL, NULL, &p),
+                    VAT_EINVAL);
   ck_assert_vat_err(vat_sim_net_fault(sys, other, VAT_SIM_NET_DISCONNECT, 0, 0),
                     VAT_EINVAL);
   ck_assert_vat_err(vat_sim_link_inspect(sys, other, &info), VAT_EINVAL);
@@ -1130,7 +1134,8 @@ static void deposit(vat_turn *turn, bank *b, vat_ref *to) {
     return; /* gives up: the check says so */
   if (to == NULL) {
     vat_promise *p;
-    expect_vat_ok(vat_sim_dial(b->client_sys, b->server_sys, NULL, NULL, &p));
+    expect_vat_ok(
+        vat_sim_dial(b->client_sys, b->server_sys, NULL, NULL, NULL, NULL, &p));
     expect_vat_ok(vat_when(turn, p, reconnected, NULL));
     return;
   }

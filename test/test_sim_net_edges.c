@@ -30,6 +30,11 @@ typedef struct queue_world {
   unsigned jobs;      /* taken from the queue */
   unsigned dials;     /* the worker's */
   size_t most_walked; /* vat__sim_net_most_ends_walked, as it ended */
+  bool close_old;     /* the worker's opened() closes the one it replaces */
+  vat_conn *conns[REDIALS + 1]; /* the worker's, as they opened */
+  unsigned opened;
+  unsigned opened_first; /* of the queue's proxies, handed after opened() */
+  unsigned closed_ends;  /* of the worker's: vat_conn_closed settled */
   bool finished;
 } queue_world;
 
@@ -69,6 +74,7 @@ static void connected(vat_turn *turn, void *state, void *ctx, bool resolved,
                       vat_value value) {
   (void)ctx;
   queue_world *w = ((worker_state *)state)->world;
+  w->opened_first += w->opened == w->dials;
   vat_ref *queue = vat_value_ref(value);
   if (!resolved || queue == NULL) {
     w->finished = true;
@@ -80,10 +86,21 @@ static void connected(vat_turn *turn, void *state, void *ctx, bool resolved,
   expect_vat_ok(vat_when(turn, job, job_taken, NULL));
 }
 
+/* The worker's side of each connection it dialled, as it opens (host
+ * side): closing the one before it here is what its program forgot. */
+static void worker_opened(void *ctx, vat_system *sys, vat_conn *conn) {
+  queue_world *w = ctx;
+  ck_assert_ptr_eq(sys, w->worker_sys);
+  if (w->close_old && w->opened > 0)
+    expect_vat_ok(vat_conn_close(w->conns[w->opened - 1]));
+  w->conns[w->opened++] = conn;
+}
+
 static void redial(vat_turn *turn, queue_world *w) {
   vat_promise *queue;
   w->dials++;
-  expect_vat_ok(vat_sim_dial(w->worker_sys, w->queue_sys, NULL, NULL, &queue));
+  expect_vat_ok(vat_sim_dial(w->worker_sys, w->queue_sys, NULL, NULL,
+                             worker_opened, w, &queue));
   expect_vat_ok(vat_when(turn, queue, connected, NULL));
 }
 
@@ -98,9 +115,9 @@ static const vat_entity_def worker_def = {.state_size = sizeof(worker_state),
 static queue_world *last_world;
 
 static void *queue_setup(vat_system *sys, void *ctx) {
-  (void)ctx;
   queue_world *w = GC_MALLOC(sizeof *w);
   last_world = w;
+  w->close_old = ctx != NULL;
   w->worker_sys = sys;
   vat_sim_system_options mo;
   vat_sim_system_options_default(&mo);
@@ -123,12 +140,20 @@ static void *queue_setup(vat_system *sys, void *ctx) {
 static bool queue_done(void *world) {
   queue_world *w = world;
   w->most_walked = vat__sim_net_most_ends_walked(w->worker_sys);
+  w->closed_ends = 0;
+  for (unsigned i = 0; i < w->opened; i++)
+    w->closed_ends += vat_promise_peek(vat_conn_closed(w->conns[i]), NULL) !=
+                      VAT_PROMISE_PENDING;
   return w->finished;
 }
 
-static vat_sim_result run_queue(uint64_t seed) {
-  vat_sim_scenario sc = {
-      .name = "queue", .setup = queue_setup, .done = queue_done};
+static int close_old_marker;
+
+static vat_sim_result run_queue(uint64_t seed, bool close_old) {
+  vat_sim_scenario sc = {.name = "queue",
+                         .setup = queue_setup,
+                         .done = queue_done,
+                         .ctx = close_old ? &close_old_marker : NULL};
   vat_sim_options o;
   vat_sim_options_default(&o);
   vat_sim_result r;
@@ -143,13 +168,35 @@ static vat_sim_result run_queue(uint64_t seed) {
  * the ends that have something on the way, not through every end ever
  * opened (which made a long run quadratic). */
 START_TEST(dead_connections_left_open_cost_a_step_nothing) {
-  vat_sim_result r = run_queue(1);
+  vat_sim_result r = run_queue(1, false);
   ck_assert_msg(!r.failed, "%s", r.message);
   queue_world *w = last_world;
   ck_assert_uint_eq(w->jobs, REDIALS);
   size_t most = w->most_walked;
   /* The connection in use's two ends, at most; 2 * REDIALS before. */
   ck_assert_msg(most <= 2, "a step went through %zu connection ends", most);
+}
+END_TEST
+
+/* --- What a dial made ------------------------------------------------------
+ */
+
+/* A dial hands its connection to the dialling program as it opens, before
+ * the peer's bootstrap resolves: reconnect code can close the connection
+ * it replaces (host side), inspect it or watch it end. */
+START_TEST(a_dial_hands_over_its_connection_to_close_the_old_one) {
+  vat_sim_result r = run_queue(1, true);
+  ck_assert_msg(!r.failed, "%s", r.message);
+  queue_world *w = last_world;
+  ck_assert_uint_eq(w->jobs, REDIALS);
+  ck_assert_uint_eq(w->opened, REDIALS);
+  ck_assert_uint_eq(w->opened_first, REDIALS);
+  /* Each one closed but the last, whose end nobody asked for. */
+  ck_assert_uint_eq(w->closed_ends, REDIALS - 1);
+  vat_conn_info info;
+  ck_assert_vat_ok(vat_conn_inspect(w->conns[REDIALS - 1], &info));
+  ck_assert_uint_ge(info.frames_out, 2); /* the bootstrap, the take */
+  ck_assert_uint_eq(test_bad_calls(), 0);
 }
 END_TEST
 
@@ -212,5 +259,6 @@ void test_sim_net_edges_tests(Suite *s) {
   TCase *tc = test_case("edges", 120);
   tcase_add_test(tc, dead_connections_left_open_cost_a_step_nothing);
   tcase_add_test(tc, connection_vats_are_named_by_machine_peer_and_number);
+  tcase_add_test(tc, a_dial_hands_over_its_connection_to_close_the_old_one);
   suite_add_tcase(s, tc);
 }

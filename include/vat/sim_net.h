@@ -27,7 +27,8 @@
  * connection options, to whoever connects to it. A connection opens from
  * the host side at once (vat_sim_connect, in a scenario's setup), or,
  * from a vat's turn as a program's own reconnect code does, after the
- * link's latency (vat_sim_dial: a promise for the peer's bootstrap). Each
+ * link's latency (vat_sim_dial: a promise for the peer's bootstrap,
+ * and the new connection handed to a function as it opens). Each
  * side is a connection vat as vat_conn_open makes one: its options say
  * its limits and timeouts, its vat_conn_closed settles when it ends, its
  * proxies end with `noconnection`. A connection's options `loop` is not
@@ -157,9 +158,13 @@ void vat_sim_link_options_default(vat_sim_link_options *o);
  *  once, before the connections that use it). */
 int vat_sim_link(vat_system *a, vat_system *b, const vat_sim_link_options *o);
 
-/** Called when a connection to a serving machine opens there (host side,
- *  between steps): `conn` is the serving side's connection. */
-typedef void (*vat_sim_accept_fn)(void *ctx, vat_system *sys, vat_conn *conn);
+/** Called when a connection opens on machine `sys` (host side, between
+ *  steps), with that machine's side of it, `conn`: the serving side's
+ *  (vat_sim_serve) or the dialling side's (vat_sim_dial). Host side, it
+ *  may close it or another (vat_conn_close), inspect it, or hand it to a
+ *  vat (vat_host_send); vat_conn_closed and vat_conn_inspect may be
+ *  called from any turn. */
+typedef void (*vat_sim_opened_fn)(void *ctx, vat_system *sys, vat_conn *conn);
 
 /** Machine `sys` serves: each connection to it offers `bootstrap` (NULL:
  *  none) with options `opt` (NULL: defaults; copied; checked now as
@@ -168,7 +173,7 @@ typedef void (*vat_sim_accept_fn)(void *ctx, vat_system *sys, vat_conn *conn);
  *  after it. Errors: VAT_EINVAL (NULL sys, no running world, bad
  *  options). */
 int vat_sim_serve(vat_system *sys, vat_ref *bootstrap,
-                  const vat_conn_options *opt, vat_sim_accept_fn fn, void *ctx);
+                  const vat_conn_options *opt, vat_sim_opened_fn fn, void *ctx);
 
 /** Opens a connection from machine `from` to machine `to` now, as though
  *  its handshake had just been made: both sides' connection vats exist
@@ -189,13 +194,21 @@ int vat_sim_connect(vat_system *from, vat_system *to, vat_ref *bootstrap,
  *  that crosses back). It breaks with disconnected("connect: connection
  *  refused") when `to` does not serve then, and with
  *  disconnected("connect: connection timed out") when `to` crashed or a
- *  partition outlasts connect_timeout_ns. Inside a turn of a vat of
- *  `from` (the dial is made at once, not when the turn commits: a turn
- *  that fails after it still dials), or the host side. Errors:
+ *  partition outlasts connect_timeout_ns. As the connection opens, before
+ *  *peer_bootstrap resolves, `opened(ctx, from, conn)` (NULL: nobody) is
+ *  handed `from`'s side of it, as vat_sim_serve's fn is handed the
+ *  server's: the program's way to close, inspect or watch what it
+ *  dialled (a connection left open lives on, with its vats, until the
+ *  world ends; closing the one it replaces is the program's part). No
+ *  connection is made while the dial is on its way, hence no vat_conn to
+ *  hand back now: a vat cannot be made inside a turn. Inside a turn of a
+ *  vat of `from` (the dial is made at once, not when the turn commits: a
+ *  turn that fails after it still dials), or the host side. Errors:
  *  VAT_EINVAL (NULL or equal systems, NULL peer_bootstrap, no running
  *  world, bad options), VAT_ECLOSED (`from` crashed). */
 int vat_sim_dial(vat_system *from, vat_system *to, vat_ref *bootstrap,
-                 const vat_conn_options *opt, vat_promise **peer_bootstrap);
+                 const vat_conn_options *opt, vat_sim_opened_fn opened,
+                 void *ctx, vat_promise **peer_bootstrap);
 
 /** Plans a fault on the link of `a` and `b` (made with the defaults if
  *  there is none) at `at_ns` on the world's clock (before the next step

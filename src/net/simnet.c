@@ -18,7 +18,7 @@ typedef struct server {
   vat_system *sys;
   vat_ref *bootstrap;
   vat_conn_options opt;
-  vat_sim_accept_fn fn;
+  vat_sim_opened_fn fn;
   void *ctx;
 } server;
 
@@ -27,6 +27,8 @@ typedef struct dial {
   vat_system *from, *to;
   vat_ref *bootstrap;
   vat_conn_options opt;
+  vat_sim_opened_fn opened;
+  void *opened_ctx;
   vat_resolver *resolver;
   uint64_t deadline;
 } dial;
@@ -382,7 +384,7 @@ static int check_options(const vat_conn_options *opt) {
 }
 
 int vat_sim_serve(vat_system *sys, vat_ref *bootstrap,
-                  const vat_conn_options *opt, vat_sim_accept_fn fn,
+                  const vat_conn_options *opt, vat_sim_opened_fn fn,
                   void *ctx) {
   sim_net *n = net_of(sys);
   if (n == NULL || check_options(opt) != VAT_OK)
@@ -420,7 +422,8 @@ int vat_sim_connect(vat_system *from, vat_system *to, vat_ref *bootstrap,
 }
 
 int vat_sim_dial(vat_system *from, vat_system *to, vat_ref *bootstrap,
-                 const vat_conn_options *opt, vat_promise **peer_bootstrap) {
+                 const vat_conn_options *opt, vat_sim_opened_fn opened,
+                 void *ctx, vat_promise **peer_bootstrap) {
   sim_net *n = pair_net(from, to);
   if (n == NULL || peer_bootstrap == NULL || check_options(opt) != VAT_OK)
     return VAT_EINVAL;
@@ -438,6 +441,8 @@ int vat_sim_dial(vat_system *from, vat_system *to, vat_ref *bootstrap,
   d->from = from;
   d->to = to;
   d->bootstrap = bootstrap;
+  d->opened = opened;
+  d->opened_ctx = ctx;
   vat_conn_options_default(&d->opt);
   if (opt != NULL)
     d->opt = *opt;
@@ -473,6 +478,8 @@ static uint64_t arrive(sim_net *n, event *e, uint64_t now) {
     vat_conn *conn;
     int rc = open_stream(n, l, d->from, d->bootstrap, &d->opt, srv, &conn);
     if (rc == VAT_OK) {
+      if (d->opened != NULL)
+        d->opened(d->opened_ctx, d->from, conn);
       vat_resolve(NULL, d->resolver,
                   vat_promise_value(vat_conn_bootstrap(conn)));
       return 3;
