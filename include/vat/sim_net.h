@@ -23,6 +23,82 @@
  *     ... vat_conn_bootstrap(conn) is the server's counter, a proxy ...
  *   }
  *
+ * The served object, and watching the connection (examples/sim_job_queue.c,
+ * a job queue across two machines that runs as a test, holds the whole
+ * program: test/sim_net_example_sync.sh keeps these two excerpts the
+ * same as it). What a machine serves is an ordinary vat: its receive
+ * function gets each call from the peer as a request (vat/caps.h), the
+ * method's name as the selector, and in the value the arguments (a list)
+ * and the ref to reply to; its reply (vat_reply, or vat_reply_error for
+ * an exception) is the call's answer over the connection. A one-way
+ * message from the peer is no request (vat_request_parse is false):
+ *
+ *   typedef struct queue {
+ *     bool done[JOBS + 1];
+ *     unsigned ndone;
+ *   } queue;
+ *
+ *   static void queue_receive(vat_turn *turn, void *state, const vat_atom *method,
+ *                             vat_value request) {
+ *     queue *q = state;
+ *     vat_value args;
+ *     vat_ref *reply;
+ *     if (!vat_request_parse(request, &args, &reply))
+ *       return;
+ *     if (method == vat_atom_intern("take")) {
+ *       int64_t job = 1;
+ *       while (job <= JOBS && q->done[job])
+ *         job++;
+ *       vat_reply(turn, reply, vat_int(job <= JOBS ? job : 0));
+ *     } else if (method == vat_atom_intern("finished")) {
+ *       int64_t job = 0;
+ *       if (vat_get_int(vat_at(args, 0), &job) == VAT_OK && job >= 1 &&
+ *           job <= JOBS && !q->done[job]) {
+ *         q->done[job] = true;
+ *         q->ndone++;
+ *       }
+ *       vat_reply(turn, reply, vat_int(q->ndone));
+ *     } else {
+ *       vat_reply_error(
+ *           turn, reply,
+ *           vat_error(vat_atom_intern("TypeError"), vat_string("no such method")));
+ *     }
+ *   }
+ *
+ *   static const vat_entity_def queue_def = {
+ *       .state_size = sizeof(queue), .receive = queue_receive, .label = "queue"};
+ *
+ * The dialling side calls it through a proxy (the bootstrap
+ * vat_sim_dial's promise resolves to) and watches the proxy: a monitor
+ * on it fires with `noconnection` when the connection it came over ends
+ * (a disconnect, a timeout, a crash found out) and also when the program
+ * closed that connection itself, as it does with the one it replaces
+ * (vat_sim_dial's opened function), so only the proxy in use is a cue to
+ * dial again:
+ *
+ *   static void connection_lost(vat_turn *turn, void *state, uint64_t monitor,
+ *                               vat_ref *who, vat_value reason) {
+ *     (void)monitor, (void)reason;
+ *     worker *w = state;
+ *     if (who == w->queue)
+ *       dial(turn, w);
+ *   }
+ *
+ *   static void connected(vat_turn *turn, void *state, void *ctx, bool resolved,
+ *                         vat_value value) {
+ *     (void)ctx;
+ *     worker *w = state;
+ *     vat_ref *q = vat_value_ref(value);
+ *     uint64_t id;
+ *     if (!resolved || q == NULL) {
+ *       dial(turn, w);
+ *       return;
+ *     }
+ *     w->queue = q;
+ *     vat_monitor(turn, q, connection_lost, &id);
+ *     take(turn, w, q);
+ *   }
+ *
  * A machine serves (vat_sim_serve): it offers a bootstrap ref, with
  * connection options, to whoever connects to it. A connection opens from
  * the host side at once (vat_sim_connect, in a scenario's setup), or,
