@@ -269,7 +269,8 @@ static void busy_settle(sim_busy *b) {
     else
       e->busy = false;
   }
-  memset(b->ends + kept, 0, (b->n - kept) * sizeof *b->ends);
+  if (kept < b->n) /* b->ends is NULL until an end is first busy */
+    memset(b->ends + kept, 0, (b->n - kept) * sizeof *b->ends);
   b->n = kept;
 }
 
