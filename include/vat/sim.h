@@ -163,9 +163,12 @@
  * (vat_sim_result.plan_missed counts those). Faults due at one step
  * strike in the plan's order. A fault at a time strikes at its time, in
  * the order of the plan among those of one time, before that step looks
- * at what is ready; one whose machine is not there or is down, whose
- * text no source knows, or whose source finds nothing it names then (a
- * link not made yet) never strikes (plan_missed counts it too). So the
+ * at what is ready; one whose machine is not there or is down never
+ * strikes (plan_missed counts it too). One whose text no source knows
+ * ("explode m0-m1"), or whose source finds nothing it names as it falls
+ * due (a network fault on a link not made by then), is a mistake in the
+ * plan: the run stops there and the campaign returns VAT_EINVAL, its
+ * message naming the fault and what is wrong with it. So the
  * plan a run reports, pasted back with its seed, strikes the same faults
  * at the same steps and times and replays that run exactly (same turns,
  * digest, notes and message), whether its faults were drawn or planned. The
@@ -493,7 +496,9 @@ typedef struct vat_sim_result {
  *  above VAT_SIM_MAX_JOBS, VAT_SIM_SEED not a number, VAT_SIM_MAX_SEED_TIME
  *  or VAT_SIM_MAX_SEED_MEMORY not of their forms, a plan that does not
  *  parse: out->message, when out is not NULL, names the option or the
- *  variable and says why),
+ *  variable and says why; a plan's fault at a time refused as it fell
+ *  due, above: the campaign stops at that seed, out->message names the
+ *  fault and why, out->failed is false),
  *  those of vat_system_new: then the campaign stops at the seed whose
  *  world could not be made, and out->seed is that seed, out->message says
  *  why, out->failed is false and its other figures are zero; and in
@@ -650,9 +655,10 @@ typedef struct vat_sim_source {
    *  a plan can name). Returns VAT_OK when it struck (it notes it, with
    *  vat_sim_note, as any fault it makes), with a hash of what it did in
    *  *hash, for the digest; VAT_ENOTFOUND when `text` is one of its
-   *  faults but what it names is not there (the fault does not strike);
-   *  VAT_EINVAL when `text` is none of its faults (the world asks its
-   *  next source). */
+   *  faults but what it names is not there (the fault does not strike; a
+   *  plan's is refused, above); VAT_EINVAL when `text` is none of its
+   *  faults (the world asks its next source; a plan's fault no source
+   *  knows is refused). */
   int (*strike)(void *ctx, const char *text, uint64_t *hash);
 } vat_sim_source;
 

@@ -23,15 +23,96 @@
  *     ... vat_conn_bootstrap(conn) is the server's counter, a proxy ...
  *   }
  *
+ * The served object, and watching the connection (examples/sim_job_queue.c,
+ * a job queue across two machines that runs as a test, holds the whole
+ * program: test/sim_net_example_sync.sh keeps these two excerpts the
+ * same as it). What a machine serves is an ordinary vat: its receive
+ * function gets each call from the peer as a request (vat/caps.h), the
+ * method's name as the selector, and in the value the arguments (a list)
+ * and the ref to reply to; its reply (vat_reply, or vat_reply_error for
+ * an exception) is the call's answer over the connection. A one-way
+ * message from the peer is no request (vat_request_parse is false):
+ *
+ *   typedef struct queue {
+ *     bool done[JOBS + 1];
+ *     unsigned ndone;
+ *   } queue;
+ *
+ *   static void queue_receive(vat_turn *turn, void *state, const vat_atom *method,
+ *                             vat_value request) {
+ *     queue *q = state;
+ *     vat_value args;
+ *     vat_ref *reply;
+ *     if (!vat_request_parse(request, &args, &reply))
+ *       return;
+ *     if (method == vat_atom_intern("take")) {
+ *       int64_t job = 1;
+ *       while (job <= JOBS && q->done[job])
+ *         job++;
+ *       vat_reply(turn, reply, vat_int(job <= JOBS ? job : 0));
+ *     } else if (method == vat_atom_intern("finished")) {
+ *       int64_t job = 0;
+ *       if (vat_get_int(vat_at(args, 0), &job) == VAT_OK && job >= 1 &&
+ *           job <= JOBS && !q->done[job]) {
+ *         q->done[job] = true;
+ *         q->ndone++;
+ *       }
+ *       vat_reply(turn, reply, vat_int(q->ndone));
+ *     } else {
+ *       vat_reply_error(
+ *           turn, reply,
+ *           vat_error(vat_atom_intern("TypeError"), vat_string("no such method")));
+ *     }
+ *   }
+ *
+ *   static const vat_entity_def queue_def = {
+ *       .state_size = sizeof(queue), .receive = queue_receive, .label = "queue"};
+ *
+ * The dialling side calls it through a proxy (the bootstrap
+ * vat_sim_dial's promise resolves to) and watches the proxy: a monitor
+ * on it fires with `noconnection` when the connection it came over ends
+ * (a disconnect, a timeout, a crash found out) and also when the program
+ * closed that connection itself, as it does with the one it replaces
+ * (vat_sim_dial's opened function), so only the proxy in use is a cue to
+ * dial again:
+ *
+ *   static void connection_lost(vat_turn *turn, void *state, uint64_t monitor,
+ *                               vat_ref *who, vat_value reason) {
+ *     (void)monitor, (void)reason;
+ *     worker *w = state;
+ *     if (who == w->queue)
+ *       dial(turn, w);
+ *   }
+ *
+ *   static void connected(vat_turn *turn, void *state, void *ctx, bool resolved,
+ *                         vat_value value) {
+ *     (void)ctx;
+ *     worker *w = state;
+ *     vat_ref *q = vat_value_ref(value);
+ *     uint64_t id;
+ *     if (!resolved || q == NULL) {
+ *       dial(turn, w);
+ *       return;
+ *     }
+ *     w->queue = q;
+ *     vat_monitor(turn, q, connection_lost, &id);
+ *     take(turn, w, q);
+ *   }
+ *
  * A machine serves (vat_sim_serve): it offers a bootstrap ref, with
  * connection options, to whoever connects to it. A connection opens from
  * the host side at once (vat_sim_connect, in a scenario's setup), or,
  * from a vat's turn as a program's own reconnect code does, after the
- * link's latency (vat_sim_dial: a promise for the peer's bootstrap). Each
+ * link's latency (vat_sim_dial: a promise for the peer's bootstrap,
+ * and the new connection handed to a function as it opens). Each
  * side is a connection vat as vat_conn_open makes one: its options say
  * its limits and timeouts, its vat_conn_closed settles when it ends, its
  * proxies end with `noconnection`. A connection's options `loop` is not
- * used.
+ * used. Unless its options give it a label, each side's connection vat
+ * is labelled "A-B.K": machine A's side of the K-th connection (from 1)
+ * on the link of A and B; so a plan and a trace (vat/sim.h) name it
+ * ("step 25: kill wkr-m0.2" kills the second connection's side on
+ * machine wkr).
  *
  * A link joins two machines: made by vat_sim_link, or with the defaults
  * by the first connection between them. What one side of a connection
@@ -69,8 +150,16 @@
  * The faults drawn from the seed are faults at a time of the run
  * (vat/sim.h), in its plan as "at 2ms: partition m0-m1 for 1500ms" and
  * "at 3223613ns: disconnect m0-m1": replayed from a plan (VAT_SIM_PLAN),
- * which may also hold such faults written by hand (on links made by
- * then), replaced by an explicit plan, and shrunk. Those a scenario
+ * which may also hold such faults written by hand, replaced by an
+ * explicit plan, and shrunk. A link joins two machines both ways: a plan
+ * may name it in either order ("disconnect m1-m0" is the link m0-m1). A
+ * hand-written fault must be on a link made by the time it falls due,
+ * and be written as above: one that names no link then ("disconnect
+ * m0-nobody"), or is no network fault ("explode m0-m1", "partition m0-m1
+ * for ever"), is refused as it falls due (vat_sim_run returns VAT_EINVAL,
+ * its message naming the fault; vat/sim.h), rather than silently
+ * missed. The plan is read before the scenario's setup makes the links,
+ * so its faults can only be checked when they fall due. Those a scenario
  * plans itself (vat_sim_net_fault) are its own: in every run, in the
  * notes and not in the plan.
  *
@@ -145,9 +234,13 @@ void vat_sim_link_options_default(vat_sim_link_options *o);
  *  once, before the connections that use it). */
 int vat_sim_link(vat_system *a, vat_system *b, const vat_sim_link_options *o);
 
-/** Called when a connection to a serving machine opens there (host side,
- *  between steps): `conn` is the serving side's connection. */
-typedef void (*vat_sim_accept_fn)(void *ctx, vat_system *sys, vat_conn *conn);
+/** Called when a connection opens on machine `sys` (host side, between
+ *  steps), with that machine's side of it, `conn`: the serving side's
+ *  (vat_sim_serve) or the dialling side's (vat_sim_dial). Host side, it
+ *  may close it or another (vat_conn_close), inspect it, or hand it to a
+ *  vat (vat_host_send); vat_conn_closed and vat_conn_inspect may be
+ *  called from any turn. */
+typedef void (*vat_sim_opened_fn)(void *ctx, vat_system *sys, vat_conn *conn);
 
 /** Machine `sys` serves: each connection to it offers `bootstrap` (NULL:
  *  none) with options `opt` (NULL: defaults; copied; checked now as
@@ -156,7 +249,7 @@ typedef void (*vat_sim_accept_fn)(void *ctx, vat_system *sys, vat_conn *conn);
  *  after it. Errors: VAT_EINVAL (NULL sys, no running world, bad
  *  options). */
 int vat_sim_serve(vat_system *sys, vat_ref *bootstrap,
-                  const vat_conn_options *opt, vat_sim_accept_fn fn, void *ctx);
+                  const vat_conn_options *opt, vat_sim_opened_fn fn, void *ctx);
 
 /** Opens a connection from machine `from` to machine `to` now, as though
  *  its handshake had just been made: both sides' connection vats exist
@@ -177,13 +270,21 @@ int vat_sim_connect(vat_system *from, vat_system *to, vat_ref *bootstrap,
  *  that crosses back). It breaks with disconnected("connect: connection
  *  refused") when `to` does not serve then, and with
  *  disconnected("connect: connection timed out") when `to` crashed or a
- *  partition outlasts connect_timeout_ns. Inside a turn of a vat of
- *  `from` (the dial is made at once, not when the turn commits: a turn
- *  that fails after it still dials), or the host side. Errors:
+ *  partition outlasts connect_timeout_ns. As the connection opens, before
+ *  *peer_bootstrap resolves, `opened(ctx, from, conn)` (NULL: nobody) is
+ *  handed `from`'s side of it, as vat_sim_serve's fn is handed the
+ *  server's: the program's way to close, inspect or watch what it
+ *  dialled (a connection left open lives on, with its vats, until the
+ *  world ends; closing the one it replaces is the program's part). No
+ *  connection is made while the dial is on its way, hence no vat_conn to
+ *  hand back now: a vat cannot be made inside a turn. Inside a turn of a
+ *  vat of `from` (the dial is made at once, not when the turn commits: a
+ *  turn that fails after it still dials), or the host side. Errors:
  *  VAT_EINVAL (NULL or equal systems, NULL peer_bootstrap, no running
  *  world, bad options), VAT_ECLOSED (`from` crashed). */
 int vat_sim_dial(vat_system *from, vat_system *to, vat_ref *bootstrap,
-                 const vat_conn_options *opt, vat_promise **peer_bootstrap);
+                 const vat_conn_options *opt, vat_sim_opened_fn opened,
+                 void *ctx, vat_promise **peer_bootstrap);
 
 /** Plans a fault on the link of `a` and `b` (made with the defaults if
  *  there is none) at `at_ns` on the world's clock (before the next step

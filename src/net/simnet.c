@@ -18,7 +18,7 @@ typedef struct server {
   vat_system *sys;
   vat_ref *bootstrap;
   vat_conn_options opt;
-  vat_sim_accept_fn fn;
+  vat_sim_opened_fn fn;
   void *ctx;
 } server;
 
@@ -27,6 +27,8 @@ typedef struct dial {
   vat_system *from, *to;
   vat_ref *bootstrap;
   vat_conn_options opt;
+  vat_sim_opened_fn opened;
+  void *opened_ctx;
   vat_resolver *resolver;
   uint64_t deadline;
 } dial;
@@ -49,6 +51,8 @@ typedef struct sim_net {
   server *servers;
   event *events; /* by time, then by seq */
   uint64_t seq, streams;
+  sim_busy busy;
+  size_t most_walked; /* the most ends one look or firing went through */
 } sim_net;
 
 static const vat_sim_source net_source;
@@ -203,6 +207,8 @@ static int make_link(sim_net *n, vat_system *a, vat_system *b,
   l->a = a;
   l->b = b;
   l->opt = *o;
+  l->index = n->nlinks;
+  l->busy = &n->busy;
   n->links[n->nlinks++] = l;
   *out = l;
   return draw_faults(n, l);
@@ -215,6 +221,57 @@ static int link_of(sim_net *n, vat_system *a, vat_system *b, sim_link **out) {
   vat_sim_link_options o;
   vat_sim_link_options_default(&o);
   return make_link(n, a, b, &o, out);
+}
+
+/* --- What is on its way ----------------------------------------------------
+ */
+
+/* Ends deliver in the order of their links, then of their streams, as
+ * they did when every end of every link was walked: a run's deliveries,
+ * and so its schedule, are what they were. */
+static bool delivers_before(const sim_end *x, const sim_end *y) {
+  if (x->link->index != y->link->index)
+    return x->link->index < y->link->index;
+  return x->stream != y->stream ? x->stream < y->stream : x->side < y->side;
+}
+
+bool sim_busy_add(sim_end *e) {
+  sim_busy *b = e->link->busy;
+  if (e->busy)
+    return true;
+  if (b->n == b->cap) {
+    size_t cap = b->cap ? 2 * b->cap : 8;
+    sim_end **ends = GC_MALLOC(cap * sizeof *ends);
+    if (ends == NULL)
+      return false;
+    if (b->n)
+      memcpy(ends, b->ends, b->n * sizeof *ends);
+    b->ends = ends;
+    b->cap = cap;
+  }
+  size_t at = b->n;
+  while (at > 0 && delivers_before(e, b->ends[at - 1]))
+    at--;
+  memmove(b->ends + at + 1, b->ends + at, (b->n - at) * sizeof *b->ends);
+  b->ends[at] = e;
+  b->n++;
+  e->busy = true;
+  return true;
+}
+
+/* Ends with nothing on their way any more (delivered, dropped) leave. */
+static void busy_settle(sim_busy *b) {
+  size_t kept = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    sim_end *e = b->ends[i];
+    if (e->head != NULL)
+      b->ends[kept++] = e;
+    else
+      e->busy = false;
+  }
+  if (kept < b->n) /* b->ends is NULL until an end is first busy */
+    memset(b->ends + kept, 0, (b->n - kept) * sizeof *b->ends);
+  b->n = kept;
 }
 
 static server *server_of(sim_net *n, vat_system *sys) {
@@ -261,6 +318,26 @@ static int add_end(sim_link *l, sim_end *e) {
   return VAT_OK;
 }
 
+/* `o` (NULL: the defaults) with, unless it names its connection vat
+ * itself, the label "A-B.K": the side of machine A of the K-th connection
+ * on its link with B. A plain word, as a plan names a vat by (vat/sim.h):
+ * "captp" twice would be vat#N in plans and traces. The label is copied
+ * as the vat is made, so `buf` may go once it is. */
+static vat_conn_options labelled(const vat_conn_options *o, vat_system *self,
+                                 vat_system *peer, uint64_t k, char *buf,
+                                 size_t size) {
+  vat_conn_options lo;
+  vat_conn_options_default(&lo);
+  if (o != NULL)
+    lo = *o;
+  if (lo.label == NULL) {
+    snprintf(buf, size, "%s-%s.%" PRIu64, vat_sim_system_name(self),
+             vat_sim_system_name(peer), k);
+    lo.label = buf;
+  }
+  return lo;
+}
+
 /* Both sides' connections, now: `from`'s with bootstrap and opt, the
  * server's with its own. */
 static int open_stream(sim_net *n, sim_link *l, vat_system *from,
@@ -270,11 +347,18 @@ static int open_stream(sim_net *n, sim_link *l, vat_system *from,
   if (!sim_stream_new(l, from, ++n->streams, ends))
     return VAT_ENOMEM;
   vat_conn *mine, *theirs;
-  int rc = net_conn_open_with(from, bootstrap, opt, NULL, &net_sim_transport,
-                              sim_end_attach, ends[0], &mine);
+  uint64_t k = l->info.connections + 1;
+  char label[2][80];
+  vat_conn_options mine_opt = labelled(opt, from, srv->sys, k, label[0],
+                                       sizeof label[0]),
+                   theirs_opt = labelled(&srv->opt, srv->sys, from, k, label[1],
+                                         sizeof label[1]);
+  int rc =
+      net_conn_open_with(from, bootstrap, &mine_opt, NULL, &net_sim_transport,
+                         sim_end_attach, ends[0], &mine);
   if (rc != VAT_OK)
     return rc;
-  rc = net_conn_open_with(srv->sys, srv->bootstrap, &srv->opt, NULL,
+  rc = net_conn_open_with(srv->sys, srv->bootstrap, &theirs_opt, NULL,
                           &net_sim_transport, sim_end_attach, ends[1], &theirs);
   if (rc != VAT_OK) {
     /* As a peer that accepts and closes at once. */
@@ -301,7 +385,7 @@ static int check_options(const vat_conn_options *opt) {
 }
 
 int vat_sim_serve(vat_system *sys, vat_ref *bootstrap,
-                  const vat_conn_options *opt, vat_sim_accept_fn fn,
+                  const vat_conn_options *opt, vat_sim_opened_fn fn,
                   void *ctx) {
   sim_net *n = net_of(sys);
   if (n == NULL || check_options(opt) != VAT_OK)
@@ -339,7 +423,8 @@ int vat_sim_connect(vat_system *from, vat_system *to, vat_ref *bootstrap,
 }
 
 int vat_sim_dial(vat_system *from, vat_system *to, vat_ref *bootstrap,
-                 const vat_conn_options *opt, vat_promise **peer_bootstrap) {
+                 const vat_conn_options *opt, vat_sim_opened_fn opened,
+                 void *ctx, vat_promise **peer_bootstrap) {
   sim_net *n = pair_net(from, to);
   if (n == NULL || peer_bootstrap == NULL || check_options(opt) != VAT_OK)
     return VAT_EINVAL;
@@ -357,6 +442,8 @@ int vat_sim_dial(vat_system *from, vat_system *to, vat_ref *bootstrap,
   d->from = from;
   d->to = to;
   d->bootstrap = bootstrap;
+  d->opened = opened;
+  d->opened_ctx = ctx;
   vat_conn_options_default(&d->opt);
   if (opt != NULL)
     d->opt = *opt;
@@ -392,6 +479,8 @@ static uint64_t arrive(sim_net *n, event *e, uint64_t now) {
     vat_conn *conn;
     int rc = open_stream(n, l, d->from, d->bootstrap, &d->opt, srv, &conn);
     if (rc == VAT_OK) {
+      if (d->opened != NULL)
+        d->opened(d->opened_ctx, d->from, conn);
       vat_resolve(NULL, d->resolver,
                   vat_promise_value(vat_conn_bootstrap(conn)));
       return 3;
@@ -488,20 +577,47 @@ static uint64_t next_fault(void *ctx) {
   return first_event(ctx, true);
 }
 
+static void walked(sim_net *n, size_t ends) {
+  if (ends > n->most_walked)
+    n->most_walked = ends;
+}
+
 static uint64_t next_event(void *ctx) {
   sim_net *n = ctx;
   uint64_t next = first_event(n, false);
-  for (size_t i = 0; i < n->nlinks; i++)
-    for (size_t j = 0; j < n->links[i]->nends; j++) {
-      uint64_t t = sim_end_next(n->links[i]->ends[j]);
-      if (t < next)
-        next = t;
-    }
+  for (size_t i = 0; i < n->busy.n; i++) {
+    uint64_t t = sim_end_next(n->busy.ends[i]);
+    if (t < next)
+      next = t;
+  }
+  walked(n, n->busy.n);
   return next;
 }
 
 static uint64_t mix(uint64_t h, uint64_t v) {
   return (h ^ v) * 0x100000001B3ull;
+}
+
+/* Whether the `len` bytes at `s` are machine `sys`'s name. */
+static bool is_named(vat_system *sys, const char *s, size_t len) {
+  const char *name = vat_sim_system_name(sys);
+  return strlen(name) == len && memcmp(name, s, len) == 0;
+}
+
+/* The link "A-B" (machine names hold no '-') names, in either order: a
+ * link joins two machines both ways, so "wkr-m0" is the link m0-wkr. */
+static sim_link *link_named(sim_net *n, const char *name, size_t len) {
+  const char *dash = memchr(name, '-', len);
+  if (dash == NULL)
+    return NULL;
+  size_t first = (size_t)(dash - name), second = len - first - 1;
+  for (size_t i = 0; i < n->nlinks; i++) {
+    sim_link *l = n->links[i];
+    if ((is_named(l->a, name, first) && is_named(l->b, dash + 1, second)) ||
+        (is_named(l->b, name, first) && is_named(l->a, dash + 1, second)))
+      return l;
+  }
+  return NULL;
 }
 
 /* A fault at a time of the world's plan, as fault_text writes it: struck
@@ -531,18 +647,13 @@ static int strike(void *ctx, const char *text, uint64_t *hash) {
   } else if (end != NULL) {
     return VAT_EINVAL;
   }
-  for (size_t i = 0; i < n->nlinks; i++) {
-    char buf[80];
-    sim_link *l = n->links[i];
-    link_name(l, buf, sizeof buf);
-    if (strlen(buf) != len || strncmp(buf, name, len) != 0)
-      continue;
-    uint64_t now = sim_link_now(l);
-    *hash = kind == EV_PARTITION ? partition(n, l, now, duration)
-                                 : disconnect(n, l);
-    return VAT_OK;
-  }
-  return VAT_ENOTFOUND;
+  sim_link *l = link_named(n, name, len);
+  if (l == NULL)
+    return VAT_ENOTFOUND;
+  uint64_t now = sim_link_now(l);
+  *hash =
+      kind == EV_PARTITION ? partition(n, l, now, duration) : disconnect(n, l);
+  return VAT_OK;
 }
 
 static uint64_t fire(void *ctx, uint64_t now) {
@@ -560,9 +671,11 @@ static uint64_t fire(void *ctx, uint64_t now) {
     else
       h = mix(h, arrive(n, e, now));
   }
-  for (size_t i = 0; i < n->nlinks; i++)
-    for (size_t j = 0; j < n->links[i]->nends; j++)
-      h = mix(h, sim_end_deliver(n->links[i]->ends[j], now));
+  /* A delivery only sends to its vat: nothing joins the ends meanwhile. */
+  walked(n, n->busy.n);
+  for (size_t i = 0; i < n->busy.n; i++)
+    h = mix(h, sim_end_deliver(n->busy.ends[i], now));
+  busy_settle(&n->busy);
   return h;
 }
 
@@ -582,6 +695,13 @@ static void ended(void *ctx) {
     for (size_t j = 0; j < n->links[i]->nends; j++)
       sim_end_forget(n->links[i]->ends[j]);
 }
+
+#if VAT_TEST_HOOKS
+size_t vat__sim_net_most_ends_walked(vat_system *sys) {
+  sim_net *n = vat_sim_source_find(sys, &net_source);
+  return n != NULL ? n->most_walked : 0;
+}
+#endif
 
 static const vat_sim_source net_source = {.name = "network",
                                           .strike = strike,

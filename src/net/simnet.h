@@ -18,6 +18,14 @@
 
 typedef struct sim_link sim_link;
 
+/* The ends with something on their way to them, in the order of their
+ * links, then of their streams (the order deliveries are made in): what a
+ * step of the network looks at, however many connections are open. */
+typedef struct sim_busy {
+  struct sim_end **ends;
+  size_t n, cap;
+} sim_busy;
+
 /* What travels towards an end: bytes a write made, or the end of the
  * writer's side (FIN, its vat closed it; RST, it aborted). */
 enum { SIM_DATA, SIM_FIN, SIM_RST };
@@ -42,21 +50,25 @@ typedef struct sim_end {
   vat_system *sys; /* its machine */
   vat_ref *conn;   /* its connection vat */
   uint64_t stream; /* the connection's number in the world */
+  unsigned side;   /* 0: the dialling machine's, 1: the server's */
+  bool busy;       /* in its network's sim_busy */
   sim_reader_box *in;
-  sim_seg *head, *tail; /* on their way to it, oldest first */
-  size_t on_the_way;    /* bytes in head..tail */
+  sim_seg *head, *tail;      /* on their way to it, oldest first */
+  size_t on_the_way;         /* bytes in head..tail */
   size_t answers_on_the_way; /* of them, answers to its calls */
-  size_t peak;          /* the most its peer has had on the way to it */
-  size_t in_pending;    /* frames handed to its vat and not yet taken */
-  size_t out_max;       /* options: past this on the way, writes fail */
-  size_t out_resume;    /* options: half the pause, answers unread past it */
-  bool closed;          /* its vat ended it: what it writes is dropped */
-  bool gone;            /* it was told of the end: what comes is dropped */
-  bool frozen;          /* its machine went down */
+  size_t peak;               /* the most its peer has had on the way to it */
+  size_t in_pending;         /* frames handed to its vat and not yet taken */
+  size_t out_max;            /* options: past this on the way, writes fail */
+  size_t out_resume; /* options: half the pause, answers unread past it */
+  bool closed;       /* its vat ended it: what it writes is dropped */
+  bool gone;         /* it was told of the end: what comes is dropped */
+  bool frozen;       /* its machine went down */
 } sim_end;
 
 struct sim_link {
   vat_system *a, *b;
+  size_t index;   /* among its network's links, as they were made */
+  sim_busy *busy; /* its network's */
   vat_sim_link_options opt;
   uint64_t healed_at; /* partitioned while now is before this */
   sim_end **ends;     /* of the connections over it, as they opened */
@@ -98,5 +110,15 @@ bool sim_end_done(const sim_end *e);
 uint64_t sim_link_now(const sim_link *link);
 /** A number drawn from that world's seed. */
 uint64_t sim_link_draw(const sim_link *link);
+/** Something is on its way to `e` now: the network looks at it until
+ *  nothing is. False when out of memory. */
+bool sim_busy_add(sim_end *e);
+
+#if VAT_TEST_HOOKS
+/** The most connection ends the network of the world running `sys` went
+ *  through in one look for its next event or one firing (0: no network):
+ *  what a step costs it, which the tests bound by the live connections. */
+size_t vat__sim_net_most_ends_walked(vat_system *sys);
+#endif
 
 #endif

@@ -42,6 +42,7 @@ bool sim_stream_new(sim_link *link, vat_system *from, uint64_t stream,
     e->link = link;
     e->sys = (from == link->a) == (i == 0) ? link->a : link->b;
     e->stream = stream;
+    e->side = (unsigned)i;
     ends[i] = e;
   }
   ends[0]->peer = ends[1];
@@ -94,7 +95,7 @@ static int send_seg(sim_end *to, int kind, bool answer, const char *data,
     return NET_WRITE_OK;
   }
   sim_seg *s = GC_MALLOC_ATOMIC(sizeof *s + len);
-  if (s == NULL)
+  if (s == NULL || !sim_busy_add(to))
     return NET_WRITE_NOMEM;
   const vat_sim_link_options *o = &to->link->opt;
   uint64_t at = sim_link_now(to->link) + o->latency_ns;

@@ -232,6 +232,8 @@ static vat_sim_verdict run_steps(const vat_sim_scenario *sc, vat__sim_world *w,
     vat__sim_hold_release(w, false);
     vat_run_result rr;
     int rc = vat__sim_machines_run(w, &rr);
+    if (w->refused != NULL)
+      return fail(r, VAT_SIM_RUN_FAILED, "%s", w->refused);
     if (rc != VAT_OK)
       return fail(r, VAT_SIM_RUN_FAILED, "run call failed: %d", rc);
     *turns += rr.turns;
@@ -342,6 +344,10 @@ vat__sim_world *vat__sim_run_seed(const vat_sim_scenario *sc,
   r->trace_written = trace_path != NULL && trace_path != vat__sim_trace_env &&
                      vat_system_trace_write(sys, trace_path) == VAT_OK;
   vat_system_destroy(sys);
+  if (w->refused != NULL) { /* the plan's mistake: no seed's failure */
+    *err = VAT_EINVAL;
+    return NULL;
+  }
   return w;
 }
 

@@ -356,24 +356,20 @@ bool vat__sim_machines_crash_named(vat__sim_world *w, const char *name) {
   return true;
 }
 
-bool vat__sim_machines_source_strike(vat__sim_world *w,
-                                     const vat_sim_source *src,
-                                     const char *text, uint64_t *hash,
-                                     const char **kind) {
+int vat__sim_machines_source_strike(vat__sim_world *w,
+                                    const vat_sim_source *src, const char *text,
+                                    uint64_t *hash, const char **kind) {
   struct vat__sim_machines *m = w->machines;
   for (unsigned j = 0; j < m->nsources; j++) {
     const source_entry *e = &m->sources[j];
     if ((src != NULL && e->src != src) || e->src->strike == NULL)
       continue;
     int rc = e->src->strike(e->ctx, text, hash);
-    if (rc == VAT_OK) {
-      *kind = e->src->name != NULL ? e->src->name : "source";
-      return true;
-    }
-    if (rc != VAT_EINVAL) /* its fault, and what it names is not there */
-      return false;
+    *kind = e->src->name != NULL ? e->src->name : "source";
+    if (rc != VAT_EINVAL) /* its fault: struck, or what it names is not there */
+      return rc == VAT_OK ? VAT_OK : VAT_ENOTFOUND;
   }
-  return false;
+  return VAT_EINVAL;
 }
 
 void vat_sim_system_options_default(vat_sim_system_options *o) {

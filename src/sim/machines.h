@@ -40,11 +40,12 @@ void vat__sim_machines_end(vat__sim_world *w);
  *  crashes now; false when there is none of that name, or it is down. */
 bool vat__sim_machines_crash_named(vat__sim_world *w, const char *name);
 /** ...or a source's fault: `src` (NULL: each source in turn, until one
- *  knows `text`) strikes `text` now. True when it struck, with its hash
- *  for the digest and its source's name (its kind in the trace). */
-bool vat__sim_machines_source_strike(vat__sim_world *w,
-                                     const vat_sim_source *src,
-                                     const char *text, uint64_t *hash,
-                                     const char **kind);
+ *  knows `text`) strikes `text` now. VAT_OK when it struck, with its hash
+ *  for the digest and its source's name (its kind in the trace);
+ *  VAT_EINVAL when no source knows `text`; VAT_ENOTFOUND when the source
+ *  that knows it finds nothing it names now (*kind: that source's name). */
+int vat__sim_machines_source_strike(vat__sim_world *w,
+                                    const vat_sim_source *src, const char *text,
+                                    uint64_t *hash, const char **kind);
 
 #endif

@@ -6,6 +6,7 @@
  * (machines.c, before the step looks at what is ready), and what struck
  * is recorded the same way: so a run's reported plan, pasted back, strikes
  * the same faults at the same times with the same digest. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/system.h"
@@ -87,6 +88,27 @@ static void record(vat__sim_world *w, uint64_t now, const char *text,
 
 static const char crash_word[] = "crash ";
 
+/* A plan's fault that no source knows, or whose source finds nothing it
+ * names at its time (a link not made), is a mistake in the plan, not a
+ * fault that missed: the run stops with it (harness.c). */
+static void refuse(vat__sim_world *w, const due *d, int rc, const char *kind) {
+  char at[32];
+  vat_sim_time_format(d->at, at, sizeof at);
+  size_t n = VAT__SIM_TEXT_MAX + 200;
+  char *why = vat__oom_check(GC_MALLOC_ATOMIC(n), "a plan's refusal");
+  if (rc == VAT_EINVAL)
+    snprintf(why, n,
+             "plan: \"at %s: %s\": no fault of that form (the harness's "
+             "\"crash M\", or one of a source of this world)",
+             at, d->text);
+  else
+    snprintf(why, n,
+             "plan: \"at %s: %s\": the %s knows this fault but has nothing "
+             "it names at %s",
+             at, d->text, kind, at);
+  w->refused = why;
+}
+
 /* Strikes `d` now: a crash here, else in its source (a plan's: the first
  * source that knows it). */
 static bool strike(vat__sim_world *w, const due *d, uint64_t *hash,
@@ -97,7 +119,10 @@ static bool strike(vat__sim_world *w, const due *d, uint64_t *hash,
     *kind = "crash";
     return vat__sim_machines_crash_named(w, d->text + sizeof crash_word - 1);
   }
-  return vat__sim_machines_source_strike(w, d->src, d->text, hash, kind);
+  int rc = vat__sim_machines_source_strike(w, d->src, d->text, hash, kind);
+  if (rc != VAT_OK && d->plan_index >= 0 && w->refused == NULL)
+    refuse(w, d, rc, *kind);
+  return rc == VAT_OK;
 }
 
 bool vat__sim_timed_fire(vat__sim_world *w, uint64_t now) {

@@ -89,6 +89,9 @@ typedef struct vat__sim_world {
   /* A stop struck a vat of this system: it stops after this step (the
    * world with it, in a world of one: harness.c; else machines.c). */
   vat_system *stop;
+  /* Why a plan's fault at a time was refused as it fell due (timed.c):
+   * the run stops, and the campaign returns VAT_EINVAL with it. */
+  const char *refused;
   /* Delay faults (hold.c): whether the world watches its systems'
    * deliveries; the vat whose turn at step hold_step has its
    * sends held, for hold_steps steps; what is held, oldest first; and the
