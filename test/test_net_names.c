@@ -23,19 +23,25 @@ static void name_receive(vat_turn *turn, void *state, const vat_atom *selector,
 
 static const vat_entity_def name_echo_def = {.receive = name_receive};
 
+/* Two connections over a socket pair in a new system: `a` serves the name
+ * echo, `remote` is its proxy on `b` (which serves nothing). */
+static pair open_echo_pair(void) {
+  int sv[2];
+  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  pair c = {.sys = test_system(2)};
+  ck_assert_vat_ok(vat_host_spawn(c.sys, &name_echo_def, &c.served, NULL));
+  ck_assert_vat_ok(vat_conn_open(c.sys, sv[0], c.served, NULL, &c.a));
+  ck_assert_vat_ok(vat_conn_open(c.sys, sv[1], NULL, NULL, &c.b));
+  c.remote = wait_ref(vat_conn_bootstrap(c.b));
+  return c;
+}
+
 enum { NAMES = 64, ROUNDS = 4 };
 
 START_TEST(each_call_reaches_its_target_by_its_own_name) {
   uint64_t seed = test_seed("each_call_reaches_its_target_by_its_own_name");
-  int sv[2];
-  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  vat_system *sys = test_system(2);
-  vat_ref *served, *proxy;
-  vat_conn *a, *b;
-  ck_assert_vat_ok(vat_host_spawn(sys, &name_echo_def, &served, NULL));
-  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, NULL, &a));
-  ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, NULL, &b));
-  proxy = wait_ref(vat_conn_bootstrap(b));
+  pair c = open_echo_pair();
+  vat_ref *proxy = c.remote;
   /* Names of one length that differ in their last bytes, called in a new
    * random order each round: the cache's slots are shared and replaced. */
   char names[NAMES][16];
@@ -68,7 +74,7 @@ START_TEST(each_call_reaches_its_target_by_its_own_name) {
                   "call %d to %s reached %s", k, names[called[k]],
                   vat_type_of(v) == VAT_T_STRING ? vat_string_data(v) : "?");
   }
-  close_pair(&(pair){.sys = sys, .a = a, .b = b});
+  close_pair(&c);
 }
 END_TEST
 
@@ -80,15 +86,8 @@ END_TEST
 enum { PREFIXES = 64 };
 
 START_TEST(names_of_different_lengths_reach_their_own_method) {
-  int sv[2];
-  ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  vat_system *sys = test_system(2);
-  vat_ref *served, *proxy;
-  vat_conn *a, *b;
-  ck_assert_vat_ok(vat_host_spawn(sys, &name_echo_def, &served, NULL));
-  ck_assert_vat_ok(vat_conn_open(sys, sv[0], served, NULL, &a));
-  ck_assert_vat_ok(vat_conn_open(sys, sv[1], NULL, NULL, &b));
-  proxy = wait_ref(vat_conn_bootstrap(b));
+  pair c = open_echo_pair();
+  vat_ref *proxy = c.remote;
   char longest[PREFIXES + 1];
   for (int i = 0; i < PREFIXES; i++)
     longest[i] = (char)('a' + i % 26);
@@ -112,7 +111,7 @@ START_TEST(names_of_different_lengths_reach_their_own_method) {
                   "call %d to the name of %d bytes reached %s", k, len[k],
                   vat_type_of(v) == VAT_T_STRING ? vat_string_data(v) : "?");
   }
-  close_pair(&(pair){.sys = sys, .a = a, .b = b});
+  close_pair(&c);
 }
 END_TEST
 
